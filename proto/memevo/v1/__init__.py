@@ -1,0 +1,1 @@
+"""The memevo wire contract, generated from proto/memevo/v1 (see scripts/gen_protos.py)."""

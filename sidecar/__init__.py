@@ -1,0 +1,1 @@
+"""The server process: storage, the four layers, the gRPC service and the CLI."""
