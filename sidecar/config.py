@@ -1,0 +1,81 @@
+"""Configuration of a sidecar: frozen dataclasses, units in the field names."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .embedding import EmbedderConfig
+
+MIB = 1024 * 1024
+
+
+def default_data_dir() -> Path:
+    """The per-user data directory: ``$XDG_DATA_HOME/memevo`` or ``~/.local/share/memevo``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memevo"
+
+
+def default_listen() -> str:
+    """A unix socket under ``$XDG_RUNTIME_DIR`` (or the temp dir), private to the user."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
+    return f"unix://{base}/memevo-{os.getuid()}.sock"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Hard limits on requests; past them a call gets INVALID_ARGUMENT or RESOURCE_EXHAUSTED."""
+
+    max_content_bytes: int = 64 * 1024
+    """UTF-8 bytes of one memory's content or one query."""
+    max_batch_items: int = 10_000
+    """Memories in one RememberBatch."""
+    max_k: int = 1_000
+    """Memories one Recall may return, and ids one Get or Forget may name."""
+    max_message_bytes: int = 64 * MIB
+    """gRPC message size, both directions."""
+    max_fresh_tail: int = 200_000
+    """Acknowledged vectors waiting for the ANN graph; past it writes get RESOURCE_EXHAUSTED."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexConfig:
+    """The usearch HNSW graph and its background builder."""
+
+    connectivity: int = 16
+    """Graph degree M."""
+    expansion_add: int = 128
+    """Candidate list size while inserting (efConstruction)."""
+    expansion_search: int = 64
+    """Candidate list size while searching (ef)."""
+    build_batch: int = 4096
+    """Vectors the builder moves from the fresh tail into the graph per step."""
+    save_interval_s: float = 300.0
+    """Seconds between index saves while there are changes; also saved at shutdown."""
+    exact_scan_limit: int = 4096
+    """Filters matching at most this many memories are answered by an exact scan."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SidecarConfig:
+    """Everything ``memevo serve`` needs."""
+
+    data_dir: Path = field(default_factory=default_data_dir)
+    """The data directory: RocksDB, the saved index, the lock."""
+    listen: tuple[str, ...] = ()
+    """Addresses: ``unix:///abs/path.sock`` or ``host:port`` (``127.0.0.1:0`` picks a free port)."""
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    """How text becomes vectors; kind "none" means clients send vectors."""
+    dimension: int = 0
+    """Vector dimension for a new data directory without an embedder; 0 = the embedder's."""
+    limits: Limits = field(default_factory=Limits)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    commit_group_max: int = 4096
+    """Most mutations one synced RocksDB write groups together."""
+    grace_s: float = 5.0
+    """Seconds in-flight calls get to finish at shutdown."""
+    workers: int = 32
+    """gRPC worker threads; each open Watch or Review stream holds one."""
+    ready_file: Path | None = None
+    """Written (JSON: pid, listen addresses) once the server is serving."""

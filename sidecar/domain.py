@@ -1,0 +1,90 @@
+"""Domain objects the layers exchange: validated inputs and queries, free of protobuf."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memevo.v1 import memory_pb2, memory_service_pb2
+
+DEFAULT_NAMESPACE = "default"
+
+
+def now_s() -> float:
+    """System time, epoch seconds."""
+    return time.time()
+
+
+def to_timestamp(epoch_s: float) -> Timestamp:
+    """Epoch seconds to a protobuf Timestamp (microsecond precision)."""
+    micros = round(epoch_s * 1_000_000)
+    stamp = Timestamp()
+    stamp.FromMicroseconds(micros)
+    return stamp
+
+
+def from_timestamp(stamp: Timestamp) -> float:
+    """A protobuf Timestamp to epoch seconds."""
+    return stamp.seconds + stamp.nanos / 1e9
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewMemory:
+    """A validated memory to store; ``vector`` is None when the sidecar must embed ``content``."""
+
+    content: str
+    vector: npt.NDArray[np.float32] | None
+    namespace: str = DEFAULT_NAMESPACE
+    kind: memory_pb2.MemoryKind.ValueType = memory_pb2.MEMORY_KIND_EPISODE
+    entity: str = ""
+    topic: str = ""
+    fact_attribute: str = ""
+    fact_value: str = ""
+    source: memory_pb2.MemorySource.ValueType = memory_pb2.MEMORY_SOURCE_AGENT_INFERENCE
+    confidence: float | None = None
+    importance: int = 0
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, str] = field(default_factory=dict)
+    valid_from_s: float | None = None
+    """World time it became true; None = now."""
+    framework_version: str | None = None
+    """None = the sidecar's current declared version."""
+    reasoning_ids: tuple[int, ...] = ()
+    reasoning_text: str = ""
+    task_signature: str = ""
+    request_id: str = ""
+    """Per-item idempotency key (streams); empty when none."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecallQuery:
+    """A validated recall: unit query vector, filters and mode."""
+
+    vector: npt.NDArray[np.float32]
+    k: int = 10
+    namespace: str = DEFAULT_NAMESPACE
+    kinds: frozenset[memory_pb2.MemoryKind.ValueType] = frozenset()
+    entity: str = ""
+    tags: frozenset[str] = frozenset()
+    valid_from_after_s: float = -math.inf
+    valid_from_before_s: float = math.inf
+    mode: memory_service_pb2.RecallMode.ValueType = memory_service_pb2.RECALL_MODE_CURRENT
+    include_archived: bool = False
+    as_of_s: float | None = None
+    include_vectors: bool = False
+    turn: int | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One recalled memory with its similarity, score and reading hint."""
+
+    memory: memory_pb2.Memory
+    similarity: float
+    score: float
+    hint: str

@@ -1,0 +1,1 @@
+"""Application layer: recall and context building over current, reliable memories."""

@@ -1,0 +1,191 @@
+"""Recall: candidates from the ANN index (or an exact scan when filters are selective), filtered by state.
+
+Standard (CURRENT) recall never returns OBSOLETE, EVICTED or CONSOLIDATED
+memories and returns ARCHIVED ones only when asked. Ranking is by cosine
+similarity for now; the value-aware ranking of the application layer builds
+on the same candidate step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from memevo.v1 import memory_service_pb2
+
+from ..domain import Hit, RecallQuery, now_s
+from ..engine import Engine
+from ..store.columns import (
+    NO_CODE,
+    STATE_ACTIVE,
+    STATE_ARCHIVED,
+    STATE_CONSOLIDATED,
+    STATE_OBSOLETE,
+    MemoryColumns,
+)
+from ..store.rocks import CF_VECTORS, u64_key
+from .hints import hint_for
+
+IdArray = npt.NDArray[np.int64]
+MAX_OVERFETCH_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class _Filter:
+    """A recall query compiled against the columns: codes instead of strings."""
+
+    states: npt.NDArray[np.uint8]
+    namespace: int
+    kinds: npt.NDArray[np.uint8] | None
+    entity: int | None
+    tags: frozenset[str]
+    valid_from_after_s: float
+    valid_from_before_s: float
+    as_of_s: float | None
+
+    @property
+    def narrows(self) -> bool:
+        """Whether anything beyond state and namespace restricts the candidates."""
+        return bool(
+            self.kinds is not None
+            or self.entity is not None
+            or self.tags
+            or self.as_of_s is not None
+            or self.valid_from_after_s > -math.inf
+            or self.valid_from_before_s < math.inf
+        )
+
+
+def _compile(query: RecallQuery, columns: MemoryColumns) -> _Filter | None:
+    """None when nothing can match (an unknown namespace or entity)."""
+    namespace = columns.namespaces.lookup(query.namespace)
+    if namespace == NO_CODE:
+        return None
+    entity: int | None = None
+    if query.entity:
+        entity = columns.entities.lookup(query.entity)
+        if entity == NO_CODE:
+            return None
+    if query.mode == memory_service_pb2.RECALL_MODE_HISTORY:
+        states = [STATE_ACTIVE, STATE_ARCHIVED, STATE_CONSOLIDATED, STATE_OBSOLETE]
+    elif query.as_of_s is not None:
+        # "As of" asks for the versions valid then, which may be obsolete now.
+        states = [STATE_ACTIVE, STATE_ARCHIVED, STATE_OBSOLETE]
+    else:
+        states = [STATE_ACTIVE, STATE_ARCHIVED] if query.include_archived else [STATE_ACTIVE]
+    return _Filter(
+        states=np.asarray(states, dtype=np.uint8),
+        namespace=namespace,
+        kinds=np.asarray(sorted(query.kinds), dtype=np.uint8) if query.kinds else None,
+        entity=entity,
+        tags=query.tags,
+        valid_from_after_s=query.valid_from_after_s,
+        valid_from_before_s=query.valid_from_before_s,
+        as_of_s=query.as_of_s,
+    )
+
+
+def _mask(columns: MemoryColumns, ids: IdArray, flt: _Filter) -> npt.NDArray[np.bool_]:
+    """Which ids pass the filter (ids must be < columns.size)."""
+    keep = np.isin(columns.state[ids], flt.states)
+    keep &= columns.namespace[ids] == flt.namespace
+    if flt.kinds is not None:
+        keep &= np.isin(columns.kind[ids], flt.kinds)
+    if flt.entity is not None:
+        keep &= columns.entity[ids] == flt.entity
+    if flt.valid_from_after_s > -math.inf or flt.valid_from_before_s < math.inf:
+        valid_from = columns.valid_from[ids]
+        keep &= (valid_from >= flt.valid_from_after_s) & (valid_from < flt.valid_from_before_s)
+    if flt.as_of_s is not None:
+        valid_from = columns.valid_from[ids]
+        valid_to = columns.valid_to[ids]
+        keep &= (valid_from <= flt.as_of_s) & (np.isnan(valid_to) | (valid_to > flt.as_of_s))
+    if flt.tags:
+        tagged = columns.tags
+        for position in np.flatnonzero(keep):
+            if not flt.tags <= tagged.get(int(ids[position]), frozenset()):
+                keep[position] = False
+    return keep
+
+
+class Recaller:
+    """Runs recall queries against one engine's columns, index and store."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def recall(self, query: RecallQuery) -> list[Hit]:
+        """The best ``query.k`` memories passing the filters, best first."""
+        columns = self.engine.columns
+        flt = _compile(query, columns)
+        if flt is None:
+            return []
+        ids, sims = self._candidates(query, flt)
+        if ids.size == 0:
+            return []
+        order = np.argsort(-sims, kind="stable")[: query.k]
+        ids, sims = ids[order], sims[order]
+        records, _ = self.engine.get([int(i) for i in ids], include_vectors=query.include_vectors)
+        by_id = {r.id: r for r in records}
+        hits: list[Hit] = []
+        for memory_id, similarity in zip(ids.tolist(), sims.tolist(), strict=True):
+            record = by_id.get(memory_id)
+            if record is None:  # forgotten between the candidate step and the read
+                continue
+            hits.append(Hit(record, float(similarity), float(similarity), hint_for(record, query)))
+        columns.record_access(np.asarray([h.memory.id for h in hits], dtype=np.int64), now_s(), query.turn)
+        return hits
+
+    def _candidates(self, query: RecallQuery, flt: _Filter) -> tuple[IdArray, npt.NDArray[np.float32]]:
+        columns = self.engine.columns
+        index = self.engine.index
+        unit = query.vector.reshape(1, -1)
+        size = columns.size
+        total = int(index.graph_count + index.tail_count)
+        selective = flt.narrows or len(columns.namespaces) > 1
+        if selective:
+            all_ids = np.arange(1, size, dtype=np.int64)
+            passing = all_ids[_mask(columns, all_ids, flt)]
+            if passing.size <= self.engine.config.index.exact_scan_limit:
+                return passing, self._exact_similarities(passing, unit)
+            fraction = passing.size / max(total, 1)
+        else:
+            fraction = 1.0
+        count = int(min(max(query.k * 2, math.ceil(query.k / max(fraction, 1e-6) * 1.5)), max(total, 1)))
+        for _ in range(MAX_OVERFETCH_ROUNDS):
+            matches = index.search(unit, count)
+            inside = matches.ids < size
+            ids, sims = matches.ids[inside], matches.similarities[inside]
+            keep = _mask(columns, ids, flt)
+            if int(keep.sum()) >= query.k or count >= index.graph_count:
+                return ids[keep], sims[keep]
+            count = min(count * 4, index.graph_count)
+        return ids[keep], sims[keep]
+
+    def _exact_similarities(self, ids: IdArray, unit: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Cosine similarity of each id's vector to the query, exactly."""
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.float32)
+        tail_ids, tail_vectors = self.engine.index.tail_snapshot()
+        vectors = np.empty((ids.size, self.engine.dimension), dtype=np.float32)
+        in_tail = np.isin(ids, tail_ids)
+        if in_tail.any():
+            position = {int(i): row for row, i in enumerate(tail_ids)}
+            vectors[in_tail] = tail_vectors[[position[int(i)] for i in ids[in_tail]]]
+        rest = ~in_tail
+        if rest.any():
+            rest_ids = ids[rest]
+            in_graph = self.engine.index.graph_contains(rest_ids)
+            rows = np.empty((rest_ids.size, self.engine.dimension), dtype=np.float32)
+            if in_graph.any():
+                rows[in_graph] = self.engine.index.graph_vectors(rest_ids[in_graph])
+            if (~in_graph).any():
+                # Moved out of the tail and not yet visible in the graph snapshot: read RocksDB.
+                raws = self.engine.store.multi_get(CF_VECTORS, [u64_key(int(i)) for i in rest_ids[~in_graph]])
+                stored = np.stack([np.frombuffer(r or b"", dtype="<f4") for r in raws])
+                rows[~in_graph] = stored / np.linalg.norm(stored, axis=1, keepdims=True)
+            vectors[rest] = rows
+        return np.asarray(vectors @ unit[0], dtype=np.float32)

@@ -1,0 +1,358 @@
+"""The gRPC servicer: validate, convert protobuf to domain objects, call the engine. Thin on purpose."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar, cast
+
+import grpc
+import numpy as np
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc
+
+from ..domain import NewMemory
+from ..engine import Engine, Written
+from ..errors import InvalidArgument, MemevoError, Unimplemented
+from ..retrieval.recall import Recaller
+from ..store.vector_index import normalize_rows
+from . import validation
+from .validation import Violations
+
+log = logging.getLogger(__name__)
+
+ERROR_DOMAIN = "memevo.dev"
+STREAM_CHUNK_ITEMS = 512
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+
+
+def to_status(error: MemevoError) -> grpc.Status:
+    """A gRPC status with google.rpc ErrorInfo (and BadRequest field violations when there are any)."""
+    details: list[any_pb2.Any] = []
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
+    if error.retryable:
+        info.metadata["retryable"] = "true"
+    packed = any_pb2.Any()
+    packed.Pack(info)
+    details.append(packed)
+    if isinstance(error, InvalidArgument) and error.violations:
+        bad = error_details_pb2.BadRequest()
+        for name, description in error.violations:
+            bad.field_violations.add(field=name, description=description)
+        packed = any_pb2.Any()
+        packed.Pack(bad)
+        details.append(packed)
+    message = status_pb2.Status(code=error.code.value[0], message=error.message, details=details)
+    return rpc_status.to_status(message)
+
+
+def _internal_status(exc: BaseException) -> grpc.Status:
+    message = status_pb2.Status(code=code_pb2.INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}")
+    return rpc_status.to_status(message)
+
+
+def unary(method: Callable[[Any, Request, grpc.ServicerContext], Response]) -> Callable[..., Response]:
+    """Turn MemevoError into a gRPC status with details; log and report anything else as INTERNAL."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, request: Request, context: grpc.ServicerContext) -> Response:
+        try:
+            return method(self, request, context)
+        except MemevoError as error:
+            context.abort_with_status(to_status(error))
+        except grpc.RpcError:
+            raise
+        except Exception as exc:
+            log.exception("unexpected error in %s", method.__name__)
+            context.abort_with_status(_internal_status(exc))
+        raise AssertionError("abort_with_status returned")  # pragma: no cover
+
+    return wrapper
+
+
+def streaming(
+    method: Callable[[Any, Request, grpc.ServicerContext], Iterator[Response]],
+) -> Callable[..., Iterator[Response]]:
+    """:func:`unary` for server-streaming methods."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, request: Request, context: grpc.ServicerContext) -> Iterator[Response]:
+        try:
+            yield from method(self, request, context)
+        except MemevoError as error:
+            context.abort_with_status(to_status(error))
+        except grpc.RpcError:
+            raise
+        except Exception as exc:
+            log.exception("unexpected error in %s", method.__name__)
+            context.abort_with_status(_internal_status(exc))
+
+    return wrapper
+
+
+def _write_result(written: Written) -> memory_service_pb2.WriteResult:
+    return memory_service_pb2.WriteResult(memory=written.memory, outcome=cast(Any, written.outcome))
+
+
+def _not_yet(name: str) -> Unimplemented:
+    return Unimplemented(f"{name} is part of the memevo.v1 contract but not implemented in this version yet")
+
+
+class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
+    """memevo.v1.MemoryService over one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.recaller = Recaller(engine)
+        self.stopping = threading.Event()
+
+    def _memory(self, v: Violations, field: str, memory: Any, request_id: str = "") -> NewMemory | None:
+        return validation.memory_input(
+            v,
+            field,
+            memory,
+            dimension=self.engine.dimension,
+            limits=self.engine.limits,
+            has_embedder=self.engine.embedder is not None,
+            request_id=request_id,
+        )
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    @unary
+    def Remember(
+        self, request: memory_service_pb2.RememberRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.RememberResponse:
+        v = Violations()
+        if not request.HasField("memory"):
+            v.add("memory", "required")
+        item = self._memory(v, "memory", request.memory)
+        validation.check_request_id(v, "request_id", request.request_id)
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        assert item is not None
+        written = self.engine.remember([item], batch_request_id=request.request_id, turn=turn, rpc="remember")
+        return memory_service_pb2.RememberResponse(result=_write_result(written[0]), replayed=written[0].replayed)
+
+    @unary
+    def RememberBatch(
+        self, request: memory_service_pb2.RememberBatchRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.RememberBatchResponse:
+        v = Violations()
+        count = len(request.memories)
+        if count == 0:
+            v.add("memories", "at least one memory is required")
+        elif count > self.engine.limits.max_batch_items:
+            v.add("memories", f"{count} memories; at most {self.engine.limits.max_batch_items} per batch")
+        validation.check_request_id(v, "request_id", request.request_id)
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        items = [self._memory(v, f"memories[{i}]", m) for i, m in enumerate(request.memories)]
+        v.raise_if_any()
+        written = self.engine.remember(
+            cast(list[NewMemory], items), batch_request_id=request.request_id, turn=turn, rpc="batch"
+        )
+        return memory_service_pb2.RememberBatchResponse(
+            results=[_write_result(w) for w in written], replayed=any(w.replayed for w in written)
+        )
+
+    @unary
+    def RememberStream(
+        self,
+        request_iterator: Iterator[memory_service_pb2.RememberStreamRequest],
+        context: grpc.ServicerContext,
+    ) -> memory_service_pb2.RememberStreamResponse:
+        futures: list[Future[list[Written]]] = []
+        chunk: list[NewMemory] = []
+        chunk_turn: int | None = None
+
+        def flush() -> None:
+            nonlocal chunk
+            if chunk:
+                futures.append(cast(Future[list[Written]], self.engine.submit_remember(chunk, turn=chunk_turn)))
+                chunk = []
+
+        def committed() -> int:
+            total = 0
+            for future in futures:
+                try:
+                    total += len(future.result())
+                except MemevoError:
+                    break
+            return total
+
+        for position, message in enumerate(request_iterator):
+            v = Violations()
+            if not message.HasField("memory"):
+                v.add(f"[{position}].memory", "required")
+            item = self._memory(v, f"[{position}].memory", message.memory, message.request_id)
+            validation.check_request_id(v, f"[{position}].request_id", message.request_id)
+            turn = validation.check_turn(v, f"[{position}].turn", message.HasField("turn"), message.turn)
+            if v.items:
+                error = InvalidArgument(v.items)
+                error.metadata["committed_count"] = str(committed())
+                error.metadata["failed_index"] = str(position)
+                raise error
+            assert item is not None
+            if turn != chunk_turn:
+                flush()
+                chunk_turn = turn
+            chunk.append(item)
+            if len(chunk) >= STREAM_CHUNK_ITEMS:
+                flush()
+        flush()
+        response = memory_service_pb2.RememberStreamResponse()
+        for future in futures:
+            for written in future.result():
+                response.ids.append(written.memory.id)
+                if written.replayed:
+                    response.replayed_count += 1
+                else:
+                    response.created_count += 1
+        return response
+
+    @unary
+    def Forget(
+        self, request: memory_service_pb2.ForgetRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.ForgetResponse:
+        v = Violations()
+        ids = validation.check_ids(v, "ids", request.ids, self.engine.limits.max_k)
+        validation._check_text(v, "reason", request.reason, validation.MAX_NOTE_BYTES)
+        validation.check_request_id(v, "request_id", request.request_id)
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        forgotten, missing = self.engine.forget(
+            ids,
+            reason=request.reason,
+            keep_history=request.keep_history,
+            request_id=request.request_id,
+            turn=turn,
+        )
+        return memory_service_pb2.ForgetResponse(forgotten_ids=forgotten, missing_ids=missing)
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    @unary
+    def Recall(
+        self, request: memory_service_pb2.RecallRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.RecallResponse:
+        v = Violations()
+        query, text = validation.recall_query(
+            v,
+            request,
+            dimension=self.engine.dimension,
+            limits=self.engine.limits,
+            has_embedder=self.engine.embedder is not None,
+        )
+        assert query is not None
+        vector = self.engine.embed([text])[0] if text else query.vector
+        unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
+        query = dataclasses.replace(query, vector=unit)
+        hits = self.recaller.recall(query)
+        response = memory_service_pb2.RecallResponse(retrieval_id=uuid.uuid4().hex)
+        for hit in hits:
+            response.memories.add(memory=hit.memory, similarity=hit.similarity, score=hit.score, hint=hit.hint)
+        return response
+
+    @unary
+    def Get(
+        self, request: memory_service_pb2.GetRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.GetResponse:
+        v = Violations()
+        ids = validation.check_ids(v, "ids", request.ids, self.engine.limits.max_k)
+        v.raise_if_any()
+        found, missing = self.engine.get(ids, include_vectors=request.include_vectors)
+        return memory_service_pb2.GetResponse(memories=found, missing_ids=missing)
+
+    @streaming
+    def Watch(
+        self, request: memory_service_pb2.WatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[memory_service_pb2.WatchResponse]:
+        v = Violations()
+        namespace = validation.check_namespace(v, "namespace", request.namespace) if request.namespace else ""
+        known = set(events_pb2.ChangeEventType.values())
+        for position, kind in enumerate(request.types):
+            if kind not in known or kind == events_pb2.CHANGE_EVENT_TYPE_UNSPECIFIED:
+                v.add(f"types[{position}]", f"unknown ChangeEventType value {kind}")
+        v.raise_if_any()
+        after = request.after_sequence if request.HasField("after_sequence") else self.engine.store.last_sequence
+        types = set(request.types)
+        done = threading.Event()
+        context.add_callback(done.set)
+        stop = _AnyEvent(done, self.stopping)
+        for event in self.engine.events(after, stop):
+            if namespace and event.namespace and event.namespace != namespace:
+                continue
+            if types and event.type not in types:
+                continue
+            yield memory_service_pb2.WatchResponse(event=event)
+
+    @unary
+    def GetStats(
+        self, request: memory_service_pb2.GetStatsRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.GetStatsResponse:
+        return self.engine.stats()
+
+    # ---- not built yet ----------------------------------------------------------------------
+
+    @unary
+    def BuildContext(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("BuildContext")
+
+    @unary
+    def ReportOutcome(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("ReportOutcome")
+
+    @unary
+    def History(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("History")
+
+    @unary
+    def Supersede(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("Supersede")
+
+    @unary
+    def Govern(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("Govern")
+
+    @streaming
+    def Review(self, request_iterator: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        raise _not_yet("Review")
+        yield  # pragma: no cover - makes this a generator like the real stream
+
+    @unary
+    def Unconsolidate(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("Unconsolidate")
+
+    @unary
+    def DeclareFramework(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("DeclareFramework")
+
+    @unary
+    def GetPolicy(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("GetPolicy")
+
+    @unary
+    def UpdatePolicy(self, request: Any, context: grpc.ServicerContext) -> Any:
+        raise _not_yet("UpdatePolicy")
+
+
+class _AnyEvent(threading.Event):
+    """Set when any of the given events is set (a Watch ends when its call or the server ends)."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        super().__init__()
+        self._events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self._events)

@@ -1,0 +1,273 @@
+"""Request validation: protobuf in, domain objects out, or InvalidArgument naming every bad field.
+
+Nothing is written before validation passes, so a rejected request changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memevo.v1 import memory_pb2, memory_service_pb2
+
+from ..config import Limits
+from ..domain import DEFAULT_NAMESPACE, NewMemory, RecallQuery, from_timestamp
+from ..errors import InvalidArgument
+
+MAX_LABEL_BYTES = 256
+MAX_NAMESPACE_BYTES = 128
+MAX_REQUEST_ID_BYTES = 128
+MAX_TAGS = 32
+MAX_TAG_BYTES = 64
+MAX_METADATA_ENTRIES = 32
+MAX_METADATA_BYTES = 4096
+MAX_NOTE_BYTES = 4096
+MAX_FRAMEWORK_BYTES = 64
+# Protobuf Timestamp's own range: 0001-01-01 to 9999-12-31.
+MIN_TIMESTAMP_S = -62_135_596_800
+MAX_TIMESTAMP_S = 253_402_300_799
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9_.:\-]+")
+
+_KINDS = frozenset(memory_pb2.MemoryKind.values())
+_SOURCES = frozenset(memory_pb2.MemorySource.values())
+_MODES = frozenset(memory_service_pb2.RecallMode.values())
+
+
+class Violations:
+    """Collects (field, description) pairs; raises them together."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, field: str, description: str) -> None:
+        self.items.append((field, description))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise InvalidArgument(self.items)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def _check_text(v: Violations, field: str, text: str, limit: int) -> None:
+    size = _utf8_len(text)
+    if size > limit:
+        v.add(field, f"{size} bytes; at most {limit}")
+
+
+def check_request_id(v: Violations, field: str, request_id: str) -> None:
+    """Idempotency keys are short and printable."""
+    _check_text(v, field, request_id, MAX_REQUEST_ID_BYTES)
+
+
+def check_timestamp(v: Violations, field: str, stamp: Timestamp) -> float:
+    """The timestamp in epoch seconds, or a violation if out of protobuf's range."""
+    if not (0 <= stamp.nanos < 1_000_000_000) or not (MIN_TIMESTAMP_S <= stamp.seconds <= MAX_TIMESTAMP_S):
+        v.add(field, "not a valid timestamp (years 1 to 9999, nanos in [0, 1e9))")
+        return 0.0
+    return from_timestamp(stamp)
+
+
+def check_namespace(v: Violations, field: str, namespace: str) -> str:
+    """The namespace, "default" when empty."""
+    if not namespace:
+        return DEFAULT_NAMESPACE
+    if _utf8_len(namespace) > MAX_NAMESPACE_BYTES or not NAMESPACE_PATTERN.fullmatch(namespace):
+        v.add(field, f"must be 1 to {MAX_NAMESPACE_BYTES} characters of [A-Za-z0-9_.:-]")
+    return namespace
+
+
+def decode_vector(v: Violations, field: str, raw: bytes, dimension: int) -> npt.NDArray[np.float32] | None:
+    """Packed little-endian float32 bytes to a vector, checked for size, finiteness and norm."""
+    if len(raw) % 4:
+        v.add(field, f"{len(raw)} bytes is not a whole number of float32 values")
+        return None
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    if vector.size != dimension:
+        v.add(field, f"has {vector.size} floats; the data directory's dimension is {dimension}")
+        return None
+    if not np.isfinite(vector).all():
+        v.add(field, "contains NaN or infinity")
+        return None
+    if not np.any(vector):
+        v.add(field, "is all zeros; a direction is needed")
+        return None
+    return vector
+
+
+def memory_input(
+    v: Violations,
+    field: str,
+    memory: memory_pb2.MemoryInput,
+    *,
+    dimension: int,
+    limits: Limits,
+    has_embedder: bool,
+    request_id: str = "",
+) -> NewMemory | None:
+    """Validate one MemoryInput; violations are named under ``field`` (e.g. "memories[3]")."""
+    start = len(v.items)
+    vector = None
+    if memory.vector:
+        vector = decode_vector(v, f"{field}.vector", memory.vector, dimension)
+    if not memory.content and not memory.vector:
+        v.add(f"{field}.content", "content or vector is required")
+    elif not memory.vector and not has_embedder:
+        v.add(f"{field}.vector", "required: this sidecar has no text embedder, so send a vector")
+    _check_text(v, f"{field}.content", memory.content, limits.max_content_bytes)
+    namespace = check_namespace(v, f"{field}.namespace", memory.namespace)
+    if memory.kind not in _KINDS:
+        v.add(f"{field}.kind", f"unknown MemoryKind value {memory.kind}")
+    if memory.source not in _SOURCES:
+        v.add(f"{field}.source", f"unknown MemorySource value {memory.source}")
+    for name in ("entity", "topic", "task_signature"):
+        _check_text(v, f"{field}.{name}", getattr(memory, name), MAX_LABEL_BYTES)
+    fact_attribute = fact_value = ""
+    if memory.HasField("fact"):
+        fact_attribute, fact_value = memory.fact.attribute, memory.fact.value
+        if not fact_attribute:
+            v.add(f"{field}.fact.attribute", "required when a fact is given")
+        _check_text(v, f"{field}.fact.attribute", fact_attribute, MAX_LABEL_BYTES)
+        _check_text(v, f"{field}.fact.value", fact_value, MAX_METADATA_BYTES)
+        if not memory.entity:
+            v.add(
+                f"{field}.entity",
+                "required when a fact is given: the fact key is (namespace, entity, attribute)",
+            )
+    confidence = None
+    if memory.HasField("confidence"):
+        confidence = memory.confidence
+        if not (math.isfinite(confidence) and 0.0 <= confidence <= 1.0):
+            v.add(f"{field}.confidence", "must be in [0, 1]")
+    if memory.importance > 10:
+        v.add(f"{field}.importance", "must be 0 (not given) or 1 to 10")
+    if len(memory.tags) > MAX_TAGS:
+        v.add(f"{field}.tags", f"{len(memory.tags)} tags; at most {MAX_TAGS}")
+    for position, tag in enumerate(memory.tags):
+        if not tag or _utf8_len(tag) > MAX_TAG_BYTES:
+            v.add(f"{field}.tags[{position}]", f"must be 1 to {MAX_TAG_BYTES} bytes")
+    if len(memory.metadata) > MAX_METADATA_ENTRIES:
+        v.add(f"{field}.metadata", f"{len(memory.metadata)} entries; at most {MAX_METADATA_ENTRIES}")
+    metadata_bytes = sum(_utf8_len(k) + _utf8_len(x) for k, x in memory.metadata.items())
+    if metadata_bytes > MAX_METADATA_BYTES:
+        v.add(f"{field}.metadata", f"{metadata_bytes} bytes; at most {MAX_METADATA_BYTES}")
+    valid_from = None
+    if memory.HasField("valid_from"):
+        valid_from = check_timestamp(v, f"{field}.valid_from", memory.valid_from)
+    _check_text(v, f"{field}.framework_version", memory.framework_version, MAX_FRAMEWORK_BYTES)
+    _check_text(v, f"{field}.reasoning_context.text", memory.reasoning_context.text, MAX_NOTE_BYTES)
+    if any(i == 0 for i in memory.reasoning_context.memory_ids):
+        v.add(f"{field}.reasoning_context.memory_ids", "0 is not a memory id")
+    if len(v.items) > start:
+        return None
+    return NewMemory(
+        content=memory.content,
+        vector=vector,
+        namespace=namespace,
+        kind=memory.kind or memory_pb2.MEMORY_KIND_EPISODE,
+        entity=memory.entity,
+        topic=memory.topic,
+        fact_attribute=fact_attribute,
+        fact_value=fact_value,
+        source=memory.source or memory_pb2.MEMORY_SOURCE_AGENT_INFERENCE,
+        confidence=confidence,
+        importance=memory.importance,
+        tags=tuple(dict.fromkeys(memory.tags)),
+        metadata=dict(memory.metadata),
+        valid_from_s=valid_from,
+        framework_version=memory.framework_version or None,
+        reasoning_ids=tuple(memory.reasoning_context.memory_ids),
+        reasoning_text=memory.reasoning_context.text,
+        task_signature=memory.task_signature,
+        request_id=request_id,
+    )
+
+
+def check_turn(v: Violations, field: str, has_turn: bool, turn: int) -> int | None:
+    """The agent's turn, or None when not given; negative turns are refused."""
+    if not has_turn:
+        return None
+    if turn < 0:
+        v.add(field, "must be >= 0")
+    return turn
+
+
+def recall_query(
+    v: Violations,
+    request: memory_service_pb2.RecallRequest,
+    *,
+    dimension: int,
+    limits: Limits,
+    has_embedder: bool,
+) -> tuple[RecallQuery | None, str]:
+    """Validate a RecallRequest; returns the query (vector still to embed when None) and the text."""
+    vector = None
+    if request.query_vector:
+        vector = decode_vector(v, "query_vector", request.query_vector, dimension)
+    elif not request.query:
+        v.add("query", "query or query_vector is required")
+    elif not has_embedder:
+        v.add("query_vector", "required: this sidecar has no text embedder, so send a vector")
+    _check_text(v, "query", request.query, limits.max_content_bytes)
+    k = request.k or 10
+    if k > limits.max_k:
+        v.add("k", f"{k}; at most {limits.max_k}")
+    flt = request.filter
+    namespace = check_namespace(v, "filter.namespace", flt.namespace)
+    for position, kind in enumerate(flt.kinds):
+        if kind not in _KINDS or kind == memory_pb2.MEMORY_KIND_UNSPECIFIED:
+            v.add(f"filter.kinds[{position}]", f"unknown MemoryKind value {kind}")
+    _check_text(v, "filter.entity", flt.entity, MAX_LABEL_BYTES)
+    for position, tag in enumerate(flt.tags):
+        if not tag or _utf8_len(tag) > MAX_TAG_BYTES:
+            v.add(f"filter.tags[{position}]", f"must be 1 to {MAX_TAG_BYTES} bytes")
+    after = (
+        check_timestamp(v, "filter.valid_from_after", flt.valid_from_after)
+        if flt.HasField("valid_from_after")
+        else -math.inf
+    )
+    before = (
+        check_timestamp(v, "filter.valid_from_before", flt.valid_from_before)
+        if flt.HasField("valid_from_before")
+        else math.inf
+    )
+    if request.mode not in _MODES:
+        v.add("mode", f"unknown RecallMode value {request.mode}")
+    as_of = check_timestamp(v, "as_of", request.as_of) if request.HasField("as_of") else None
+    turn = check_turn(v, "turn", request.HasField("turn"), request.turn)
+    v.raise_if_any()
+    query = RecallQuery(
+        vector=vector if vector is not None else np.zeros(dimension, dtype=np.float32),
+        k=k,
+        namespace=namespace,
+        kinds=frozenset(flt.kinds),
+        entity=flt.entity,
+        tags=frozenset(flt.tags),
+        valid_from_after_s=after,
+        valid_from_before_s=before,
+        mode=request.mode or memory_service_pb2.RECALL_MODE_CURRENT,
+        include_archived=request.include_archived,
+        as_of_s=as_of,
+        include_vectors=request.include_vectors,
+        turn=turn,
+    )
+    return query, ("" if vector is not None else request.query)
+
+
+def check_ids(v: Violations, field: str, ids: Iterable[int], max_count: int) -> list[int]:
+    """A non-empty, bounded list of non-zero ids."""
+    values = list(ids)
+    if not values:
+        v.add(field, "at least one id is required")
+    elif len(values) > max_count:
+        v.add(field, f"{len(values)} ids; at most {max_count} per call")
+    elif any(i == 0 for i in values):
+        v.add(field, "0 is not a memory id")
+    return values

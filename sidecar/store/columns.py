@@ -1,0 +1,188 @@
+"""The hot columns: per-memory metadata in NumPy arrays indexed by memory id.
+
+Ids are dense (allocated 1, 2, 3, ...), so the id is the slot: filters and
+kernels run over whole arrays with no Python object per memory. Strings that
+filters compare (namespace, entity) are interned to small integers; tags are
+kept only for the memories that have them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+from memevo.v1 import memory_pb2
+
+STATE_UNSPECIFIED = memory_pb2.MEMORY_STATE_UNSPECIFIED
+STATE_ACTIVE = memory_pb2.MEMORY_STATE_ACTIVE
+STATE_ARCHIVED = memory_pb2.MEMORY_STATE_ARCHIVED
+STATE_CONSOLIDATED = memory_pb2.MEMORY_STATE_CONSOLIDATED
+STATE_OBSOLETE = memory_pb2.MEMORY_STATE_OBSOLETE
+STATE_EVICTED = memory_pb2.MEMORY_STATE_EVICTED
+
+NO_CODE = -1
+
+
+class Interner:
+    """Maps strings to dense int32 codes and back; code -1 means "absent"."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}
+        self._strings: list[str] = []
+
+    def code(self, text: str) -> int:
+        """The code of ``text``, allocating one if new."""
+        found = self._codes.get(text)
+        if found is None:
+            found = len(self._strings)
+            self._codes[text] = found
+            self._strings.append(text)
+        return found
+
+    def lookup(self, text: str) -> int:
+        """The code of ``text`` or NO_CODE if it was never seen."""
+        return self._codes.get(text, NO_CODE)
+
+    def __len__(self) -> int:
+        return len(self._strings)
+
+    def string(self, code: int) -> str:
+        """The string of ``code``."""
+        return self._strings[code]
+
+
+# name -> (dtype, value of an empty slot)
+_COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
+    "state": (np.uint8, 0),
+    "kind": (np.uint8, 0),
+    "namespace": (np.int32, NO_CODE),
+    "entity": (np.int32, NO_CODE),
+    "valid_from": (np.float64, np.nan),
+    "valid_to": (np.float64, np.nan),
+    "recorded_at": (np.float64, np.nan),
+    "access_count": (np.uint32, 0),
+    "last_access_at": (np.float64, np.nan),
+    "last_access_turn": (np.int64, 0),
+}
+
+
+class MemoryColumns:
+    """Structure-of-arrays metadata of every memory, slot = id.
+
+    Writers (the committer thread) hold the lock while appending or changing a
+    row; readers take a consistent view of the row count and read arrays
+    without the lock (a row is fully written before the count includes it).
+    """
+
+    state: npt.NDArray[np.uint8]
+    kind: npt.NDArray[np.uint8]
+    namespace: npt.NDArray[np.int32]
+    entity: npt.NDArray[np.int32]
+    valid_from: npt.NDArray[np.float64]
+    """World time (epoch seconds) the memory became true."""
+    valid_to: npt.NDArray[np.float64]
+    """World time it stopped being true; NaN while it still is."""
+    recorded_at: npt.NDArray[np.float64]
+    access_count: npt.NDArray[np.uint32]
+    last_access_at: npt.NDArray[np.float64]
+    last_access_turn: npt.NDArray[np.int64]
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.lock = threading.Lock()
+        self.namespaces = Interner()
+        self.entities = Interner()
+        self.tags: dict[int, frozenset[str]] = {}
+        self._size = 1  # slot 0 is never a memory
+        self._allocate(max(capacity, 16))
+
+    def _allocate(self, capacity: int) -> None:
+        for name, (dtype, fill) in _COLUMN_SPECS.items():
+            column = np.full(capacity, fill, dtype=dtype)
+            old = getattr(self, name, None)
+            if old is not None:
+                column[: old.shape[0]] = old
+            setattr(self, name, column)
+
+    @property
+    def size(self) -> int:
+        """One past the highest id stored."""
+        return self._size
+
+    def set_row(
+        self,
+        memory_id: int,
+        *,
+        state: int,
+        kind: int,
+        namespace: str,
+        entity: str,
+        valid_from: float,
+        valid_to: float,
+        recorded_at: float,
+        tags: Iterable[str],
+        access_count: int = 0,
+        last_access_at: float = float("nan"),
+        last_access_turn: int = 0,
+    ) -> None:
+        """Write (or overwrite) the row of ``memory_id``."""
+        with self.lock:
+            if memory_id >= self.state.shape[0]:
+                capacity = self.state.shape[0]
+                while capacity <= memory_id:
+                    capacity *= 2
+                self._allocate(capacity)
+            self.kind[memory_id] = kind
+            self.namespace[memory_id] = self.namespaces.code(namespace)
+            self.entity[memory_id] = self.entities.code(entity) if entity else NO_CODE
+            self.valid_from[memory_id] = valid_from
+            self.valid_to[memory_id] = valid_to
+            self.recorded_at[memory_id] = recorded_at
+            self.access_count[memory_id] = access_count
+            self.last_access_at[memory_id] = last_access_at
+            self.last_access_turn[memory_id] = last_access_turn
+            tag_set = frozenset(tags)
+            if tag_set:
+                self.tags[memory_id] = tag_set
+            else:
+                self.tags.pop(memory_id, None)
+            # State last: a row becomes visible to filters only once it is complete.
+            self.state[memory_id] = state
+            self._size = max(self._size, memory_id + 1)
+
+    def set_state(self, memory_id: int, state: int, *, valid_to: float | None = None) -> None:
+        """Change one memory's state (and validity end)."""
+        with self.lock:
+            self.state[memory_id] = state
+            if valid_to is not None:
+                self.valid_to[memory_id] = valid_to
+            if state == STATE_EVICTED:
+                self.tags.pop(memory_id, None)
+
+    def record_access(self, ids: npt.NDArray[np.int64], now_s: float, turn: int | None) -> None:
+        """Count one access of each id (recall returned it)."""
+        if ids.size == 0:
+            return
+        with self.lock:
+            np.add.at(self.access_count, ids, 1)
+            self.last_access_at[ids] = now_s
+            if turn is not None:
+                self.last_access_turn[ids] = turn
+
+    def live_ids(self) -> npt.NDArray[np.int64]:
+        """Ids of every memory that is not evicted."""
+        n = self._size
+        state = self.state[:n]
+        return np.flatnonzero((state != STATE_UNSPECIFIED) & (state != STATE_EVICTED)).astype(np.int64)
+
+    def count_by_state_kind(self) -> dict[tuple[int, int], int]:
+        """Counts of stored memories per (state, kind), evicted ones excluded."""
+        n = self._size
+        state = self.state[:n].astype(np.int64)
+        kind = self.kind[:n].astype(np.int64)
+        live = (state != STATE_UNSPECIFIED) & (state != STATE_EVICTED)
+        cells = state[live] * 16 + kind[live]
+        values, counts = np.unique(cells, return_counts=True)
+        return {(int(v) // 16, int(v) % 16): int(c) for v, c in zip(values, counts, strict=True)}

@@ -1,0 +1,386 @@
+"""RocksDB, the source of truth: column families, metadata and group-committed, fsynced writes.
+
+Every mutation runs in one committer thread, so id and sequence allocation,
+read-modify-write checks (request ids, fact keys) and the order of the
+change log are serial and simple. The committer takes all mutations queued
+while the previous write was syncing and writes them in one synced batch:
+concurrent writers share an fsync (group commit) and each is acknowledged only
+after its batch is durable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+import rocksdict
+
+from ..errors import FailedPrecondition, StorageError, Unavailable
+
+SCHEMA_VERSION = 1
+
+CF_MEMORIES = "memories"
+CF_VECTORS = "vectors"
+CF_FACTS = "facts"
+CF_ENTITIES = "entities"
+CF_CHANGELOG = "changelog"
+CF_META = "meta"
+CF_REQUESTS = "requests"
+COLUMN_FAMILIES = (CF_MEMORIES, CF_VECTORS, CF_FACTS, CF_ENTITIES, CF_CHANGELOG, CF_META, CF_REQUESTS)
+
+META_SCHEMA = b"schema_version"
+META_DIMENSION = b"dimension"
+META_EMBEDDER = b"embedder"
+META_NEXT_ID = b"next_id"
+META_LAST_SEQUENCE = b"last_sequence"
+META_FRAMEWORK = b"framework_version"
+META_CREATED = b"created_at"
+
+_U64 = struct.Struct(">Q")
+T = TypeVar("T")
+
+
+def u64_key(value: int) -> bytes:
+    """Big-endian 8 bytes, so RocksDB's byte order is numeric order."""
+    return _U64.pack(value)
+
+
+def key_u64(key: bytes) -> int:
+    """Inverse of :func:`u64_key`."""
+    return int(_U64.unpack(key)[0])
+
+
+def _cf_options() -> rocksdict.Options:
+    return rocksdict.Options(raw_mode=True)
+
+
+@dataclass
+class Txn:
+    """The writes of one mutation, applied only if the mutation returns without raising.
+
+    Reads see this mutation's own writes, then those of earlier mutations in the
+    same group (not yet durable), then the database.
+    """
+
+    store: RocksStore
+    parent: dict[tuple[str, bytes], bytes | None]
+    writes: dict[tuple[str, bytes], bytes | None] = field(default_factory=dict)
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
+    events: int = 0
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        """The current value, including writes not yet durable."""
+        slot = (cf, key)
+        if slot in self.writes:
+            return self.writes[slot]
+        if slot in self.parent:
+            return self.parent[slot]
+        return self.store.get(cf, key)
+
+    def put(self, cf: str, key: bytes, value: bytes) -> None:
+        """Write ``value`` at commit."""
+        self.writes[(cf, key)] = value
+
+    def delete(self, cf: str, key: bytes) -> None:
+        """Delete ``key`` at commit."""
+        self.writes[(cf, key)] = None
+
+    def allocate_id(self) -> int:
+        """A new memory id; ids are dense and increase with commit order."""
+        return self.store._allocate_id()
+
+    def next_sequence(self) -> int:
+        """The next change-log sequence number (gap-free once the group is durable)."""
+        self.events += 1
+        return self.store._allocate_sequence()
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` in the committer thread once the write is durable."""
+        self.after_commit.append(callback)
+
+
+@dataclass
+class _Pending(Generic[T]):
+    mutation: Callable[[Txn], T]
+    future: Future[T]
+
+
+class RocksStore:
+    """One RocksDB database per data directory, with its column families and group committer.
+
+    Opening fails with FailedPrecondition when another process holds the
+    directory, when its schema is newer than this code, or when the caller's
+    dimension or embedder differs from the one the directory was created with.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        dimension: int,
+        embedder_identity: str,
+        group_max: int = 4096,
+    ) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        options = _cf_options()
+        options.create_if_missing(True)
+        options.create_missing_column_families(True)
+        options.increase_parallelism(2)
+        try:
+            self._db = rocksdict.Rdict(
+                str(path / "rocksdb"),
+                options,
+                column_families={name: _cf_options() for name in COLUMN_FAMILIES},
+            )
+        except Exception as exc:
+            text = str(exc)
+            if "lock" in text.lower():
+                raise FailedPrecondition(
+                    f"data directory {path} is in use by another sidecar (RocksDB lock held): {text}",
+                    reason="DATA_DIR_LOCKED",
+                ) from exc
+            raise FailedPrecondition(f"cannot open RocksDB in {path}: {text}", reason="DATA_DIR_UNUSABLE") from exc
+        self._handles = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
+        self._cfs = {name: self._db.get_column_family(name) for name in COLUMN_FAMILIES}
+        self._sync = rocksdict.WriteOptions()
+        self._sync.sync = True
+        self.dimension, self.embedder_identity = self._check_meta(dimension, embedder_identity)
+        self._next_id = self._meta_int(META_NEXT_ID, 1)
+        self._last_sequence = self._meta_int(META_LAST_SEQUENCE, 0)
+        self._durable_sequence = self._last_sequence
+        self._group_max = group_max
+        self._queue: queue.SimpleQueue[_Pending[Any] | None] = queue.SimpleQueue()
+        self._closed = False
+        self._sequence_changed = threading.Condition()
+        self._committer = threading.Thread(target=self._run_committer, name="memevo-commit", daemon=True)
+        self._committer.start()
+
+    # ---- metadata -------------------------------------------------------------------------
+
+    def _meta_int(self, key: bytes, default: int) -> int:
+        raw = self.get(CF_META, key)
+        return default if raw is None else int(raw.decode())
+
+    def meta(self, key: bytes) -> bytes | None:
+        """A raw metadata value."""
+        return self.get(CF_META, key)
+
+    def _check_meta(self, dimension: int, embedder_identity: str) -> tuple[int, str]:
+        schema = self.get(CF_META, META_SCHEMA)
+        if schema is None:
+            if dimension <= 0:
+                raise FailedPrecondition(
+                    f"new data directory {self.path} needs a vector dimension: "
+                    "configure an embedder or pass --dimension",
+                    reason="DIMENSION_REQUIRED",
+                )
+            batch = rocksdict.WriteBatch(raw_mode=True)
+            meta = self._handles[CF_META]
+            batch.put(META_SCHEMA, str(SCHEMA_VERSION).encode(), meta)
+            batch.put(META_DIMENSION, str(dimension).encode(), meta)
+            batch.put(META_EMBEDDER, embedder_identity.encode(), meta)
+            batch.put(META_CREATED, json.dumps(time.time()).encode(), meta)
+            self._db.write(batch, self._sync)
+            return dimension, embedder_identity
+        version = int(schema.decode())
+        if version > SCHEMA_VERSION:
+            raise FailedPrecondition(
+                f"data directory {self.path} has schema version {version}; this memevo reads up to "
+                f"{SCHEMA_VERSION}: upgrade memevo",
+                reason="SCHEMA_TOO_NEW",
+            )
+        stored_dimension = int((self.get(CF_META, META_DIMENSION) or b"0").decode())
+        stored_embedder = (self.get(CF_META, META_EMBEDDER) or b"").decode()
+        if dimension and dimension != stored_dimension:
+            raise FailedPrecondition(
+                f"data directory {self.path} holds {stored_dimension}-d vectors; "
+                f"this sidecar was configured for {dimension}-d",
+                reason="DIMENSION_MISMATCH",
+            )
+        if embedder_identity != stored_embedder and "none" not in (embedder_identity, stored_embedder):
+            raise FailedPrecondition(
+                f"data directory {self.path} was created with embedder {stored_embedder!r}; "
+                f"this sidecar uses {embedder_identity!r}: vectors of the two are not comparable. "
+                "Use the same embedder, or a new data directory",
+                reason="EMBEDDER_MISMATCH",
+            )
+        if embedder_identity == "none" and stored_embedder not in ("none", ""):
+            # Vectors-only clients may use a directory built with an embedder; keep its identity.
+            embedder_identity = stored_embedder
+        return stored_dimension, embedder_identity
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def get(self, cf: str, key: bytes) -> bytes | None:
+        """One value, or None."""
+        value = self._cfs[cf].get(key)
+        return None if value is None else bytes(value)
+
+    def multi_get(self, cf: str, keys: list[bytes]) -> list[bytes | None]:
+        """Several values in one call, None where missing."""
+        if not keys:
+            return []
+        values: list[Any] = self._cfs[cf].get(cast(Any, keys)) or []
+        return [None if v is None else bytes(v) for v in values]
+
+    def iterate(self, cf: str, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Key/value pairs in key order, from ``start`` (inclusive) to ``stop`` (exclusive)."""
+        it = self._cfs[cf].iter()
+        if start is None:
+            it.seek_to_first()
+        else:
+            it.seek(start)
+        while it.valid():
+            key = bytes(it.key())
+            if stop is not None and key >= stop:
+                break
+            yield key, bytes(it.value())
+            it.next()
+
+    @property
+    def last_sequence(self) -> int:
+        """The last durable change-log sequence number."""
+        return self._durable_sequence
+
+    @property
+    def next_id(self) -> int:
+        """The id the next stored memory will get."""
+        return self._next_id
+
+    def wait_for_sequence(self, after: int, timeout_s: float) -> int:
+        """Block until the durable sequence exceeds ``after`` or the timeout passes; returns it."""
+        with self._sequence_changed:
+            if self._durable_sequence <= after and not self._closed:
+                self._sequence_changed.wait(timeout_s)
+            return self._durable_sequence
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def submit(self, mutation: Callable[[Txn], T]) -> Future[T]:
+        """Queue ``mutation`` for the committer; the future resolves once its writes are durable.
+
+        The mutation runs in the committer thread. It reads and writes through the
+        :class:`Txn` it gets; if it raises, none of its writes happen and the
+        future carries the exception.
+        """
+        if self._closed:
+            raise Unavailable("the sidecar is shutting down", reason="SHUTTING_DOWN")
+        future: Future[T] = Future()
+        self._queue.put(_Pending(mutation, future))
+        return future
+
+    def apply(self, mutation: Callable[[Txn], T]) -> T:
+        """:meth:`submit` and wait for the result."""
+        return self.submit(mutation).result()
+
+    def _allocate_id(self) -> int:
+        value = self._next_id
+        self._next_id += 1
+        return value
+
+    def _allocate_sequence(self) -> int:
+        self._last_sequence += 1
+        return self._last_sequence
+
+    def _run_committer(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            group: list[_Pending[Any]] = [first]
+            stop = False
+            while len(group) < self._group_max:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                group.append(item)
+            self._commit_group(group)
+            if stop:
+                return
+
+    def _commit_group(self, group: list[_Pending[Any]]) -> None:
+        start_id, start_sequence = self._next_id, self._last_sequence
+        overlay: dict[tuple[str, bytes], bytes | None] = {}
+        done: list[tuple[_Pending[Any], Txn, Any]] = []
+        for pending in group:
+            if not pending.future.set_running_or_notify_cancel():
+                continue
+            txn = Txn(self, overlay)
+            id_mark, sequence_mark = self._next_id, self._last_sequence
+            try:
+                result = pending.mutation(txn)
+            except BaseException as exc:
+                # A failed mutation gives back what it allocated so ids and sequences stay dense.
+                self._next_id, self._last_sequence = id_mark, sequence_mark
+                pending.future.set_exception(exc)
+                continue
+            overlay.update(txn.writes)
+            done.append((pending, txn, result))
+        if not done:
+            return
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for (cf, key), value in overlay.items():
+            if value is None:
+                batch.delete(key, self._handles[cf])
+            else:
+                batch.put(key, value, self._handles[cf])
+        meta = self._handles[CF_META]
+        if self._next_id != start_id:
+            batch.put(META_NEXT_ID, str(self._next_id).encode(), meta)
+        if self._last_sequence != start_sequence:
+            batch.put(META_LAST_SEQUENCE, str(self._last_sequence).encode(), meta)
+        try:
+            self._db.write(batch, self._sync)
+        except Exception as exc:
+            self._next_id, self._last_sequence = start_id, start_sequence
+            error = StorageError(f"RocksDB write failed, nothing of this call was stored: {exc}")
+            for pending, _, _ in done:
+                pending.future.set_exception(error)
+            return
+        for _, txn, _ in done:
+            for callback in txn.after_commit:
+                callback()
+        with self._sequence_changed:
+            self._durable_sequence = self._last_sequence
+            self._sequence_changed.notify_all()
+        for pending, _, result in done:
+            pending.future.set_result(result)
+
+    def put_meta_now(self, key: bytes, value: bytes) -> None:
+        """Write one metadata value durably, through the committer."""
+
+        def mutation(txn: Txn) -> None:
+            txn.put(CF_META, key, value)
+
+        self.apply(mutation)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drain the committer, then flush and close RocksDB. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._committer.join()
+        with self._sequence_changed:
+            self._sequence_changed.notify_all()
+        try:
+            self._db.flush()
+        except Exception:
+            pass
+        self._db.close()

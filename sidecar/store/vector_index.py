@@ -1,0 +1,364 @@
+"""The ANN index: a usearch HNSW graph plus the fresh tail of vectors not yet in it.
+
+A write is acknowledged once it is in RocksDB and in the fresh tail; a
+background builder moves the tail into the graph in batches. Search scans
+the tail exactly (it is small) and merges it with the graph's matches, so
+every acknowledged vector is searchable at once (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+from usearch.index import Index as _CompiledIndex
+
+from ..config import IndexConfig
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "index.usearch"
+INDEX_META_FILE = "index.meta.json"
+
+FloatMatrix = npt.NDArray[np.float32]
+IdArray = npt.NDArray[np.int64]
+
+
+def normalize_rows(vectors: FloatMatrix) -> FloatMatrix:
+    """Rows scaled to unit length (callers reject zero rows before)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+class _SharedExclusiveLock:
+    """Many searchers and inserters at once; exclusive for capacity growth, save and removal."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+
+    def acquire_shared(self) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._shared += 1
+
+    def release_shared(self) -> None:
+        with self._cond:
+            self._shared -= 1
+            if self._shared == 0:
+                self._cond.notify_all()
+
+    def acquire_exclusive(self) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._exclusive = True
+            while self._shared:
+                self._cond.wait()
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._exclusive = False
+            self._cond.notify_all()
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Search candidates: memory ids and cosine similarities, not sorted, ids unique."""
+
+    ids: IdArray
+    similarities: npt.NDArray[np.float32]
+
+
+class VectorIndex:
+    """HNSW graph + fresh tail, keyed by memory id, with a background builder thread.
+
+    ``add`` is called by the committer after a write is durable; ``search``
+    by any gRPC thread. ``start`` launches the builder; ``close`` stops it and
+    saves the graph.
+    """
+
+    def __init__(self, directory: Path, dimension: int, config: IndexConfig) -> None:
+        self.directory = directory
+        self.dimension = dimension
+        self.config = config
+        self._graph = self._new_graph()
+        self._lock = _SharedExclusiveLock()
+        self._tail_lock = threading.Lock()
+        self._tail_ids: list[IdArray] = []
+        self._tail_vectors: list[FloatMatrix] = []
+        self._tail_count = 0
+        self._pending_removals: list[int] = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._builder: threading.Thread | None = None
+        self._dirty = False
+        self.saved_sequence = 0
+        self.saved_at: float | None = None
+        self._sequence_source: Callable[[], int] = lambda: 0
+
+    def _new_graph(self) -> _CompiledIndex:
+        return _CompiledIndex(
+            ndim=self.dimension,
+            metric="cos",
+            dtype="f32",
+            connectivity=self.config.connectivity,
+            expansion_add=self.config.expansion_add,
+            expansion_search=self.config.expansion_search,
+        )
+
+    # ---- load, reconcile, save --------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Load the saved graph if it is readable and of our dimension; False means start empty."""
+        path = self.directory / INDEX_FILE
+        meta_path = self.directory / INDEX_META_FILE
+        if not path.exists() or not meta_path.exists():
+            return False
+        try:
+            meta = json.loads(meta_path.read_text())
+            graph = self._new_graph()
+            graph.load(str(path))
+            if graph.ndim != self.dimension or int(meta.get("count", -1)) != len(graph):
+                raise ValueError("index file does not match its metadata")
+        except Exception as exc:  # a torn or foreign file is rebuilt, never trusted
+            log.warning("index file %s unreadable (%s): rebuilding from RocksDB", path, exc)
+            return False
+        self._graph = graph
+        self.saved_sequence = int(meta.get("sequence", 0))
+        self.saved_at = float(meta.get("saved_at", 0.0)) or None
+        return True
+
+    def graph_contains(self, ids: IdArray) -> npt.NDArray[np.bool_]:
+        """Which of ``ids`` are in the graph."""
+        if ids.size == 0:
+            return np.zeros(0, dtype=bool)
+        return np.asarray(self._graph.contains(ids.astype(np.uint64)), dtype=bool).reshape(-1)
+
+    def graph_keys(self) -> IdArray:
+        """Every id in the graph."""
+        if len(self._graph) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.asarray(self._graph.keys, dtype=np.int64)
+
+    def bulk_build(self, ids: IdArray, vectors: FloatMatrix, progress: Callable[[int], None] | None = None) -> None:
+        """Insert many vectors into the graph directly (start-up rebuild, before serving)."""
+        step = max(self.config.build_batch, 1)
+        for start in range(0, ids.size, step):
+            chunk = slice(start, start + step)
+            self._graph.add(ids[chunk].astype(np.uint64), normalize_rows(vectors[chunk]), threads=os.cpu_count() or 1)
+            if progress is not None:
+                progress(int(ids[chunk].size))
+        self._dirty = True
+
+    def remove_from_graph_now(self, ids: IdArray) -> None:
+        """Remove ids from the graph before serving (start-up reconciliation)."""
+        if ids.size:
+            self._graph.remove(ids.astype(np.uint64))
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the graph atomically (temp file + rename) with the sequence it covers."""
+        self._lock.acquire_exclusive()
+        try:
+            sequence = self._sequence_source()
+            count = len(self._graph)
+            tmp = self.directory / (INDEX_FILE + ".tmp")
+            self._graph.save(str(tmp))
+            os.replace(tmp, self.directory / INDEX_FILE)
+            meta_tmp = self.directory / (INDEX_META_FILE + ".tmp")
+            now = time.time()
+            meta_tmp.write_text(
+                json.dumps({"sequence": sequence, "count": count, "dimension": self.dimension, "saved_at": now})
+            )
+            os.replace(meta_tmp, self.directory / INDEX_META_FILE)
+            self.saved_sequence = sequence
+            self.saved_at = now
+            self._dirty = False
+        finally:
+            self._lock.release_exclusive()
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    @property
+    def tail_count(self) -> int:
+        """Vectors acknowledged but not yet in the graph."""
+        return self._tail_count
+
+    @property
+    def graph_count(self) -> int:
+        """Vectors in the graph."""
+        return len(self._graph)
+
+    def add(self, ids: IdArray, vectors: FloatMatrix) -> None:
+        """Make vectors searchable now (fresh tail); the builder moves them into the graph."""
+        if ids.size == 0:
+            return
+        unit = normalize_rows(vectors)
+        with self._tail_lock:
+            self._tail_ids.append(ids.astype(np.int64))
+            self._tail_vectors.append(unit)
+            self._tail_count += int(ids.size)
+        self._wake.set()
+
+    def remove(self, ids: IdArray) -> None:
+        """Drop ids from the graph (done by the builder) and from the tail (now)."""
+        if ids.size == 0:
+            return
+        with self._tail_lock:
+            for position, chunk in enumerate(self._tail_ids):
+                keep = ~np.isin(chunk, ids)
+                if not keep.all():
+                    self._tail_ids[position] = chunk[keep]
+                    self._tail_vectors[position] = self._tail_vectors[position][keep]
+            self._tail_count = sum(int(c.size) for c in self._tail_ids)
+            self._pending_removals.extend(int(i) for i in ids)
+        self._wake.set()
+
+    # ---- search -----------------------------------------------------------------------------
+
+    def search(self, query: FloatMatrix, count: int, *, with_tail: bool = True) -> Matches:
+        """Up to ``count`` nearest graph matches plus every tail vector, by cosine similarity.
+
+        ``query`` is one unit-length row. The caller filters and ranks.
+        """
+        ids_parts: list[IdArray] = []
+        sims_parts: list[npt.NDArray[np.float32]] = []
+        if with_tail:
+            with self._tail_lock:
+                tail = list(zip(self._tail_ids, self._tail_vectors, strict=True))
+            for chunk_ids, chunk_vectors in tail:
+                if chunk_ids.size:
+                    ids_parts.append(chunk_ids)
+                    sims_parts.append((chunk_vectors @ query[0]).astype(np.float32))
+        size = len(self._graph)
+        if count > 0 and size > 0:
+            self._lock.acquire_shared()
+            try:
+                found = self._graph.search(query[0], min(count, size))
+            finally:
+                self._lock.release_shared()
+            keys = np.asarray(found.keys, dtype=np.int64)
+            ids_parts.append(keys)
+            sims_parts.append((1.0 - np.asarray(found.distances, dtype=np.float32)).astype(np.float32))
+        if not ids_parts:
+            return Matches(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        ids = np.concatenate(ids_parts)
+        sims = np.concatenate(sims_parts)
+        # An id may sit in both the tail and the graph while the builder moves it.
+        unique_ids, first = np.unique(ids, return_index=True)
+        return Matches(unique_ids, sims[first])
+
+    def tail_snapshot(self) -> tuple[IdArray, FloatMatrix]:
+        """Every tail id and its unit vector (for exact scans)."""
+        with self._tail_lock:
+            if not self._tail_ids:
+                return np.zeros(0, dtype=np.int64), np.zeros((0, self.dimension), dtype=np.float32)
+            return np.concatenate(self._tail_ids), np.concatenate(self._tail_vectors)
+
+    def graph_vectors(self, ids: IdArray) -> FloatMatrix:
+        """Unit vectors of ids that are in the graph (rows in ``ids`` order)."""
+        if ids.size == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        self._lock.acquire_shared()
+        try:
+            found = self._graph.get(ids.astype(np.uint64))
+        finally:
+            self._lock.release_shared()
+        if isinstance(found, tuple):
+            found = np.stack(cast(list[npt.NDArray[np.float32]], list(found)))
+        return normalize_rows(np.asarray(found, dtype=np.float32).reshape(ids.size, self.dimension))
+
+    # ---- the builder ------------------------------------------------------------------------
+
+    def start(self, sequence_source: Callable[[], int]) -> None:
+        """Start the background builder; ``sequence_source`` tells saves which sequence they cover."""
+        self._sequence_source = sequence_source
+        self._builder = threading.Thread(target=self._run_builder, name="memevo-index", daemon=True)
+        self._builder.start()
+
+    def _run_builder(self) -> None:
+        last_save = time.monotonic()
+        while not self._stop.is_set():
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            try:
+                while self._build_step():
+                    if self._stop.is_set():
+                        break
+                if self._dirty and time.monotonic() - last_save >= self.config.save_interval_s:
+                    self.save()
+                    last_save = time.monotonic()
+            except Exception:  # keep building: a failed step leaves its vectors in the tail
+                log.exception("index builder step failed")
+                time.sleep(1.0)
+
+    def _build_step(self) -> bool:
+        """Move one batch from the tail into the graph; False when there was nothing to do."""
+        with self._tail_lock:
+            removals, self._pending_removals = self._pending_removals, []
+        if removals:
+            self._lock.acquire_exclusive()
+            try:
+                keys = np.asarray(removals, dtype=np.uint64)
+                present = np.asarray(self._graph.contains(keys), dtype=bool).reshape(-1)
+                if present.any():
+                    self._graph.remove(keys[present])
+                self._dirty = True
+            finally:
+                self._lock.release_exclusive()
+        with self._tail_lock:
+            if not self._tail_ids:
+                return bool(removals)
+            ids = self._tail_ids[0][: self.config.build_batch]
+            vectors = self._tail_vectors[0][: self.config.build_batch]
+        if ids.size:
+            grow = len(self._graph) + ids.size > self._graph.capacity
+            # usearch grows its arrays inside add(): that must not race with searches.
+            if grow:
+                self._lock.acquire_exclusive()
+            else:
+                self._lock.acquire_shared()
+            try:
+                self._graph.add(ids.astype(np.uint64), vectors, threads=os.cpu_count() or 1)
+            finally:
+                if grow:
+                    self._lock.release_exclusive()
+                else:
+                    self._lock.release_shared()
+            self._dirty = True
+        with self._tail_lock:
+            head_ids = self._tail_ids[0]
+            # remove() may have shrunk the head chunk meanwhile; drop exactly what was added.
+            added = np.isin(head_ids, ids)
+            self._tail_ids[0] = head_ids[~added]
+            self._tail_vectors[0] = self._tail_vectors[0][~added]
+            if self._tail_ids[0].size == 0:
+                self._tail_ids.pop(0)
+                self._tail_vectors.pop(0)
+            self._tail_count = sum(int(c.size) for c in self._tail_ids)
+        return True
+
+    def close(self, *, save: bool = True) -> None:
+        """Stop the builder and save the graph.
+
+        The tail is not drained (that could take minutes): its vectors are in
+        RocksDB and go back into the tail at the next start.
+        """
+        self._stop.set()
+        self._wake.set()
+        if self._builder is not None:
+            self._builder.join()
+        if save and self._dirty:
+            self.save()

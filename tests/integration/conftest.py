@@ -1,0 +1,115 @@
+"""Fixtures that start a real sidecar process (``memevo serve``) and wait until it is ready."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+STARTUP_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Sidecar:
+    """A running sidecar process and where to reach it."""
+
+    data_dir: Path
+    unix_target: str
+    tcp_target: str
+    process: subprocess.Popen[bytes]
+    args: list[str] = field(default_factory=list)
+    log_path: Path = Path()
+
+    def kill(self) -> None:
+        """SIGKILL the process: nothing is flushed, as in a crash."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> int:
+        """SIGTERM and wait for a clean shutdown; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        return self.process.returncode
+
+    def log(self) -> str:
+        """What the process printed so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def start_sidecar(data_dir: Path, *extra_args: str, dimension: int = 8, embedder: str = "none") -> Sidecar:
+    """Start ``memevo serve`` on a unix socket and a free TCP loopback port; wait for its ready file."""
+    run_dir = Path(tempfile.mkdtemp(prefix="memevo-run-"))
+    socket_path = run_dir / "memevo.sock"
+    ready_file = run_dir / "ready.json"
+    log_path = run_dir / "sidecar.log"
+    args = [
+        sys.executable,
+        "-m",
+        "memevo.sidecar.cli",
+        "serve",
+        "--data",
+        str(data_dir),
+        "--listen",
+        f"unix://{socket_path}",
+        "--listen",
+        "127.0.0.1:0",
+        "--embedder",
+        embedder,
+        "--ready-file",
+        str(ready_file),
+    ]
+    if embedder == "none":
+        args += ["--dimension", str(dimension)]
+    args += list(extra_args)
+    log = log_path.open("wb")
+    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not ready_file.exists():
+        if process.poll() is not None:
+            raise RuntimeError(f"sidecar exited with {process.returncode}:\n{log_path.read_text()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"sidecar not ready after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
+        time.sleep(0.05)
+    ready = json.loads(ready_file.read_text())
+    unix_target = next(a for a in ready["listen"] if a.startswith("unix:"))
+    tcp_target = next(a for a in ready["listen"] if not a.startswith("unix:"))
+    return Sidecar(data_dir, unix_target, tcp_target, process, args, log_path)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A fresh, empty data directory."""
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def sidecar(data_dir: Path) -> Iterator[Sidecar]:
+    """A sidecar on a fresh data directory, vectors only (no embedder), dimension 8."""
+    process = start_sidecar(data_dir)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
+    """One sidecar for a whole test module (dimension 8, no embedder): for tests that only read what they wrote."""
+    process = start_sidecar(tmp_path_factory.mktemp("shared-data"))
+    yield process
+    process.stop()
