@@ -29,7 +29,7 @@ def main() -> int:
     mypy_plugin = shutil.which("protoc-gen-mypy")
     mypy_grpc_plugin = shutil.which("protoc-gen-mypy_grpc")
     if mypy_plugin is None or mypy_grpc_plugin is None:
-        print("mypy-protobuf is missing: pip install -e '.[codegen]'", file=sys.stderr)
+        print("mypy-protobuf is missing: pip install -e '.[test]'", file=sys.stderr)
         return 1
     protoc = [sys.executable, "-m", "grpc_tools.protoc", f"--proto_path={PROTO_ROOT}"]
     messages = [

@@ -11,6 +11,7 @@ after its batch is durable.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import queue
 import struct
@@ -154,7 +155,17 @@ class RocksStore:
         self._cfs = {name: self._db.get_column_family(name) for name in COLUMN_FAMILIES}
         self._sync = rocksdict.WriteOptions()
         self._sync.sync = True
-        self.dimension, self.embedder_identity = self._check_meta(dimension, embedder_identity)
+        try:
+            self.dimension, self.embedder_identity = self._check_meta(dimension, embedder_identity)
+        except BaseException:
+            for cf in self._cfs.values():
+                cf.close()
+            self._db.close()
+            self._cfs.clear()
+            self._handles.clear()
+            del self._db
+            gc.collect()
+            raise
         self._next_id = self._meta_int(META_NEXT_ID, 1)
         self._last_sequence = self._meta_int(META_LAST_SEQUENCE, 0)
         self._durable_sequence = self._last_sequence
@@ -379,8 +390,13 @@ class RocksStore:
         self._committer.join()
         with self._sequence_changed:
             self._sequence_changed.notify_all()
-        try:
+        with contextlib.suppress(Exception):  # closing anyway; the WAL holds everything
             self._db.flush()
-        except Exception:
-            pass
+        for cf in self._cfs.values():
+            cf.close()
         self._db.close()
+        # RocksDB's lock is released only when every handle object is gone.
+        self._cfs.clear()
+        self._handles.clear()
+        del self._db
+        gc.collect()

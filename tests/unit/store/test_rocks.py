@@ -1,0 +1,111 @@
+"""RocksStore: metadata checks, group commit, dense ids and sequences, failed mutations write nothing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from memevo.sidecar.errors import FailedPrecondition, InvalidArgument
+from memevo.sidecar.store.rocks import CF_CHANGELOG, CF_MEMORIES, RocksStore, Txn, u64_key
+
+
+def _open(path: Path, dimension: int = 8, embedder: str = "none") -> RocksStore:
+    return RocksStore(path, dimension=dimension, embedder_identity=embedder)
+
+
+def _write_one(txn: Txn) -> int:
+    memory_id = txn.allocate_id()
+    sequence = txn.next_sequence()
+    txn.put(CF_MEMORIES, u64_key(memory_id), b"m%d" % memory_id)
+    txn.put(CF_CHANGELOG, u64_key(sequence), b"e%d" % memory_id)
+    return memory_id
+
+
+def test_new_directory_needs_a_dimension(tmp_path: Path) -> None:
+    with pytest.raises(FailedPrecondition, match="dimension"):
+        _open(tmp_path, dimension=0)
+
+
+def test_dimension_and_embedder_are_fixed_per_directory(tmp_path: Path) -> None:
+    _open(tmp_path, dimension=8, embedder="local:a").close()
+    with pytest.raises(FailedPrecondition, match="8-d"):
+        _open(tmp_path, dimension=16, embedder="local:a")
+    with pytest.raises(FailedPrecondition, match="embedder"):
+        _open(tmp_path, dimension=8, embedder="local:b")
+    store = _open(tmp_path, dimension=0, embedder="none")  # vectors-only clients may reopen it
+    assert store.dimension == 8
+    assert store.embedder_identity == "local:a"
+    store.close()
+
+
+def test_second_open_of_the_same_directory_is_refused(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    try:
+        with pytest.raises(FailedPrecondition, match="in use"):
+            _open(tmp_path)
+    finally:
+        store.close()
+
+
+def test_concurrent_writers_get_dense_distinct_ids_that_survive_reopen(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        for _ in range(100):
+            memory_id = store.apply(_write_one)
+            with lock:
+                results.append(memory_id)
+
+    threads = [threading.Thread(target=writer) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == list(range(1, 601))
+    assert store.last_sequence == 600
+    store.close()
+    reopened = _open(tmp_path)
+    assert reopened.next_id == 601
+    assert reopened.last_sequence == 600
+    assert [k for k, _ in reopened.iterate(CF_CHANGELOG)] == [u64_key(i) for i in range(1, 601)]
+    reopened.close()
+
+
+def test_a_failing_mutation_writes_nothing_and_leaves_no_gap(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+
+    def failing(txn: Txn) -> None:
+        _write_one(txn)
+        raise InvalidArgument.field("memory.vector", "bad")
+
+    first = store.submit(_write_one)
+    bad = store.submit(failing)
+    last = store.submit(_write_one)
+    assert first.result() == 1
+    with pytest.raises(InvalidArgument):
+        bad.result()
+    assert last.result() == 2  # the failed mutation's id was given back
+    assert store.last_sequence == 2
+    assert store.get(CF_MEMORIES, u64_key(3)) is None
+    store.close()
+
+
+def test_reads_inside_a_group_see_earlier_uncommitted_writes(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    seen: list[bytes | None] = []
+
+    def writer(txn: Txn) -> None:
+        txn.put(CF_MEMORIES, b"k", b"v1")
+
+    def reader(txn: Txn) -> None:
+        seen.append(txn.get(CF_MEMORIES, b"k"))
+
+    futures = [store.submit(writer), store.submit(reader)]
+    for future in futures:
+        future.result()
+    assert seen == [b"v1"]
+    store.close()
