@@ -158,13 +158,7 @@ class RocksStore:
         try:
             self.dimension, self.embedder_identity = self._check_meta(dimension, embedder_identity)
         except BaseException:
-            for cf in self._cfs.values():
-                cf.close()
-            self._db.close()
-            self._cfs.clear()
-            self._handles.clear()
-            del self._db
-            gc.collect()
+            self._release()
             raise
         self._next_id = self._meta_int(META_NEXT_ID, 1)
         self._last_sequence = self._meta_int(META_LAST_SEQUENCE, 0)
@@ -392,6 +386,9 @@ class RocksStore:
             self._sequence_changed.notify_all()
         with contextlib.suppress(Exception):  # closing anyway; the WAL holds everything
             self._db.flush()
+        self._release()
+
+    def _release(self) -> None:
         for cf in self._cfs.values():
             cf.close()
         self._db.close()
