@@ -159,6 +159,8 @@ def demo(args: argparse.Namespace) -> int:
     """Start a sidecar on a temporary directory and run a short scripted agent session against it."""
     from .demo import run_demo
 
+    if not args.verbose:
+        logging.getLogger().setLevel(logging.WARNING)  # the demo prints its own story
     return int(run_demo(embedder=args.embedder))
 
 

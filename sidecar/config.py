@@ -51,6 +51,10 @@ class IndexConfig:
     """Candidate list size while searching (ef)."""
     build_batch: int = 4096
     """Vectors the builder moves from the fresh tail into the graph per step."""
+    build_threads: int = 1
+    """Threads the background builder uses; the rest of the cores keep serving."""
+    insert_chunk: int = 8
+    """Vectors per usearch add() call: a concurrent search waits for one call (~15 ms at 8 on 1 thread)."""
     save_interval_s: float = 300.0
     """Seconds between index saves while there are changes; also saved at shutdown."""
     exact_scan_limit: int = 4096

@@ -95,6 +95,13 @@ class Unimplemented(MemevoError):
     reason = "UNIMPLEMENTED"
 
 
+class Unauthenticated(MemevoError):
+    """The call carried no token, or the wrong one."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+    reason = "UNAUTHENTICATED"
+
+
 class StorageError(MemevoError):
     """RocksDB refused a write (disk full, read-only directory); nothing of the call was stored."""
 

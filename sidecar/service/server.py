@@ -23,13 +23,14 @@ from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc
 
 from ..config import SidecarConfig
 from ..engine import Engine
-from ..errors import FailedPrecondition
-from .servicer import MemoryServicer
+from ..errors import FailedPrecondition, Unauthenticated
+from .servicer import MemoryServicer, to_status
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME: str = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 HEALTH_METHOD_PREFIX = "/grpc.health.v1.Health/"
+DENIED_MESSAGE = "missing or wrong sidecar token: send metadata 'authorization: Bearer <token>'"
 
 # Keepalive: answer client pings every 20 s, tolerate idle Watch/Review streams.
 KEEPALIVE_OPTIONS = [
@@ -47,10 +48,7 @@ class TokenInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
     def __init__(self, token: str) -> None:
         self._token = token.encode()
 
-        def deny(request: Any, context: grpc.ServicerContext) -> None:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong sidecar token")
-
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny = grpc.unary_unary_rpc_method_handler(self._deny_unary)
 
     def intercept_service(
         self,
@@ -81,11 +79,11 @@ class TokenInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
 
     @staticmethod
     def _deny_unary(request: Any, context: grpc.ServicerContext) -> None:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong sidecar token")
+        context.abort_with_status(to_status(Unauthenticated(DENIED_MESSAGE)))
 
     @staticmethod
     def _deny_stream(request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong sidecar token")
+        context.abort_with_status(to_status(Unauthenticated(DENIED_MESSAGE)))
         yield  # pragma: no cover
 
 

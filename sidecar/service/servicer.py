@@ -21,7 +21,7 @@ from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc
 
 from ..domain import NewMemory
 from ..engine import Engine, Written
-from ..errors import InvalidArgument, MemevoError, Unimplemented
+from ..errors import InvalidArgument, MemevoError, Unavailable, Unimplemented
 from ..retrieval.recall import Recaller
 from ..store.vector_index import normalize_rows
 from . import validation
@@ -296,6 +296,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             if types and event.type not in types:
                 continue
             yield memory_service_pb2.WatchResponse(event=event)
+        if self.stopping.is_set():
+            # A clean end would look like "no more events"; tell the client to reconnect instead.
+            raise Unavailable("the sidecar is shutting down; resume with after_sequence", reason="SHUTTING_DOWN")
 
     @unary
     def GetStats(

@@ -324,19 +324,7 @@ class VectorIndex:
             ids = self._tail_ids[0][: self.config.build_batch]
             vectors = self._tail_vectors[0][: self.config.build_batch]
         if ids.size:
-            grow = len(self._graph) + ids.size > self._graph.capacity
-            # usearch grows its arrays inside add(): that must not race with searches.
-            if grow:
-                self._lock.acquire_exclusive()
-            else:
-                self._lock.acquire_shared()
-            try:
-                self._graph.add(ids.astype(np.uint64), vectors, threads=os.cpu_count() or 1)
-            finally:
-                if grow:
-                    self._lock.release_exclusive()
-                else:
-                    self._lock.release_shared()
+            self._insert(ids.astype(np.uint64), vectors)
             self._dirty = True
         with self._tail_lock:
             head_ids = self._tail_ids[0]
@@ -349,6 +337,35 @@ class VectorIndex:
                 self._tail_vectors.pop(0)
             self._tail_count = sum(int(c.size) for c in self._tail_ids)
         return True
+
+    def _insert(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix) -> None:
+        """Add to the graph in small pieces so that searches wait milliseconds, not seconds.
+
+        usearch serialises search against a running add() (measured: a search
+        waits for the whole call), and grows its arrays inside add(), which
+        must not race with searches. So vectors go in ``insert_chunk`` at a
+        time; a piece that would grow the arrays goes in alone, under the
+        exclusive lock, as a single vector.
+        """
+        threads = self.config.build_threads
+        step = max(self.config.insert_chunk, 1)
+        done = 0
+        while done < keys.size:
+            room = int(self._graph.capacity) - len(self._graph)
+            exclusive = room <= 0
+            take = 1 if exclusive else min(room, step, keys.size - done)
+            if exclusive:
+                self._lock.acquire_exclusive()
+            else:
+                self._lock.acquire_shared()
+            try:
+                self._graph.add(keys[done : done + take], vectors[done : done + take], threads=threads)
+            finally:
+                if exclusive:
+                    self._lock.release_exclusive()
+                else:
+                    self._lock.release_shared()
+            done += take
 
     def close(self, *, save: bool = True) -> None:
         """Stop the builder and save the graph.
