@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from types import FrameType
@@ -19,6 +20,7 @@ from .errors import MemevoError
 log = logging.getLogger("memevo")
 
 TOKEN_ENV = "MEMEVO_TOKEN"
+SIGNAL_POLL_S = 0.1
 
 
 def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,17 +87,19 @@ def serve(args: argparse.Namespace) -> int:
     from .service.server import Sidecar
 
     sidecar = Sidecar(config_from_args(args), token=_token(args))
+    signals: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: shutting down", signum)
-        sidecar.servicer.stopping.set()
-        # stop() blocks for the grace period; the main thread is waiting, so run it here.
-        sidecar.stop()
+        # Only note it: stopping takes locks the interrupted main thread may hold.
+        signals.append(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     sidecar.start()
-    sidecar.wait()
+    while not signals:
+        time.sleep(SIGNAL_POLL_S)
+    log.info("signal %d: shutting down", signals[0])
+    sidecar.stop()
     return 0
 
 

@@ -52,7 +52,8 @@ class IndexConfig:
     build_batch: int = 4096
     """Vectors the builder moves from the fresh tail into the graph per step."""
     build_threads: int = 1
-    """Threads the background builder uses; the rest of the cores keep serving."""
+    """Threads usearch inserts with. Keep 1: usearch 2.26 multi-threaded add() can leave nodes
+    unreachable (upstream issue 735; seen here as memories their own vector never finds)."""
     insert_chunk: int = 8
     """Vectors per usearch add() call: a concurrent search waits for one call (~15 ms at 8 on 1 thread)."""
     save_interval_s: float = 300.0

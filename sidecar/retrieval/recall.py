@@ -146,9 +146,9 @@ class Recaller:
         size = columns.size
         total = int(index.graph_count + index.tail_count)
         selective = flt.narrows or len(columns.namespaces) > 1
+        passing: IdArray | None = None
         if selective:
-            all_ids = np.arange(1, size, dtype=np.int64)
-            passing = all_ids[_mask(columns, all_ids, flt)]
+            passing = self._passing(flt)
             if passing.size <= self.engine.config.index.exact_scan_limit:
                 return passing, self._exact_similarities(passing, unit)
             fraction = passing.size / max(total, 1)
@@ -163,7 +163,15 @@ class Recaller:
             if int(keep.sum()) >= query.k or count >= index.graph_count:
                 return ids[keep], sims[keep]
             count = min(count * 4, index.graph_count)
-        return ids[keep], sims[keep]
+        # The nearest neighbours are mostly filtered out: answer exactly rather than short.
+        if passing is None:
+            passing = self._passing(flt)
+        return passing, self._exact_similarities(passing, unit)
+
+    def _passing(self, flt: _Filter) -> IdArray:
+        """Every id that passes the filter (a scan over the columns, no vectors)."""
+        all_ids = np.arange(1, self.engine.columns.size, dtype=np.int64)
+        return all_ids[_mask(self.engine.columns, all_ids, flt)]
 
     def _exact_similarities(self, ids: IdArray, unit: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Cosine similarity of each id's vector to the query, exactly."""

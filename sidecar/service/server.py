@@ -106,7 +106,7 @@ def _prepare_unix_socket(address: str) -> Path:
 
 
 class Sidecar:
-    """A running sidecar: engine + gRPC server. ``start``, then ``wait``; ``stop`` is idempotent."""
+    """A running sidecar: engine + gRPC server. ``start`` it; ``stop`` is idempotent."""
 
     def __init__(self, config: SidecarConfig, *, token: str | None = None) -> None:
         self.config = config
@@ -171,10 +171,6 @@ class Sidecar:
             os.replace(tmp, self.config.ready_file)
         log.info("memevo serving %s on %s", self.config.data_dir, ", ".join(self.addresses))
         return self.addresses
-
-    def wait(self) -> None:
-        """Block until :meth:`stop` has finished."""
-        self._stopped.wait()
 
     def stop(self) -> None:
         """NOT_SERVING, stop taking calls, drain for the grace period, save the index, close RocksDB."""

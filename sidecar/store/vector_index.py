@@ -157,7 +157,9 @@ class VectorIndex:
         step = max(self.config.build_batch, 1)
         for start in range(0, ids.size, step):
             chunk = slice(start, start + step)
-            self._graph.add(ids[chunk].astype(np.uint64), normalize_rows(vectors[chunk]), threads=os.cpu_count() or 1)
+            self._graph.add(
+                ids[chunk].astype(np.uint64), normalize_rows(vectors[chunk]), threads=self.config.build_threads
+            )
             if progress is not None:
                 progress(int(ids[chunk].size))
         self._dirty = True

@@ -1,0 +1,201 @@
+"""Shared helpers of the server integration tests: channels with deadlines, vectors, error details.
+
+Every call made through :func:`channel` or :func:`stub` carries a deadline
+(``DEADLINE_S`` unless the caller gives a shorter one), so no test can hang on
+a sidecar that stopped answering.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, memory_service_pb2_grpc
+
+DEADLINE_S = 30.0
+"""Default deadline of every call, seconds."""
+WAIT_S = 60.0
+"""Upper bound of every polling wait, seconds."""
+
+FloatMatrix = npt.NDArray[np.float32]
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+    ),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _DefaultsInterceptor(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """Adds a deadline to calls without one, and the bearer token when given."""
+
+    def __init__(self, token: str | None) -> None:
+        self._token = token
+
+    def _details(self, details: grpc.ClientCallDetails) -> _CallDetails:
+        metadata = list(details.metadata or ())
+        if self._token is not None:
+            metadata.append(("authorization", f"Bearer {self._token}"))
+        return _CallDetails(
+            details.method,
+            DEADLINE_S if details.timeout is None else details.timeout,
+            metadata or None,
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation: Callable[..., Any], details: Any, requests: Any) -> Any:
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation: Callable[..., Any], details: Any, requests: Any) -> Any:
+        return continuation(self._details(details), requests)
+
+
+def channel(target: str, token: str | None = None) -> grpc.Channel:
+    """An insecure channel to ``target`` (``unix:///...`` or ``host:port``) whose calls all have deadlines."""
+    raw = grpc.insecure_channel(target)
+    return grpc.intercept_channel(raw, _DefaultsInterceptor(token))
+
+
+def stub(target: str, token: str | None = None) -> memory_service_pb2_grpc.MemoryServiceStub:
+    """The generated MemoryService stub over :func:`channel`."""
+    return memory_service_pb2_grpc.MemoryServiceStub(channel(target, token))
+
+
+# ---- vectors --------------------------------------------------------------------------------
+
+
+def vectors(count: int, dimension: int = 8, seed: int = 0) -> FloatMatrix:
+    """``count`` random Gaussian float32 rows (never zero, almost surely pairwise distinct in direction)."""
+    return np.random.default_rng(seed).standard_normal((count, dimension)).astype(np.float32)
+
+
+def vec(seed: int, dimension: int = 8) -> bytes:
+    """One random vector, packed little-endian float32 as the wire wants it."""
+    return pack(vectors(1, dimension, seed)[0])
+
+
+def pack(vector: Iterable[float] | npt.NDArray[Any]) -> bytes:
+    """Packed little-endian float32 bytes of a vector."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def unpack(raw: bytes) -> FloatMatrix:
+    """Inverse of :func:`pack`."""
+    return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+
+
+def unit(vector: npt.NDArray[Any]) -> FloatMatrix:
+    """``vector`` scaled to length 1 (rows, for a matrix)."""
+    array = np.asarray(vector, dtype=np.float32)
+    return array / np.linalg.norm(array, axis=-1, keepdims=True)
+
+
+def memory(content: str = "", vector: bytes = b"", **fields: Any) -> memory_pb2.MemoryInput:
+    """A MemoryInput."""
+    return memory_pb2.MemoryInput(content=content, vector=vector, **fields)
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+
+def status_details(error: grpc.RpcError) -> tuple[list[str], dict[str, str]]:
+    """The BadRequest field names and the ErrorInfo metadata of a failed call."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    fields: list[str] = []
+    metadata: dict[str, str] = {}
+    if status is None:
+        return fields, metadata
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            fields.extend(v.field for v in bad.field_violations)
+        elif detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            metadata.update(info.metadata)
+    return fields, metadata
+
+
+def bad_fields(error: grpc.RpcError) -> list[str]:
+    """The field names of the BadRequest detail of a failed call."""
+    return status_details(error)[0]
+
+
+# ---- state ----------------------------------------------------------------------------------
+
+
+def counts(service: memory_service_pb2_grpc.MemoryServiceStub) -> tuple[int, int]:
+    """(last change-log sequence, memories not evicted)."""
+    stats = service.GetStats(memory_service_pb2.GetStatsRequest())
+    return stats.last_sequence, stats.total_count
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    """Poll ``predicate`` until it holds; fail the test naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def wait_indexed(service: memory_service_pb2_grpc.MemoryServiceStub) -> None:
+    """Wait until the fresh tail is empty: every vector is in the HNSW graph."""
+    wait_until(
+        lambda: service.GetStats(memory_service_pb2.GetStatsRequest()).index.fresh_tail_count == 0,
+        "the index builder to empty the fresh tail",
+    )
+
+
+def watch_events(
+    service: memory_service_pb2_grpc.MemoryServiceStub,
+    count: int,
+    *,
+    after_sequence: int = 0,
+    timeout_s: float = DEADLINE_S,
+    **filters: Any,
+) -> list[events_pb2.ChangeEvent]:
+    """The first ``count`` events of Watch(after_sequence), then the stream is cancelled."""
+    call = service.Watch(memory_service_pb2.WatchRequest(after_sequence=after_sequence, **filters), timeout=timeout_s)
+    events: list[events_pb2.ChangeEvent] = []
+    try:
+        for response in call:
+            events.append(response.event)
+            if len(events) >= count:
+                break
+    finally:
+        call.cancel()
+    return events
+
+
+def recall_ids(
+    service: memory_service_pb2_grpc.MemoryServiceStub, query_vector: bytes, k: int = 10, **fields: Any
+) -> list[int]:
+    """Ids returned by Recall for a query vector, best first."""
+    response = service.Recall(memory_service_pb2.RecallRequest(query_vector=query_vector, k=k, **fields))
+    return [m.memory.id for m in response.memories]
