@@ -19,18 +19,20 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2
+from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from .config import SidecarConfig
 from .domain import NewMemory, from_timestamp, now_s, to_timestamp
 from .embedding import Embedder, EmbedderError, make_embedder
-from .errors import FailedPrecondition, ResourceExhausted, Unavailable
-from .store.columns import STATE_EVICTED, STATE_OBSOLETE, MemoryColumns
+from .errors import FailedPrecondition, InvalidArgument, ResourceExhausted, Unavailable
+from .perception.conflicts import Perceiver
+from .policy import PerceptionSettings, default_policy, validate_policy
+from .store.columns import STATE_EVICTED, MemoryColumns
 from .store.rocks import (
     CF_CHANGELOG,
-    CF_ENTITIES,
-    CF_FACTS,
     CF_MEMORIES,
+    CF_MEMORY_EVENTS,
+    CF_META,
     CF_REQUESTS,
     CF_VECTORS,
     META_FRAMEWORK,
@@ -43,15 +45,6 @@ from .store.rocks import (
 from .store.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
-
-# Starting confidence per source until the policy layer (issue 3) makes it configurable.
-SOURCE_CONFIDENCE = {
-    memory_pb2.MEMORY_SOURCE_TOOL_RESULT: 0.9,
-    memory_pb2.MEMORY_SOURCE_USER_STATEMENT: 0.8,
-    memory_pb2.MEMORY_SOURCE_AGENT_INFERENCE: 0.6,
-    memory_pb2.MEMORY_SOURCE_REFLECTION: 0.6,
-    memory_pb2.MEMORY_SOURCE_IMPORT: 0.7,
-}
 
 _ID_LIST = struct.Struct(">Q")
 
@@ -68,14 +61,13 @@ def _request_key(rpc: str, request_id: str) -> bytes:
     return f"{rpc}\0{request_id}".encode()
 
 
-def entity_key(namespace: str, entity: str, memory_id: int) -> bytes:
-    """Key of the entity index: every memory about an entity, in id order."""
-    return f"{namespace}\0{entity}\0".encode() + u64_key(memory_id)
-
-
-def fact_key(namespace: str, entity: str, attribute: str) -> bytes:
-    """Key of the fact-key index: (namespace, entity, attribute) -> current memory id."""
-    return f"{namespace}\0{entity}\0{attribute}".encode()
+_OUTCOMES = {
+    "created": memory_service_pb2.WRITE_OUTCOME_CREATED,
+    "confirmed": memory_service_pb2.WRITE_OUTCOME_CONFIRMED,
+    "superseded": memory_service_pb2.WRITE_OUTCOME_SUPERSEDED_PREVIOUS,
+    "backdated": memory_service_pb2.WRITE_OUTCOME_BACKDATED,
+}
+META_POLICY = b"policy"
 
 
 @dataclass(frozen=True)
@@ -109,8 +101,12 @@ class Engine:
         self.dimension = self.store.dimension
         self.columns = MemoryColumns(max(self.store.next_id, 1024))
         self.index = VectorIndex(data_dir, self.dimension, config.index)
-        self._framework_lock = threading.Lock()
         self.framework_version = (self.store.meta(META_FRAMEWORK) or b"").decode()
+        raw_policy = self.store.meta(META_POLICY)
+        self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
+        self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy))
+        self.strategies: dict[tuple[str, str], list[int]] = {}
+        """(namespace, task_signature) -> ids of its STRATEGY memories."""
         self._closed = False
         self._load_columns()
         self._reconcile_index()
@@ -120,27 +116,11 @@ class Engine:
 
     def _load_columns(self) -> None:
         record = memory_pb2.Memory()
-        for key, value in self.store.iterate(CF_MEMORIES):
+        for _, value in self.store.iterate(CF_MEMORIES):
             record.ParseFromString(value)
-            self._set_columns_row(key_u64(key), record)
-
-    def _set_columns_row(self, memory_id: int, record: memory_pb2.Memory) -> None:
-        self.columns.set_row(
-            memory_id,
-            state=record.state,
-            kind=record.kind,
-            namespace=record.namespace,
-            entity=record.entity,
-            valid_from=from_timestamp(record.valid_from),
-            valid_to=from_timestamp(record.valid_to) if record.HasField("valid_to") else float("nan"),
-            recorded_at=from_timestamp(record.recorded_at),
-            tags=record.tags,
-            access_count=record.access_count,
-            last_access_at=(
-                from_timestamp(record.last_access_at) if record.HasField("last_access_at") else float("nan")
-            ),
-            last_access_turn=record.last_access_turn,
-        )
+            self.columns.set_record(record)
+            if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
+                self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
 
     def _reconcile_index(self) -> None:
         """Make the graph agree with RocksDB: load it, add what it misses, drop what is gone."""
@@ -255,7 +235,8 @@ class Engine:
         written: list[Written] = []
         fresh_ids: list[int] = []
         fresh_rows: list[int] = []
-        records: list[memory_pb2.Memory] = []
+        changed: dict[int, memory_pb2.Memory] = {}
+        new_strategies: list[memory_pb2.Memory] = []
         for row, item in enumerate(items):
             if item.request_id:
                 previous = txn.get(CF_REQUESTS, _request_key("remember", item.request_id))
@@ -264,49 +245,107 @@ class Engine:
                     written.append(Written(replayed[0], memory_service_pb2.WRITE_OUTCOME_CREATED, True))
                     continue
             memory_id = txn.allocate_id()
-            sequence = txn.next_sequence()
-            record = self._new_record(item, memory_id, sequence, now, turn)
-            txn.put(CF_MEMORIES, u64_key(memory_id), record.SerializeToString())
-            txn.put(CF_VECTORS, u64_key(memory_id), vectors[row].astype("<f4").tobytes())
-            if item.entity:
-                txn.put(CF_ENTITIES, entity_key(item.namespace, item.entity, memory_id), b"")
-                if item.fact_attribute:
-                    txn.put(
-                        CF_FACTS,
-                        fact_key(item.namespace, item.entity, item.fact_attribute),
-                        u64_key(memory_id),
-                    )
-            event = events_pb2.ChangeEvent(
-                sequence=sequence,
-                type=events_pb2.CHANGE_EVENT_TYPE_CREATED,
-                memory_id=memory_id,
-                namespace=item.namespace,
-                to_state=memory_pb2.MEMORY_STATE_ACTIVE,
-                recorded_at=record.recorded_at,
+            record = self._new_record(item, memory_id, now, turn)
+            decision = self.perceiver.perceive(txn, record, vectors[row], now)
+            for other, before, reason in decision.updated:
+                self.save(txn, other, before=before, reason=reason, turn=turn, related=[memory_id])
+                changed[other.id] = other
+            if decision.confirm is not None:
+                txn.release_id(memory_id)
+                if item.request_id:
+                    txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([decision.confirm.id]))
+                written.append(Written(decision.confirm, memory_service_pb2.WRITE_OUTCOME_CONFIRMED, False))
+                continue
+            self.save(
+                txn,
+                record,
+                before=memory_pb2.MEMORY_STATE_UNSPECIFIED,
                 reason=rpc,
+                turn=turn,
+                related=list(record.supersedes),
                 request_id=item.request_id or batch_request_id,
-                kind=item.kind,
-                turn=turn or 0,
             )
-            txn.put(CF_CHANGELOG, u64_key(sequence), event.SerializeToString())
+            txn.put(CF_VECTORS, u64_key(memory_id), vectors[row].astype("<f4").tobytes())
+            self.perceiver.register(txn, record)
             if item.request_id:
                 txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([memory_id]))
-            written.append(Written(record, memory_service_pb2.WRITE_OUTCOME_CREATED, False))
+            written.append(Written(record, _OUTCOMES[decision.outcome], False))
             fresh_ids.append(memory_id)
             fresh_rows.append(row)
-            records.append(record)
+            changed[memory_id] = record
+            if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
+                new_strategies.append(record)
         if batch_request_id:
             txn.put(CF_REQUESTS, _request_key(rpc, batch_request_id), _pack_ids([w.memory.id for w in written]))
         ids = np.asarray(fresh_ids, dtype=np.int64)
         fresh_vectors = vectors[fresh_rows]
 
         def publish() -> None:
-            for record in records:
-                self._set_columns_row(record.id, record)
+            for record in changed.values():
+                self.columns.set_record(record)
+            for record in new_strategies:
+                self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
             self.index.add(ids, fresh_vectors)
 
         txn.on_commit(publish)
         return written
+
+    def save(
+        self,
+        txn: Txn,
+        record: memory_pb2.Memory,
+        *,
+        before: int,
+        reason: str,
+        turn: int | None,
+        related: Sequence[int] = (),
+        request_id: str = "",
+        event_type: int | None = None,
+        detail: str = "",
+    ) -> int:
+        """Write ``record`` with a fresh sequence and the change-log event that explains it.
+
+        The event type follows from the states unless given: CREATED from
+        UNSPECIFIED, SUPERSEDED when it gained ``superseded_by`` and became
+        OBSOLETE, STATE_CHANGED on any other state change, UPDATED otherwise.
+        """
+        sequence = txn.next_sequence()
+        record.sequence = sequence
+        if event_type is None:
+            if before == memory_pb2.MEMORY_STATE_UNSPECIFIED:
+                event_type = events_pb2.CHANGE_EVENT_TYPE_CREATED
+            elif record.state == memory_pb2.MEMORY_STATE_OBSOLETE and record.superseded_by and before != record.state:
+                event_type = events_pb2.CHANGE_EVENT_TYPE_SUPERSEDED
+            elif before != record.state:
+                event_type = events_pb2.CHANGE_EVENT_TYPE_STATE_CHANGED
+            else:
+                event_type = events_pb2.CHANGE_EVENT_TYPE_UPDATED
+        txn.put(CF_MEMORIES, u64_key(record.id), record.SerializeToString())
+        self.emit(
+            txn,
+            events_pb2.ChangeEvent(
+                sequence=sequence,
+                type=event_type,  # type: ignore[arg-type]
+                memory_id=record.id,
+                namespace=record.namespace,
+                from_state=before,  # type: ignore[arg-type]
+                to_state=record.state,
+                recorded_at=record.updated_at,
+                reason=reason,
+                related_ids=related,
+                request_id=request_id,
+                kind=record.kind,
+                turn=turn or 0,
+                detail=detail,
+            ),
+        )
+        return sequence
+
+    def emit(self, txn: Txn, event: events_pb2.ChangeEvent) -> None:
+        """Append ``event`` (its sequence already allocated) to the change log and its memory's event index."""
+        txn.put(CF_CHANGELOG, u64_key(event.sequence), event.SerializeToString())
+        if event.memory_id:
+            txn.put(CF_MEMORY_EVENTS, u64_key(event.memory_id) + u64_key(event.sequence), b"")
 
     def _replay(self, packed: bytes, pending: Txn | None = None) -> list[memory_pb2.Memory]:
         out = []
@@ -326,10 +365,10 @@ class Engine:
             out.append(record)
         return out
 
-    def _new_record(
-        self, item: NewMemory, memory_id: int, sequence: int, now: float, turn: int | None
-    ) -> memory_pb2.Memory:
-        confidence = item.confidence if item.confidence is not None else SOURCE_CONFIDENCE[item.source]
+    def _new_record(self, item: NewMemory, memory_id: int, now: float, turn: int | None) -> memory_pb2.Memory:
+        confidence = (
+            item.confidence if item.confidence is not None else self.perceiver.settings.source_confidence[item.source]
+        )
         record = memory_pb2.Memory(
             id=memory_id,
             namespace=item.namespace,
@@ -351,7 +390,6 @@ class Engine:
                 item.framework_version if item.framework_version is not None else self.framework_version
             ),
             task_signature=item.task_signature,
-            sequence=sequence,
         )
         if item.fact_attribute:
             record.fact.attribute = item.fact_attribute
@@ -370,7 +408,7 @@ class Engine:
         request_id: str = "",
         turn: int | None = None,
     ) -> tuple[list[int], list[int]]:
-        """Delete memories (tombstone in the change log) or mark them OBSOLETE; returns (forgotten, missing)."""
+        """Delete memories (tombstone event) or mark them OBSOLETE; returns (forgotten, missing)."""
 
         def mutation(txn: Txn) -> tuple[list[int], list[int]]:
             if request_id:
@@ -381,67 +419,138 @@ class Engine:
             now = now_s()
             forgotten: list[int] = []
             missing: list[int] = []
-            changes: list[tuple[int, int]] = []
+            changed: list[memory_pb2.Memory] = []
+            why = f"forget: {reason}" if reason else "forget"
             for memory_id in dict.fromkeys(ids):
                 raw = txn.get(CF_MEMORIES, u64_key(memory_id))
-                if raw is None:
+                record = None if raw is None else memory_pb2.Memory.FromString(raw)
+                if record is None or (keep_history and record.state == memory_pb2.MEMORY_STATE_OBSOLETE):
                     missing.append(memory_id)
                     continue
-                record = memory_pb2.Memory.FromString(raw)
-                if keep_history and record.state == memory_pb2.MEMORY_STATE_OBSOLETE:
-                    missing.append(memory_id)
-                    continue
-                sequence = txn.next_sequence()
-                to_state = memory_pb2.MEMORY_STATE_OBSOLETE if keep_history else memory_pb2.MEMORY_STATE_EVICTED
-                event = events_pb2.ChangeEvent(
-                    sequence=sequence,
-                    type=(
-                        events_pb2.CHANGE_EVENT_TYPE_STATE_CHANGED
-                        if keep_history
-                        else events_pb2.CHANGE_EVENT_TYPE_EVICTED
-                    ),
-                    memory_id=memory_id,
-                    namespace=record.namespace,
-                    from_state=record.state,
-                    to_state=to_state,
-                    recorded_at=to_timestamp(now),
-                    reason=f"forget: {reason}" if reason else "forget",
-                    request_id=request_id,
-                    kind=record.kind,
-                    turn=turn or 0,
-                )
-                txn.put(CF_CHANGELOG, u64_key(sequence), event.SerializeToString())
+                before = record.state
+                record.updated_at.CopyFrom(to_timestamp(now))
                 if keep_history:
-                    record.state = to_state
-                    record.valid_to.CopyFrom(to_timestamp(now))
-                    record.updated_at.CopyFrom(to_timestamp(now))
-                    record.sequence = sequence
-                    txn.put(CF_MEMORIES, u64_key(memory_id), record.SerializeToString())
+                    record.state = memory_pb2.MEMORY_STATE_OBSOLETE
+                    if not record.HasField("valid_to"):
+                        record.valid_to.CopyFrom(to_timestamp(now))
+                    self.save(txn, record, before=before, reason=why, turn=turn, request_id=request_id)
                 else:
+                    record.state = memory_pb2.MEMORY_STATE_EVICTED
+                    self.save(
+                        txn,
+                        record,
+                        before=before,
+                        reason=why,
+                        turn=turn,
+                        request_id=request_id,
+                        event_type=events_pb2.CHANGE_EVENT_TYPE_EVICTED,
+                    )
+                    self.perceiver.unregister(txn, record)
                     txn.delete(CF_MEMORIES, u64_key(memory_id))
                     txn.delete(CF_VECTORS, u64_key(memory_id))
-                    if record.entity:
-                        txn.delete(CF_ENTITIES, entity_key(record.namespace, record.entity, memory_id))
-                if record.entity and record.fact.attribute:
-                    key = fact_key(record.namespace, record.entity, record.fact.attribute)
-                    if txn.get(CF_FACTS, key) == u64_key(memory_id):
-                        txn.delete(CF_FACTS, key)
+                self.perceiver.release_current(txn, record)
                 forgotten.append(memory_id)
-                changes.append((memory_id, to_state))
+                changed.append(record)
             if request_id:
                 response = memory_service_pb2.ForgetResponse(forgotten_ids=forgotten, missing_ids=missing)
                 txn.put(CF_REQUESTS, _request_key("forget", request_id), response.SerializeToString())
 
             def publish() -> None:
-                for memory_id, state in changes:
-                    self.columns.set_state(memory_id, state, valid_to=now if state == STATE_OBSOLETE else None)
-                evicted = [m for m, s in changes if s == STATE_EVICTED]
+                for record in changed:
+                    self.columns.set_state(
+                        record.id,
+                        record.state,
+                        valid_to=from_timestamp(record.valid_to) if record.HasField("valid_to") else None,
+                    )
+                evicted = [r.id for r in changed if r.state == STATE_EVICTED]
                 self.index.remove(np.asarray(evicted, dtype=np.int64))
 
             txn.on_commit(publish)
             return forgotten, missing
 
         return self.store.apply(mutation)
+
+    # ---- policy and framework ----------------------------------------------------------------
+
+    def update_policy(self, policy: policy_pb2.Policy, *, request_id: str = "") -> policy_pb2.Policy:
+        """Validate and store a new policy (INVALID_ARGUMENT naming every bad field); returns it."""
+        problems = validate_policy(policy)
+        if problems:
+            raise InvalidArgument(problems)
+        if not policy.name:
+            policy.name = "custom"
+
+        def mutation(txn: Txn) -> policy_pb2.Policy:
+            if request_id:
+                previous = txn.get(CF_REQUESTS, _request_key("policy", request_id))
+                if previous is not None:
+                    return policy_pb2.Policy.FromString(previous)
+            txn.put(CF_META, META_POLICY, policy.SerializeToString())
+            self.emit(
+                txn,
+                events_pb2.ChangeEvent(
+                    sequence=txn.next_sequence(),
+                    type=events_pb2.CHANGE_EVENT_TYPE_POLICY_UPDATED,
+                    recorded_at=to_timestamp(now_s()),
+                    reason="policy updated",
+                    detail=policy.name,
+                ),
+            )
+            if request_id:
+                txn.put(CF_REQUESTS, _request_key("policy", request_id), policy.SerializeToString())
+
+            def publish() -> None:
+                self.policy = policy
+                self.perceiver.settings = PerceptionSettings.from_policy(policy)
+
+            txn.on_commit(publish)
+            return policy
+
+        return self.store.apply(mutation)
+
+    def declare_framework(
+        self, version: str, description: str, *, request_id: str = "", turn: int | None = None
+    ) -> tuple[str, int]:
+        """Make ``version`` current; returns (previous version, memories formed under other versions)."""
+
+        def mutation(txn: Txn) -> tuple[str, int]:
+            if request_id:
+                previous = txn.get(CF_REQUESTS, _request_key("framework", request_id))
+                if previous is not None:
+                    answer = memory_service_pb2.DeclareFrameworkResponse.FromString(previous)
+                    return answer.previous_version, answer.flagged_count
+            before = self.framework_version
+            flagged = self.count_other_frameworks(version)
+            txn.put(CF_META, META_FRAMEWORK, version.encode())
+            self.emit(
+                txn,
+                events_pb2.ChangeEvent(
+                    sequence=txn.next_sequence(),
+                    type=events_pb2.CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED,
+                    recorded_at=to_timestamp(now_s()),
+                    reason=description or "framework declared",
+                    detail=version,
+                    request_id=request_id,
+                    turn=turn or 0,
+                ),
+            )
+            if request_id:
+                answer = memory_service_pb2.DeclareFrameworkResponse(previous_version=before, flagged_count=flagged)
+                txn.put(CF_REQUESTS, _request_key("framework", request_id), answer.SerializeToString())
+
+            def publish() -> None:
+                self.framework_version = version
+
+            txn.on_commit(publish)
+            return before, flagged
+
+        return self.store.apply(mutation)
+
+    def count_other_frameworks(self, version: str) -> int:
+        """Live memories formed under a framework version other than ``version``."""
+        live = self.columns.live_ids()
+        code = self.columns.frameworks.lookup(version)
+        return int(np.count_nonzero(self.columns.framework[live] != code))
 
     # ---- reads ------------------------------------------------------------------------------
 

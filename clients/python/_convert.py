@@ -263,9 +263,11 @@ def memory_to_proto(memory: Memory) -> memory_pb2.Memory:
         members=list(memory.members),
         access_count=memory.access_count,
         last_access_turn=memory.last_access_turn,
-        success_count=memory.success_count,
-        failure_count=memory.failure_count,
+        successes=memory.successes,
+        failures=memory.failures,
         sequence=memory.sequence,
+        inconsistency=memory.inconsistency,
+        demoted_by=memory.demoted_by or 0,
     )
     if memory.vector is not None:
         msg.vector = vector_to_bytes(memory.vector)
@@ -316,10 +318,12 @@ def memory_from_proto(msg: memory_pb2.Memory) -> Memory:
         access_count=msg.access_count,
         last_access_at=_opt_time(msg, "last_access_at"),
         last_access_turn=msg.last_access_turn,
-        success_count=msg.success_count,
-        failure_count=msg.failure_count,
+        successes=msg.successes,
+        failures=msg.failures,
         scores=scores_from_proto(msg.scores) if msg.HasField("scores") else None,
         sequence=msg.sequence,
+        inconsistency=msg.inconsistency,
+        demoted_by=_zero_is_none(msg.demoted_by),
     )
 
 
@@ -348,13 +352,21 @@ def write_result_from_proto(msg: memory_service_pb2.WriteResult, *, replayed: bo
 def stream_result_to_proto(result: StreamResult) -> memory_service_pb2.RememberStreamResponse:
     """StreamResult -> proto."""
     return memory_service_pb2.RememberStreamResponse(
-        ids=list(result.ids), created_count=result.created_count, replayed_count=result.replayed_count
+        ids=list(result.ids),
+        created_count=result.created_count,
+        replayed_count=result.replayed_count,
+        confirmed_count=result.confirmed_count,
     )
 
 
 def stream_result_from_proto(msg: memory_service_pb2.RememberStreamResponse) -> StreamResult:
     """Proto -> StreamResult."""
-    return StreamResult(ids=list(msg.ids), created_count=msg.created_count, replayed_count=msg.replayed_count)
+    return StreamResult(
+        ids=list(msg.ids),
+        created_count=msg.created_count,
+        replayed_count=msg.replayed_count,
+        confirmed_count=msg.confirmed_count,
+    )
 
 
 def forget_result_to_proto(result: ForgetResult) -> memory_service_pb2.ForgetResponse:
@@ -658,9 +670,8 @@ def policy_to_proto(policy: Policy) -> policy_pb2.Policy:
         user_statement=sc.user_statement,
         agent_inference=sc.agent_inference,
         reflection=sc.reflection,
+        imported=sc.imported,
     )
-    # "import" is a Python keyword, so it cannot be a constructor keyword argument.
-    setattr(source_confidence, "import", sc.import_)
     return policy_pb2.Policy(
         name=policy.name,
         time_mode=policy_pb2.TimeMode.ValueType(policy.time_mode.value),
@@ -686,7 +697,7 @@ def policy_from_proto(msg: policy_pb2.Policy) -> Policy:
             user_statement=sc.user_statement,
             agent_inference=sc.agent_inference,
             reflection=sc.reflection,
-            import_=getattr(sc, "import"),
+            imported=sc.imported,
         ),
         soft_conflict_similarity=msg.soft_conflict_similarity,
         duplicate_similarity=msg.duplicate_similarity,

@@ -199,6 +199,7 @@ def report_outcome(
     *,
     used_memory_ids: Iterable[int],
     note: str,
+    reward: float | None = None,
     request_id: str | None,
     turn: int | None,
 ) -> pb.ReportOutcomeRequest:
@@ -214,6 +215,8 @@ def report_outcome(
     )
     if turn is not None:
         msg.turn = turn
+    if reward is not None:
+        msg.reward = reward
     return msg
 
 

@@ -352,6 +352,7 @@ class AsyncMemoryClient:
         *,
         used_memory_ids: Iterable[int] = (),
         note: str = "",
+        reward: float | None = None,
         request_id: str | None = None,
         turn: int | None = None,
         timeout_s: float | None = None,
@@ -362,6 +363,7 @@ class AsyncMemoryClient:
             outcome,
             used_memory_ids=used_memory_ids,
             note=note,
+            reward=reward,
             request_id=request_id,
             turn=turn,
         )

@@ -350,20 +350,24 @@ class MemoryClient:
         *,
         used_memory_ids: Iterable[int] = (),
         note: str = "",
+        reward: float | None = None,
         request_id: str | None = None,
         turn: int | None = None,
         timeout_s: float | None = None,
     ) -> int:
         """Tell the sidecar whether the memories of a retrieval helped; returns how many were updated.
 
-        ``retrieval_id`` comes from a RecallResult or ContextResult. Without
-        ``used_memory_ids`` every memory of the retrieval counts as used.
+        ``retrieval_id`` comes from a RecallResult or ContextResult (or is empty
+        and ``used_memory_ids`` names the memories). Without ``used_memory_ids``
+        every memory of the retrieval counts as used. ``reward`` in [-1, 1]
+        grades the outcome.
         """
         request = rq.report_outcome(
             retrieval_id,
             outcome,
             used_memory_ids=used_memory_ids,
             note=note,
+            reward=reward,
             request_id=request_id,
             turn=turn,
         )

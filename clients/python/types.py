@@ -312,14 +312,18 @@ class Memory:
     """System time of the last access; ``None`` when never accessed."""
     last_access_turn: int = 0
     """The agent's turn at the last access; 0 when never accessed or not given."""
-    success_count: int = 0
-    """Successful uses reported by ``report_outcome``."""
-    failure_count: int = 0
-    """Failed uses reported by ``report_outcome``."""
+    successes: float = 0.0
+    """Weighted successful uses reported by ``report_outcome`` (SUCCESS 1, PARTIAL 0.5, reward r > 0 adds r)."""
+    failures: float = 0.0
+    """Weighted failed uses reported by ``report_outcome``."""
     scores: MemoryScores | None = None
     """Derived scores at the last evaluation; ``None`` when the sidecar sent none."""
     sequence: int = 0
     """The change-log sequence number of the last change to this memory."""
+    inconsistency: float = 0.0
+    """In [0, 1]: how much newer near-duplicates about the same entity disagree with it."""
+    demoted_by: int | None = None
+    """For strategies: the newer strategy that did reliably better; ``None`` when none."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Memory):
@@ -358,6 +362,8 @@ class StreamResult:
     """Items stored by this stream."""
     replayed_count: int
     """Items whose request id had been seen before; nothing was written for them."""
+    confirmed_count: int = 0
+    """Items that restated a stored memory, which was confirmed instead of duplicated."""
 
 
 @dataclass(frozen=True)
@@ -609,8 +615,7 @@ class SourceConfidence:
     user_statement: float = 0.8
     agent_inference: float = 0.6
     reflection: float = 0.6
-    import_: float = 0.7
-    """The wire field ``import`` (a Python keyword)."""
+    imported: float = 0.7
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -217,6 +217,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                 response.ids.append(written.memory.id)
                 if written.replayed:
                     response.replayed_count += 1
+                elif written.outcome == memory_service_pb2.WRITE_OUTCOME_CONFIRMED:
+                    response.confirmed_count += 1
                 else:
                     response.created_count += 1
         return response

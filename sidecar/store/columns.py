@@ -9,10 +9,10 @@ kept only for the memories that have them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from memevo.v1 import memory_pb2
 
@@ -24,6 +24,10 @@ STATE_OBSOLETE = memory_pb2.MEMORY_STATE_OBSOLETE
 STATE_EVICTED = memory_pb2.MEMORY_STATE_EVICTED
 
 NO_CODE = -1
+
+
+def _seconds(stamp: Timestamp) -> float:
+    return stamp.seconds + stamp.nanos / 1e9
 
 
 class Interner:
@@ -66,6 +70,13 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "access_count": (np.uint32, 0),
     "last_access_at": (np.float64, np.nan),
     "last_access_turn": (np.int64, 0),
+    "confidence": (np.float32, 0.0),
+    "inconsistency": (np.float32, 0.0),
+    "successes": (np.float32, 0.0),
+    "failures": (np.float32, 0.0),
+    "framework": (np.int32, NO_CODE),
+    "importance": (np.uint8, 0),
+    "content_bytes": (np.uint32, 0),
 }
 
 
@@ -89,11 +100,19 @@ class MemoryColumns:
     access_count: npt.NDArray[np.uint32]
     last_access_at: npt.NDArray[np.float64]
     last_access_turn: npt.NDArray[np.int64]
+    confidence: npt.NDArray[np.float32]
+    inconsistency: npt.NDArray[np.float32]
+    successes: npt.NDArray[np.float32]
+    failures: npt.NDArray[np.float32]
+    framework: npt.NDArray[np.int32]
+    importance: npt.NDArray[np.uint8]
+    content_bytes: npt.NDArray[np.uint32]
 
     def __init__(self, capacity: int = 1024) -> None:
         self.lock = threading.Lock()
         self.namespaces = Interner()
         self.entities = Interner()
+        self.frameworks = Interner()
         self.tags: dict[int, frozenset[str]] = {}
         self._size = 1  # slot 0 is never a memory
         self._allocate(max(capacity, 16))
@@ -111,45 +130,42 @@ class MemoryColumns:
         """One past the highest id stored."""
         return self._size
 
-    def set_row(
-        self,
-        memory_id: int,
-        *,
-        state: int,
-        kind: int,
-        namespace: str,
-        entity: str,
-        valid_from: float,
-        valid_to: float,
-        recorded_at: float,
-        tags: Iterable[str],
-        access_count: int = 0,
-        last_access_at: float = float("nan"),
-        last_access_turn: int = 0,
-    ) -> None:
-        """Write (or overwrite) the row of ``memory_id``."""
+    def set_record(self, record: memory_pb2.Memory) -> None:
+        """Write (or overwrite) the row of ``record.id`` from the stored record."""
+        memory_id = record.id
         with self.lock:
             if memory_id >= self.state.shape[0]:
                 capacity = self.state.shape[0]
                 while capacity <= memory_id:
                     capacity *= 2
                 self._allocate(capacity)
-            self.kind[memory_id] = kind
-            self.namespace[memory_id] = self.namespaces.code(namespace)
-            self.entity[memory_id] = self.entities.code(entity) if entity else NO_CODE
-            self.valid_from[memory_id] = valid_from
-            self.valid_to[memory_id] = valid_to
-            self.recorded_at[memory_id] = recorded_at
-            self.access_count[memory_id] = access_count
-            self.last_access_at[memory_id] = last_access_at
-            self.last_access_turn[memory_id] = last_access_turn
-            tag_set = frozenset(tags)
+            self.kind[memory_id] = record.kind
+            self.namespace[memory_id] = self.namespaces.code(record.namespace)
+            self.entity[memory_id] = self.entities.code(record.entity) if record.entity else NO_CODE
+            self.framework[memory_id] = self.frameworks.code(record.framework_version)
+            self.valid_from[memory_id] = _seconds(record.valid_from)
+            self.valid_to[memory_id] = _seconds(record.valid_to) if record.HasField("valid_to") else np.nan
+            self.recorded_at[memory_id] = _seconds(record.recorded_at)
+            self.confidence[memory_id] = record.confidence
+            self.inconsistency[memory_id] = record.inconsistency
+            self.successes[memory_id] = record.successes
+            self.failures[memory_id] = record.failures
+            self.importance[memory_id] = record.importance
+            self.content_bytes[memory_id] = len(record.content.encode())
+            # Access statistics live here first; the record holds the last checkpoint.
+            self.access_count[memory_id] = max(int(self.access_count[memory_id]), record.access_count)
+            if record.HasField("last_access_at"):
+                last = _seconds(record.last_access_at)
+                current = self.last_access_at[memory_id]
+                self.last_access_at[memory_id] = last if np.isnan(current) else max(current, last)
+            self.last_access_turn[memory_id] = max(int(self.last_access_turn[memory_id]), record.last_access_turn)
+            tag_set = frozenset(record.tags)
             if tag_set:
                 self.tags[memory_id] = tag_set
             else:
                 self.tags.pop(memory_id, None)
             # State last: a row becomes visible to filters only once it is complete.
-            self.state[memory_id] = state
+            self.state[memory_id] = record.state
             self._size = max(self._size, memory_id + 1)
 
     def set_state(self, memory_id: int, state: int, *, valid_to: float | None = None) -> None:

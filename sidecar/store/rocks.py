@@ -36,7 +36,27 @@ CF_ENTITIES = "entities"
 CF_CHANGELOG = "changelog"
 CF_META = "meta"
 CF_REQUESTS = "requests"
-COLUMN_FAMILIES = (CF_MEMORIES, CF_VECTORS, CF_FACTS, CF_ENTITIES, CF_CHANGELOG, CF_META, CF_REQUESTS)
+CF_FACT_VERSIONS = "fact_versions"
+"""(namespace, entity, attribute, id) -> b"": every version of a fact key, current or not."""
+CF_DEDUP = "dedup"
+"""(namespace, kind, hash of normalised content) -> id: exact duplicates are confirmed, not stored."""
+CF_MEMORY_EVENTS = "memory_events"
+"""(memory id, sequence) -> b"": the change-log events about one memory, for History."""
+CF_RETRIEVALS = "retrievals"
+"""retrieval id -> the ids a Recall returned, for ReportOutcome (written unsynced)."""
+COLUMN_FAMILIES = (
+    CF_MEMORIES,
+    CF_VECTORS,
+    CF_FACTS,
+    CF_ENTITIES,
+    CF_CHANGELOG,
+    CF_META,
+    CF_REQUESTS,
+    CF_FACT_VERSIONS,
+    CF_DEDUP,
+    CF_MEMORY_EVENTS,
+    CF_RETRIEVALS,
+)
 
 META_SCHEMA = b"schema_version"
 META_DIMENSION = b"dimension"
@@ -74,7 +94,11 @@ class Txn:
 
     store: RocksStore
     parent: dict[tuple[str, bytes], bytes | None]
+    group: dict[tuple[str, object], list[Any]] = field(default_factory=dict)
+    """Lists shared by the mutations of one group (e.g. ids created under a prefix), because
+    the database's prefix scans cannot see writes that are not yet durable."""
     writes: dict[tuple[str, bytes], bytes | None] = field(default_factory=dict)
+    group_adds: list[tuple[tuple[str, object], Any]] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     events: int = 0
 
@@ -95,9 +119,26 @@ class Txn:
         """Delete ``key`` at commit."""
         self.writes[(cf, key)] = None
 
+    def pending(self, name: str, key: object) -> list[Any]:
+        """What earlier mutations of this group, and this one, added under (name, key)."""
+        slot = (name, key)
+        return [*self.group.get(slot, ()), *(value for s, value in self.group_adds if s == slot)]
+
+    def add_pending(self, name: str, key: object, value: Any) -> None:
+        """Record ``value`` under (name, key) for later mutations of the group, if this one succeeds."""
+        self.group_adds.append(((name, key), value))
+
+    def prefix_keys(self, cf: str, prefix: bytes, *, newest_first: bool = False, limit: int = 0) -> list[bytes]:
+        """Durable keys starting with ``prefix`` (in key order, or reversed), at most ``limit`` (0 = all)."""
+        return self.store.prefix_keys(cf, prefix, newest_first=newest_first, limit=limit)
+
     def allocate_id(self) -> int:
         """A new memory id; ids are dense and increase with commit order."""
         return self.store._allocate_id()
+
+    def release_id(self, memory_id: int) -> None:
+        """Give back the id just allocated (the write turned out to confirm an existing memory)."""
+        self.store._release_id(memory_id)
 
     def next_sequence(self) -> int:
         """The next change-log sequence number (gap-free once the group is durable)."""
@@ -155,6 +196,7 @@ class RocksStore:
         self._cfs = {name: self._db.get_column_family(name) for name in COLUMN_FAMILIES}
         self._sync = rocksdict.WriteOptions()
         self._sync.sync = True
+        self._unsynced = rocksdict.WriteOptions()
         try:
             self.dimension, self.embedder_identity = self._check_meta(dimension, embedder_identity)
         except BaseException:
@@ -238,6 +280,30 @@ class RocksStore:
         values: list[Any] = self._cfs[cf].get(cast(Any, keys)) or []
         return [None if v is None else bytes(v) for v in values]
 
+    def prefix_keys(self, cf: str, prefix: bytes, *, newest_first: bool = False, limit: int = 0) -> list[bytes]:
+        """Keys starting with ``prefix``, in key order or reversed, at most ``limit`` (0 = all)."""
+        it = self._cfs[cf].iter()
+        keys: list[bytes] = []
+        if newest_first:
+            it.seek_for_prev(prefix + b"\xff" * 9)
+            step = it.prev
+        else:
+            it.seek(prefix)
+            step = it.next
+        while it.valid():
+            key = bytes(it.key())
+            if not key.startswith(prefix):
+                break
+            keys.append(key)
+            if limit and len(keys) >= limit:
+                break
+            step()
+        return keys
+
+    def put_unsynced(self, cf: str, key: bytes, value: bytes) -> None:
+        """Write without fsync, outside the committer: for data a crash may lose (retrieval records)."""
+        self._cfs[cf].put(key, value, self._unsynced)
+
     def iterate(self, cf: str, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Key/value pairs in key order, from ``start`` (inclusive) to ``stop`` (exclusive)."""
         it = self._cfs[cf].iter()
@@ -293,6 +359,10 @@ class RocksStore:
         self._next_id += 1
         return value
 
+    def _release_id(self, memory_id: int) -> None:
+        if memory_id == self._next_id - 1:
+            self._next_id -= 1
+
     def _allocate_sequence(self) -> int:
         self._last_sequence += 1
         return self._last_sequence
@@ -320,11 +390,12 @@ class RocksStore:
     def _commit_group(self, group: list[_Pending[Any]]) -> None:
         start_id, start_sequence = self._next_id, self._last_sequence
         overlay: dict[tuple[str, bytes], bytes | None] = {}
+        shared: dict[tuple[str, object], list[Any]] = {}
         done: list[tuple[_Pending[Any], Txn, Any]] = []
         for pending in group:
             if not pending.future.set_running_or_notify_cancel():
                 continue
-            txn = Txn(self, overlay)
+            txn = Txn(self, overlay, shared)
             id_mark, sequence_mark = self._next_id, self._last_sequence
             try:
                 result = pending.mutation(txn)
@@ -334,6 +405,8 @@ class RocksStore:
                 pending.future.set_exception(exc)
                 continue
             overlay.update(txn.writes)
+            for slot, value in txn.group_adds:
+                shared.setdefault(slot, []).append(value)
             done.append((pending, txn, result))
         if not done:
             return

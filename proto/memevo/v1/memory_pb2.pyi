@@ -394,10 +394,12 @@ class Memory(_message.Message):
     ACCESS_COUNT_FIELD_NUMBER: _builtins.int
     LAST_ACCESS_AT_FIELD_NUMBER: _builtins.int
     LAST_ACCESS_TURN_FIELD_NUMBER: _builtins.int
-    SUCCESS_COUNT_FIELD_NUMBER: _builtins.int
-    FAILURE_COUNT_FIELD_NUMBER: _builtins.int
+    SUCCESSES_FIELD_NUMBER: _builtins.int
+    FAILURES_FIELD_NUMBER: _builtins.int
     SCORES_FIELD_NUMBER: _builtins.int
     SEQUENCE_FIELD_NUMBER: _builtins.int
+    INCONSISTENCY_FIELD_NUMBER: _builtins.int
+    DEMOTED_BY_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """Sidecar-assigned id, unique in the data directory, increasing with write order. Never 0."""
     namespace: _builtins.str
@@ -427,12 +429,22 @@ class Memory(_message.Message):
     """Times the memory was returned by recall or context building."""
     last_access_turn: _builtins.int
     """The agent's turn at the last access; 0 when never accessed or not given."""
-    success_count: _builtins.int
-    """Outcome feedback: successful uses reported by ReportOutcome."""
-    failure_count: _builtins.int
-    """Outcome feedback: failed uses reported by ReportOutcome."""
+    successes: _builtins.float
+    """Outcome feedback: weighted successful uses reported by ReportOutcome (SUCCESS adds 1,
+    PARTIAL 0.5, a reward r > 0 adds r).
+    """
+    failures: _builtins.float
+    """Outcome feedback: weighted failed uses (FAILURE adds 1, PARTIAL 0.5, a reward r < 0 adds -r)."""
     sequence: _builtins.int
     """The change-log sequence number of the last change to this memory."""
+    inconsistency: _builtins.float
+    """In [0, 1]: how much newer near-duplicates about the same entity disagree with it (soft conflicts).
+    Lowers accuracy; 0 when nothing disagreed.
+    """
+    demoted_by: _builtins.int
+    """For STRATEGY memories: the newer strategy for the same task_signature that did reliably better,
+    so this one is kept as a historical reference / counter-example; 0 when none.
+    """
     @_builtins.property
     def fact(self) -> Global___Fact: ...
     @_builtins.property
@@ -505,14 +517,16 @@ class Memory(_message.Message):
         access_count: _builtins.int = ...,
         last_access_at: _timestamp_pb2.Timestamp | None = ...,
         last_access_turn: _builtins.int = ...,
-        success_count: _builtins.int = ...,
-        failure_count: _builtins.int = ...,
+        successes: _builtins.float = ...,
+        failures: _builtins.float = ...,
         scores: Global___MemoryScores | None = ...,
         sequence: _builtins.int = ...,
+        inconsistency: _builtins.float = ...,
+        demoted_by: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact", "last_access_at", b"last_access_at", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_count", b"access_count", "confidence", b"confidence", "consolidated_into", b"consolidated_into", "content", b"content", "entity", b"entity", "fact", b"fact", "failure_count", b"failure_count", "framework_version", b"framework_version", "id", b"id", "importance", b"importance", "kind", b"kind", "last_access_at", b"last_access_at", "last_access_turn", b"last_access_turn", "members", b"members", "metadata", b"metadata", "namespace", b"namespace", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "sequence", b"sequence", "source", b"source", "state", b"state", "success_count", b"success_count", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "task_signature", b"task_signature", "topic", b"topic", "turn", b"turn", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_count", b"access_count", "confidence", b"confidence", "consolidated_into", b"consolidated_into", "content", b"content", "demoted_by", b"demoted_by", "entity", b"entity", "fact", b"fact", "failures", b"failures", "framework_version", b"framework_version", "id", b"id", "importance", b"importance", "inconsistency", b"inconsistency", "kind", b"kind", "last_access_at", b"last_access_at", "last_access_turn", b"last_access_turn", "members", b"members", "metadata", b"metadata", "namespace", b"namespace", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "sequence", b"sequence", "source", b"source", "state", b"state", "successes", b"successes", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "task_signature", b"task_signature", "topic", b"topic", "turn", b"turn", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

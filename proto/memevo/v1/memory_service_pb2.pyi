@@ -294,10 +294,13 @@ class RememberStreamResponse(_message.Message):
     IDS_FIELD_NUMBER: _builtins.int
     CREATED_COUNT_FIELD_NUMBER: _builtins.int
     REPLAYED_COUNT_FIELD_NUMBER: _builtins.int
+    CONFIRMED_COUNT_FIELD_NUMBER: _builtins.int
     created_count: _builtins.int
-    """Items stored by this stream."""
+    """Items stored by this stream as new memories."""
     replayed_count: _builtins.int
     """Items whose request_id had been seen before (nothing written for them)."""
+    confirmed_count: _builtins.int
+    """Items that restated a stored memory, which was confirmed instead of duplicated."""
     @_builtins.property
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The id of each streamed item, in stream order (the first id for replayed items)."""
@@ -308,10 +311,11 @@ class RememberStreamResponse(_message.Message):
         ids: _abc.Iterable[_builtins.int] | None = ...,
         created_count: _builtins.int = ...,
         replayed_count: _builtins.int = ...,
+        confirmed_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_count", b"created_count", "ids", b"ids", "replayed_count", b"replayed_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["confirmed_count", b"confirmed_count", "created_count", b"created_count", "ids", b"ids", "replayed_count", b"replayed_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -613,8 +617,9 @@ class ReportOutcomeRequest(_message.Message):
     NOTE_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
+    REWARD_FIELD_NUMBER: _builtins.int
     retrieval_id: _builtins.str
-    """The retrieval_id of a Recall or BuildContext. Required."""
+    """The retrieval_id of a Recall or BuildContext. Required unless used_memory_ids is given."""
     outcome: Global___Outcome.ValueType
     """Required."""
     note: _builtins.str
@@ -623,9 +628,15 @@ class ReportOutcomeRequest(_message.Message):
     """Idempotency key, at most 128 bytes. Default: empty."""
     turn: _builtins.int
     """The agent's current turn counter. Default: unset."""
+    reward: _builtins.float
+    """A graded outcome in [-1, 1] (1 = full success, -1 = full failure); when set it replaces
+    the weight outcome implies. Default: unset.
+    """
     @_builtins.property
     def used_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """The memories the agent actually used. Default: all the retrieval returned."""
+        """The memories the agent actually used: a subset of the retrieval's, or any ids when
+        retrieval_id is empty. Default: all the retrieval returned.
+        """
 
     def __init__(
         self,
@@ -636,13 +647,19 @@ class ReportOutcomeRequest(_message.Message):
         note: _builtins.str = ...,
         request_id: _builtins.str = ...,
         turn: _builtins.int | None = ...,
+        reward: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "turn", b"turn"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reward", b"_reward", "_turn", b"_turn", "reward", b"reward", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "note", b"note", "outcome", b"outcome", "request_id", b"request_id", "retrieval_id", b"retrieval_id", "turn", b"turn", "used_memory_ids", b"used_memory_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reward", b"_reward", "_turn", b"_turn", "note", b"note", "outcome", b"outcome", "request_id", b"request_id", "retrieval_id", b"retrieval_id", "reward", b"reward", "turn", b"turn", "used_memory_ids", b"used_memory_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__reward: _TypeAlias = _typing.Literal["reward"]  # noqa: Y015
+    _WhichOneofArgType__reward: _TypeAlias = _typing.Literal["_reward", b"_reward"]  # noqa: Y015
     _WhichOneofReturnType__turn: _TypeAlias = _typing.Literal["turn"]  # noqa: Y015
     _WhichOneofArgType__turn: _TypeAlias = _typing.Literal["_turn", b"_turn"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reward) -> _WhichOneofReturnType__reward | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__turn) -> _WhichOneofReturnType__turn | None: ...
 
 Global___ReportOutcomeRequest: _TypeAlias = ReportOutcomeRequest  # noqa: Y015

@@ -138,7 +138,7 @@ class SourceConfidence(_message.Message):
     USER_STATEMENT_FIELD_NUMBER: _builtins.int
     AGENT_INFERENCE_FIELD_NUMBER: _builtins.int
     REFLECTION_FIELD_NUMBER: _builtins.int
-    IMPORT_FIELD_NUMBER: _builtins.int
+    IMPORTED_FIELD_NUMBER: _builtins.int
     tool_result: _builtins.float
     """Default 0.9."""
     user_statement: _builtins.float
@@ -147,6 +147,8 @@ class SourceConfidence(_message.Message):
     """Default 0.6."""
     reflection: _builtins.float
     """Default 0.6."""
+    imported: _builtins.float
+    """Default 0.7."""
     def __init__(
         self,
         *,
@@ -154,10 +156,11 @@ class SourceConfidence(_message.Message):
         user_statement: _builtins.float = ...,
         agent_inference: _builtins.float = ...,
         reflection: _builtins.float = ...,
+        imported: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_inference", b"agent_inference", "import", b"import", "reflection", b"reflection", "tool_result", b"tool_result", "user_statement", b"user_statement"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_inference", b"agent_inference", "imported", b"imported", "reflection", b"reflection", "tool_result", b"tool_result", "user_statement", b"user_statement"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

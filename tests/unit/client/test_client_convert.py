@@ -87,8 +87,10 @@ def full_memory(memory_id: int = 7, *, with_vector: bool = True) -> Memory:
         access_count=12,
         last_access_at=T0 + timedelta(hours=5),
         last_access_turn=40,
-        success_count=3,
-        failure_count=1,
+        successes=3.0,
+        failures=1.5,
+        inconsistency=0.25,
+        demoted_by=17,
         scores=MemoryScores(accuracy=0.5, relevance=0.25, utility=0.75, cost=0.125, value=0.375),
         sequence=99,
     )
@@ -456,7 +458,7 @@ def test_policy_round_trip() -> None:
         name="arm-b",
         time_mode=TimeMode.AGENT_TURNS,
         kinds=(KindPolicy(), KindPolicy(kind=MemoryKind.FACT, alpha=0.5, evict_grace_s=60.0)),
-        source_confidence=SourceConfidence(import_=0.5),
+        source_confidence=SourceConfidence(imported=0.5),
         soft_conflict_similarity=0.875,
         duplicate_similarity=0.96875,
         strategy_upgrade_probability=0.9,
@@ -464,7 +466,7 @@ def test_policy_round_trip() -> None:
         multi_valued_attributes=("*/email",),
     )
     msg = cv.policy_to_proto(policy)
-    assert getattr(msg.source_confidence, "import") == 0.5
+    assert msg.source_confidence.imported == 0.5
     assert msg.time_mode == policy_pb2.TIME_MODE_AGENT_TURNS
     assert cv.policy_from_proto(msg) == policy
 

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from memevo.sidecar.domain import to_timestamp
 from memevo.sidecar.store.columns import STATE_ACTIVE, STATE_EVICTED, STATE_OBSOLETE, MemoryColumns
+from memevo.v1 import memory_pb2
 
 
 def _row(columns: MemoryColumns, memory_id: int, *, namespace: str = "default", tags: tuple[str, ...] = ()) -> None:
-    columns.set_row(
-        memory_id,
-        state=STATE_ACTIVE,
-        kind=3,
-        namespace=namespace,
-        entity="e",
-        valid_from=float(memory_id),
-        valid_to=float("nan"),
-        recorded_at=float(memory_id),
-        tags=tags,
+    columns.set_record(
+        memory_pb2.Memory(
+            id=memory_id,
+            state=STATE_ACTIVE,
+            kind=memory_pb2.MEMORY_KIND_EPISODE,
+            namespace=namespace,
+            entity="e",
+            valid_from=to_timestamp(float(memory_id)),
+            recorded_at=to_timestamp(float(memory_id)),
+            tags=tags,
+            content="x" * memory_id,
+            confidence=0.5,
+        )
     )
 
 
@@ -27,6 +32,8 @@ def test_rows_grow_past_capacity_and_keep_old_values() -> None:
         _row(columns, memory_id, namespace=f"ns{memory_id % 3}")
     assert columns.size == 100
     assert columns.valid_from[42] == 42.0
+    assert columns.content_bytes[42] == 42
+    assert columns.confidence[42] == np.float32(0.5)
     assert columns.namespaces.string(int(columns.namespace[42])) == "ns0"
     assert list(columns.live_ids()) == list(range(1, 100))
 

@@ -1,0 +1,1 @@
+"""Perception: annotate writes and detect change (hard and soft conflicts, duplicates, outcomes)."""

@@ -1,0 +1,272 @@
+"""Change detection at write time: hard conflicts on fact keys, soft conflicts and duplicates.
+
+Runs inside the committer (one mutation at a time), so its reads and the
+writes it decides are serial. It decides deterministically where the
+structure allows (a fact key), and only nudges scores where it does not (a
+near-duplicate that disagrees raises the older memory's inconsistency).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from memevo.v1 import memory_pb2
+
+from ..domain import from_timestamp, to_timestamp
+from ..policy import PerceptionSettings
+from ..store.rocks import CF_DEDUP, CF_ENTITIES, CF_FACT_VERSIONS, CF_FACTS, CF_MEMORIES, CF_VECTORS, Txn, key_u64
+
+ACTIVE = memory_pb2.MEMORY_STATE_ACTIVE
+ARCHIVED = memory_pb2.MEMORY_STATE_ARCHIVED
+OBSOLETE = memory_pb2.MEMORY_STATE_OBSOLETE
+CURRENT_STATES = (ACTIVE, ARCHIVED)
+REPEATABLE_KINDS = (memory_pb2.MEMORY_KIND_EPISODE,)
+"""Kinds whose identical text is a new event, not a restatement: never merged by text alone."""
+
+SOFT_CONFLICT_CANDIDATES = 256
+"""Most recent memories of an entity compared with a new one: bounds the write's cost."""
+INCONSISTENCY_STEP = 0.5
+"""Inconsistency added by a soft conflict at similarity 1 (scaled down linearly to the threshold)."""
+CONFIRM_CONFIDENCE_GAIN = 0.2
+"""A restatement moves confidence this share of the way to 1."""
+
+_PUNCTUATION = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalise_text(text: str) -> str:
+    """Case-, width- and punctuation-insensitive form, for "the same statement" checks."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_PUNCTUATION.sub(" ", folded).split())
+
+
+def fact_key(namespace: str, entity: str, attribute: str) -> bytes:
+    """Key of the fact-key index: (namespace, entity, attribute) -> current memory id."""
+    return f"{namespace}\0{entity}\0{attribute}".encode()
+
+
+def entity_prefix(namespace: str, entity: str) -> bytes:
+    """Prefix of the entity index keys of one entity."""
+    return f"{namespace}\0{entity}\0".encode()
+
+
+def dedup_key(namespace: str, kind: int, content: str) -> bytes:
+    """Key of the exact-duplicate index."""
+    digest = hashlib.blake2b(normalise_text(content).encode(), digest_size=16).digest()
+    return f"{namespace}\0{kind}\0".encode() + digest
+
+
+@dataclass
+class Decision:
+    """What perception decided for one new memory."""
+
+    confirm: memory_pb2.Memory | None = None
+    """An existing memory the write restates: confirm it instead of storing a new one."""
+    outcome: str = "created"
+    """"created", "superseded", "backdated" or "confirmed"."""
+    updated: list[tuple[memory_pb2.Memory, int, str]] = field(default_factory=list)
+    """Other memories changed: (new record, state before, reason)."""
+
+
+def _load(txn: Txn, memory_id: int) -> memory_pb2.Memory | None:
+    raw = txn.get(CF_MEMORIES, memory_id.to_bytes(8, "big"))
+    return None if raw is None else memory_pb2.Memory.FromString(raw)
+
+
+def _confirm(existing: memory_pb2.Memory, decision: Decision, now: float) -> Decision:
+    before = existing.state
+    existing.confidence = existing.confidence + (1.0 - existing.confidence) * CONFIRM_CONFIDENCE_GAIN
+    existing.access_count += 1
+    existing.last_access_at.CopyFrom(to_timestamp(now))
+    existing.updated_at.CopyFrom(to_timestamp(now))
+    decision.confirm = existing
+    decision.outcome = "confirmed"
+    decision.updated.append((existing, before, "confirmed by restatement"))
+    return decision
+
+
+class Perceiver:
+    """Decides how a new memory relates to what is stored."""
+
+    def __init__(self, settings: PerceptionSettings) -> None:
+        self.settings = settings
+
+    def perceive(self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32], now: float) -> Decision:
+        """Classify ``record`` (not yet stored, id assigned) and adjust it and its neighbours."""
+        decision = Decision()
+        if record.fact.attribute and record.entity:
+            return self._hard(txn, record, now, decision)
+        duplicate = self._exact_duplicate(txn, record) if record.kind not in REPEATABLE_KINDS else None
+        if duplicate is not None:
+            return _confirm(duplicate, decision, now)
+        if record.entity:
+            return self._soft(txn, record, vector, now, decision)
+        return decision
+
+    def register(self, txn: Txn, record: memory_pb2.Memory) -> None:
+        """Index a stored record for later perception (dedup key, fact versions, entity)."""
+        if not record.fact.attribute and record.kind not in REPEATABLE_KINDS:
+            txn.put(CF_DEDUP, dedup_key(record.namespace, record.kind, record.content), record.id.to_bytes(8, "big"))
+        if record.entity:
+            prefix = entity_prefix(record.namespace, record.entity)
+            txn.put(CF_ENTITIES, prefix + record.id.to_bytes(8, "big"), b"")
+            txn.add_pending(CF_ENTITIES, prefix, record.id)
+        if record.entity and record.fact.attribute:
+            key = fact_key(record.namespace, record.entity, record.fact.attribute)
+            txn.put(CF_FACT_VERSIONS, key + b"\0" + record.id.to_bytes(8, "big"), b"")
+            txn.add_pending(CF_FACT_VERSIONS, key, record.id)
+            if record.state in CURRENT_STATES:
+                txn.put(CF_FACTS, key, record.id.to_bytes(8, "big"))
+
+    def unregister(self, txn: Txn, record: memory_pb2.Memory) -> None:
+        """Drop a deleted record from the perception indexes."""
+        key_id = record.id.to_bytes(8, "big")
+        if not record.fact.attribute and record.kind not in REPEATABLE_KINDS:
+            dedup = dedup_key(record.namespace, record.kind, record.content)
+            if txn.get(CF_DEDUP, dedup) == key_id:
+                txn.delete(CF_DEDUP, dedup)
+        if record.entity:
+            txn.delete(CF_ENTITIES, entity_prefix(record.namespace, record.entity) + key_id)
+        if record.entity and record.fact.attribute:
+            key = fact_key(record.namespace, record.entity, record.fact.attribute)
+            txn.delete(CF_FACT_VERSIONS, key + b"\0" + key_id)
+
+    def release_current(self, txn: Txn, record: memory_pb2.Memory) -> None:
+        """If ``record`` was its fact key's current value, the key has no current value any more."""
+        if record.entity and record.fact.attribute:
+            key = fact_key(record.namespace, record.entity, record.fact.attribute)
+            if txn.get(CF_FACTS, key) == record.id.to_bytes(8, "big"):
+                txn.delete(CF_FACTS, key)
+
+    # ---- hard conflicts ---------------------------------------------------------------------
+
+    def versions(self, txn: Txn, key: bytes) -> list[memory_pb2.Memory]:
+        """Every stored version of a fact key, oldest valid_from first."""
+        ids = [key_u64(k[-8:]) for k in txn.prefix_keys(CF_FACT_VERSIONS, key + b"\0")]
+        ids += [i for i in txn.pending(CF_FACT_VERSIONS, key) if i not in ids]
+        records = [r for r in (_load(txn, i) for i in ids) if r is not None]
+        return sorted(records, key=lambda r: (from_timestamp(r.valid_from), r.id))
+
+    def _hard(self, txn: Txn, record: memory_pb2.Memory, now: float, decision: Decision) -> Decision:
+        key = fact_key(record.namespace, record.entity, record.fact.attribute)
+        versions = self.versions(txn, key)
+        value = normalise_text(record.fact.value)
+        new_from = from_timestamp(record.valid_from)
+        multi = self.settings.is_multi_valued(record.namespace, record.fact.attribute)
+        for version in versions:
+            # The same value restated: confirm it (current) or the identical historical entry.
+            same_value = normalise_text(version.fact.value) == value
+            if same_value and (version.state in CURRENT_STATES or from_timestamp(version.valid_from) == new_from):
+                return _confirm(version, decision, now)
+        if multi:
+            return decision
+        raw_current = txn.get(CF_FACTS, key)
+        current = _load(txn, key_u64(raw_current)) if raw_current else None
+        if current is not None and current.state not in CURRENT_STATES:
+            current = None
+        if current is None:
+            return decision
+        current_from = from_timestamp(current.valid_from)
+        if new_from > current_from or (new_from == current_from and record.confidence > current.confidence):
+            before = current.state
+            current.state = OBSOLETE
+            current.valid_to.CopyFrom(record.valid_from)
+            current.superseded_by = record.id
+            current.updated_at.CopyFrom(to_timestamp(now))
+            record.supersedes.append(current.id)
+            decision.outcome = "superseded"
+            decision.updated.append((current, before, f"superseded by memory {record.id}"))
+            return decision
+        return self._backdate(record, versions, new_from, now, decision)
+
+    def _backdate(
+        self,
+        record: memory_pb2.Memory,
+        versions: list[memory_pb2.Memory],
+        new_from: float,
+        now: float,
+        decision: Decision,
+    ) -> Decision:
+        """A late-arriving older value: history, closed by the next newer version, never current."""
+        successor = next(v for v in versions if from_timestamp(v.valid_from) >= new_from)
+        record.state = OBSOLETE
+        record.valid_to.CopyFrom(successor.valid_from)
+        record.superseded_by = successor.id
+        earlier = [v for v in versions if from_timestamp(v.valid_from) < new_from]
+        if earlier:
+            predecessor = earlier[-1]
+            closes_after = not predecessor.HasField("valid_to") or from_timestamp(predecessor.valid_to) > new_from
+            if closes_after:
+                before = predecessor.state
+                predecessor.valid_to.CopyFrom(record.valid_from)
+                predecessor.superseded_by = record.id
+                predecessor.updated_at.CopyFrom(to_timestamp(now))
+                record.supersedes.append(predecessor.id)
+                decision.updated.append((predecessor, before, f"validity closed by late fact {record.id}"))
+        decision.outcome = "backdated"
+        return decision
+
+    # ---- duplicates and soft conflicts ------------------------------------------------------
+
+    def _exact_duplicate(self, txn: Txn, record: memory_pb2.Memory) -> memory_pb2.Memory | None:
+        raw = txn.get(CF_DEDUP, dedup_key(record.namespace, record.kind, record.content))
+        if raw is None:
+            return None
+        existing = _load(txn, key_u64(raw))
+        if existing is None or existing.state not in CURRENT_STATES or existing.entity != record.entity:
+            return None
+        return existing
+
+    def _soft(
+        self,
+        txn: Txn,
+        record: memory_pb2.Memory,
+        vector: npt.NDArray[np.float32],
+        now: float,
+        decision: Decision,
+    ) -> Decision:
+        prefix = entity_prefix(record.namespace, record.entity)
+        keys = txn.prefix_keys(CF_ENTITIES, prefix, newest_first=True, limit=SOFT_CONFLICT_CANDIDATES)
+        ids = [key_u64(k[-8:]) for k in keys]
+        ids += [i for i in txn.pending(CF_ENTITIES, prefix) if i not in ids]
+        candidates: list[memory_pb2.Memory] = []
+        vectors: list[npt.NDArray[np.float32]] = []
+        for memory_id in ids:
+            existing = _load(txn, memory_id)
+            raw_vector = txn.get(CF_VECTORS, memory_id.to_bytes(8, "big"))
+            if existing is None or raw_vector is None or existing.state not in CURRENT_STATES:
+                continue
+            if existing.fact.attribute:
+                continue  # keyed facts are governed by their key, not by similarity
+            candidates.append(existing)
+            vectors.append(np.frombuffer(raw_vector, dtype="<f4"))
+        if not candidates:
+            return decision
+        matrix = np.stack(vectors).astype(np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        unit = vector / np.linalg.norm(vector)
+        similarities = matrix @ unit
+        text = normalise_text(record.content)
+        best = int(np.argmax(similarities))
+        if (
+            similarities[best] >= self.settings.duplicate_similarity
+            and normalise_text(candidates[best].content) == text
+        ):
+            return _confirm(candidates[best], decision, now)
+        threshold = self.settings.soft_conflict_similarity
+        for existing, similarity in zip(candidates, similarities.tolist(), strict=True):
+            if similarity < threshold or normalise_text(existing.content) == text:
+                continue
+            if from_timestamp(existing.valid_from) > from_timestamp(record.valid_from):
+                continue  # the stored one is newer: the late arrival does not cast doubt on it
+            strength = (similarity - threshold) / max(1.0 - threshold, 1e-6)
+            before = existing.state
+            existing.inconsistency = min(1.0, existing.inconsistency + INCONSISTENCY_STEP * max(strength, 0.1))
+            existing.updated_at.CopyFrom(to_timestamp(now))
+            decision.updated.append((existing, before, f"soft conflict with memory {record.id}"))
+        return decision

@@ -1,0 +1,141 @@
+"""The governance policy: defaults, validation, and the lookups perception needs.
+
+The policy travels as the ``memevo.v1.Policy`` message and is stored in the
+data directory's metadata, so a restart keeps what ``UpdatePolicy`` set.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memevo.v1 import memory_pb2, policy_pb2
+
+# Defaults of the per-kind weights and thresholds; the proto comments state the same numbers.
+_KIND_DEFAULTS = {
+    "alpha": 0.4,
+    "beta": 0.3,
+    "gamma": 0.2,
+    "delta": 0.1,
+    "confidence_weight": 0.6,
+    "feedback_weight": 0.4,
+    "inconsistency_weight": 0.5,
+    "decay_half_life_s": 7 * 86_400.0,
+    "decay_half_life_turns": 200.0,
+    "access_weight": 0.1,
+    "archive_below": 0.2,
+    "reactivate_above": 0.3,
+    "evict_below": 0.05,
+    "evict_grace_s": 30 * 86_400.0,
+    "min_time_in_state_s": 3_600.0,
+}
+# Episodes go stale sooner than facts; strategies live and die by their outcomes.
+_KIND_OVERRIDES: dict[int, dict[str, float]] = {
+    memory_pb2.MEMORY_KIND_EPISODE: {"decay_half_life_s": 2 * 86_400.0, "decay_half_life_turns": 80.0},
+    memory_pb2.MEMORY_KIND_STRATEGY: {"confidence_weight": 0.3, "feedback_weight": 0.7},
+    memory_pb2.MEMORY_KIND_PREFERENCE: {"decay_half_life_s": 30 * 86_400.0, "decay_half_life_turns": 1_000.0},
+}
+
+
+def default_policy() -> policy_pb2.Policy:
+    """The policy a new data directory starts with."""
+    policy = policy_pb2.Policy(
+        name="default",
+        time_mode=policy_pb2.TIME_MODE_WALL_CLOCK,
+        source_confidence=policy_pb2.SourceConfidence(
+            tool_result=0.9, user_statement=0.8, agent_inference=0.6, reflection=0.6, imported=0.7
+        ),
+        soft_conflict_similarity=0.9,
+        duplicate_similarity=0.98,
+        strategy_upgrade_probability=0.95,
+        cost_budget_bytes=1_048_576.0,
+    )
+    for kind in memory_pb2.MemoryKind.values():
+        values = dict(_KIND_DEFAULTS)
+        values.update(_KIND_OVERRIDES.get(kind, {}))
+        policy.kinds.add(kind=kind, **values)
+    return policy
+
+
+def validate_policy(policy: policy_pb2.Policy, field: str = "policy") -> list[tuple[str, str]]:
+    """Every problem of ``policy`` as (field path, description); empty when it is usable."""
+    problems: list[tuple[str, str]] = []
+
+    def check(name: str, value: float, low: float, high: float, *, open_low: bool = False) -> None:
+        bad = not math.isfinite(value) or value < low or value > high or (open_low and value == low)
+        if bad:
+            bracket = "(" if open_low else "["
+            problems.append((f"{field}.{name}", f"{value} is outside {bracket}{low}, {high}]"))
+
+    if len(policy.name.encode()) > 64:
+        problems.append((f"{field}.name", "at most 64 bytes"))
+    if policy.time_mode not in policy_pb2.TimeMode.values():
+        problems.append((f"{field}.time_mode", f"unknown TimeMode value {policy.time_mode}"))
+    confidence = policy.source_confidence
+    for name in ("tool_result", "user_statement", "agent_inference", "reflection", "imported"):
+        check(f"source_confidence.{name}", getattr(confidence, name), 0.0, 1.0)
+    check("soft_conflict_similarity", policy.soft_conflict_similarity, 0.0, 1.0, open_low=True)
+    check("duplicate_similarity", policy.duplicate_similarity, 0.0, 1.0, open_low=True)
+    check("strategy_upgrade_probability", policy.strategy_upgrade_probability, 0.5, 1.0, open_low=True)
+    check("cost_budget_bytes", policy.cost_budget_bytes, 0.0, math.inf, open_low=True)
+    seen: set[int] = set()
+    for position, kind in enumerate(policy.kinds):
+        path = f"kinds[{position}]"
+        if kind.kind not in memory_pb2.MemoryKind.values():
+            problems.append((f"{field}.{path}.kind", f"unknown MemoryKind value {kind.kind}"))
+        elif kind.kind in seen:
+            problems.append((f"{field}.{path}.kind", "appears twice"))
+        seen.add(kind.kind)
+        for name in ("alpha", "beta", "gamma", "delta", "confidence_weight", "feedback_weight"):
+            check(f"{path}.{name}", getattr(kind, name), 0.0, math.inf)
+        check(f"{path}.inconsistency_weight", kind.inconsistency_weight, 0.0, math.inf)
+        check(f"{path}.access_weight", kind.access_weight, 0.0, math.inf)
+        check(f"{path}.decay_half_life_s", kind.decay_half_life_s, 0.0, math.inf, open_low=True)
+        check(f"{path}.decay_half_life_turns", kind.decay_half_life_turns, 0.0, math.inf, open_low=True)
+        check(f"{path}.evict_grace_s", kind.evict_grace_s, 0.0, math.inf)
+        check(f"{path}.min_time_in_state_s", kind.min_time_in_state_s, 0.0, math.inf)
+        for name in ("archive_below", "reactivate_above", "evict_below"):
+            check(f"{path}.{name}", getattr(kind, name), -math.inf, math.inf)
+        if not (kind.evict_below <= kind.archive_below <= kind.reactivate_above):
+            problems.append(
+                (f"{field}.{path}", "thresholds must satisfy evict_below <= archive_below <= reactivate_above")
+            )
+    for position, entry in enumerate(policy.multi_valued_attributes):
+        if entry.count("/") != 1 or not all(entry.split("/")):
+            problems.append((f"{field}.multi_valued_attributes[{position}]", "expected 'namespace/attribute'"))
+    return problems
+
+
+@dataclass(frozen=True)
+class PerceptionSettings:
+    """The parts of the policy the write path reads, resolved for fast lookups."""
+
+    source_confidence: dict[int, float]
+    soft_conflict_similarity: float
+    duplicate_similarity: float
+    strategy_upgrade_probability: float
+    multi_valued: frozenset[tuple[str, str]]
+
+    @classmethod
+    def from_policy(cls, policy: policy_pb2.Policy) -> PerceptionSettings:
+        """Resolve ``policy`` (assumed valid)."""
+        confidence = policy.source_confidence
+        return cls(
+            source_confidence={
+                memory_pb2.MEMORY_SOURCE_TOOL_RESULT: confidence.tool_result,
+                memory_pb2.MEMORY_SOURCE_USER_STATEMENT: confidence.user_statement,
+                memory_pb2.MEMORY_SOURCE_AGENT_INFERENCE: confidence.agent_inference,
+                memory_pb2.MEMORY_SOURCE_REFLECTION: confidence.reflection,
+                memory_pb2.MEMORY_SOURCE_IMPORT: confidence.imported,
+            },
+            soft_conflict_similarity=policy.soft_conflict_similarity,
+            duplicate_similarity=policy.duplicate_similarity,
+            strategy_upgrade_probability=policy.strategy_upgrade_probability,
+            multi_valued=frozenset(
+                (ns, attribute) for ns, attribute in (e.split("/", 1) for e in policy.multi_valued_attributes)
+            ),
+        )
+
+    def is_multi_valued(self, namespace: str, attribute: str) -> bool:
+        """Whether an attribute may hold several values at once in ``namespace``."""
+        return (namespace, attribute) in self.multi_valued or ("*", attribute) in self.multi_valued
