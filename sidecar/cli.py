@@ -52,6 +52,12 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-content-bytes", type=int, default=Limits().max_content_bytes)
     parser.add_argument("--max-batch-items", type=int, default=Limits().max_batch_items)
+    parser.add_argument(
+        "--max-future-skew-s",
+        type=float,
+        default=Limits().max_future_skew_s,
+        help="how far in the future a memory's valid_from may be, seconds (default: %(default)s)",
+    )
     parser.add_argument("--workers", type=int, default=32, help="gRPC worker threads (default: %(default)s)")
     parser.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period, seconds")
     parser.add_argument(
@@ -63,7 +69,11 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     """The SidecarConfig the command-line arguments describe."""
     embedder = EmbedderConfig(kind=args.embedder, openai_url=args.openai_url, openai_model=args.openai_model)
-    limits = Limits(max_content_bytes=args.max_content_bytes, max_batch_items=args.max_batch_items)
+    limits = Limits(
+        max_content_bytes=args.max_content_bytes,
+        max_batch_items=args.max_batch_items,
+        max_future_skew_s=args.max_future_skew_s,
+    )
     return SidecarConfig(
         data_dir=args.data,
         listen=tuple(args.listen or [default_listen()]),

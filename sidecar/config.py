@@ -35,6 +35,8 @@ class Limits:
     """Memories one Recall may return, and ids one Get or Forget may name."""
     max_message_bytes: int = 64 * MIB
     """gRPC message size, both directions."""
+    max_future_skew_s: float = 86_400.0
+    """How far in the future a memory's world time (valid_from) may lie."""
     max_fresh_tail: int = 200_000
     """Acknowledged vectors waiting for the ANN graph; past it writes get RESOURCE_EXHAUSTED."""
 

@@ -11,7 +11,8 @@ import logging
 import struct
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,17 +24,28 @@ from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from .config import SidecarConfig
 from .domain import NewMemory, from_timestamp, now_s, to_timestamp
-from .embedding import Embedder, EmbedderError, make_embedder
-from .errors import FailedPrecondition, InvalidArgument, ResourceExhausted, Unavailable
-from .perception.conflicts import Perceiver
+from .embedding import Embedder, EmbedderError, LocalEmbedder, make_embedder
+from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
+from .perception.conflicts import Perceiver, fact_key
+from .perception.feedback import (
+    Demotion,
+    apply_outcome,
+    outcome_weights,
+    pack_retrieval,
+    strategy_changes,
+    unpack_retrieval,
+)
 from .policy import PerceptionSettings, default_policy, validate_policy
 from .store.columns import STATE_EVICTED, MemoryColumns
 from .store.rocks import (
     CF_CHANGELOG,
+    CF_FACT_VERSIONS,
+    CF_FACTS,
     CF_MEMORIES,
     CF_MEMORY_EVENTS,
     CF_META,
     CF_REQUESTS,
+    CF_RETRIEVALS,
     CF_VECTORS,
     META_FRAMEWORK,
     SCHEMA_VERSION,
@@ -88,6 +100,8 @@ class Engine:
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.embedder: Embedder | None = make_embedder(config.embedder)
+        if isinstance(self.embedder, LocalEmbedder):
+            self.embedder.load()  # a broken install fails at start, and the first write does not pay the load
         identity = self.embedder.identity if self.embedder is not None else "none"
         dimension = self.embedder.dimension if self.embedder is not None else config.dimension
         if self.embedder is not None and config.dimension and config.dimension != dimension:
@@ -275,6 +289,7 @@ class Engine:
             changed[memory_id] = record
             if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
                 new_strategies.append(record)
+                txn.add_pending("strategies", (record.namespace, record.task_signature), memory_id)
         if batch_request_id:
             txn.put(CF_REQUESTS, _request_key(rpc, batch_request_id), _pack_ids([w.memory.id for w in written]))
         ids = np.asarray(fresh_ids, dtype=np.int64)
@@ -469,6 +484,238 @@ class Engine:
             return forgotten, missing
 
         return self.store.apply(mutation)
+
+    # ---- outcomes, supersession, history -------------------------------------------------------
+
+    def record_retrieval(self, ids: Sequence[int], turn: int | None) -> str:
+        """Remember which memories a retrieval returned, for ReportOutcome; returns its id.
+
+        Written without fsync and outside the committer: losing the last few
+        retrievals in a crash only means their outcomes cannot be reported.
+        """
+        retrieval_id = uuid.uuid4().hex
+        self.store.put_unsynced(CF_RETRIEVALS, retrieval_id.encode(), pack_retrieval(ids, now_s(), turn))
+        return retrieval_id
+
+    def retrieval(self, retrieval_id: str) -> list[int] | None:
+        """The ids a retrieval returned, or None when it is unknown."""
+        raw = self.store.get(CF_RETRIEVALS, retrieval_id.encode())
+        return None if raw is None else unpack_retrieval(raw)[2]
+
+    def report_outcome(
+        self,
+        used: Sequence[int],
+        *,
+        outcome: int,
+        reward: float | None,
+        retrieval_id: str,
+        note: str,
+        request_id: str = "",
+        turn: int | None = None,
+    ) -> int:
+        """Apply outcome feedback to the used memories; returns how many were updated."""
+        success, failure = outcome_weights(outcome, reward)
+
+        def mutation(txn: Txn) -> int:
+            if request_id:
+                previous = txn.get(CF_REQUESTS, _request_key("outcome", request_id))
+                if previous is not None:
+                    return int(previous.decode())
+            now = now_s()
+            updated: list[memory_pb2.Memory] = []
+            signatures: set[tuple[str, str]] = set()
+            for memory_id in dict.fromkeys(used):
+                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+                if raw is None:
+                    continue
+                record = memory_pb2.Memory.FromString(raw)
+                apply_outcome(record, success, failure)
+                record.updated_at.CopyFrom(to_timestamp(now))
+                updated.append(record)
+                if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
+                    signatures.add((record.namespace, record.task_signature))
+            detail = memory_service_pb2.Outcome.Name(outcome) if reward is None else f"reward {reward:+.3f}"  # type: ignore[arg-type]
+            reason = f"outcome of retrieval {retrieval_id}" if retrieval_id else "outcome reported"
+            for record in updated:
+                self.save(txn, record, before=record.state, reason=reason, turn=turn, detail=detail)
+            self.emit(
+                txn,
+                events_pb2.ChangeEvent(
+                    sequence=txn.next_sequence(),
+                    type=events_pb2.CHANGE_EVENT_TYPE_OUTCOME_REPORTED,
+                    recorded_at=to_timestamp(now),
+                    reason=(note or reason)[:4096],
+                    related_ids=[r.id for r in updated],
+                    detail=f"{retrieval_id} {detail}".strip(),
+                    request_id=request_id,
+                    turn=turn or 0,
+                ),
+            )
+            changed = {r.id: r for r in updated}
+            for namespace, signature in signatures:
+                for change in self._strategy_changes(txn, namespace, signature, changed):
+                    record = change.record
+                    record.demoted_by = change.demoted_by
+                    record.updated_at.CopyFrom(to_timestamp(now))
+                    why = (
+                        f"demoted: strategy {change.demoted_by} does better (p={change.probability:.3f})"
+                        if change.demoted_by
+                        else f"restored: its demoter no longer does better (p={change.probability:.3f})"
+                    )
+                    self.save(txn, record, before=record.state, reason=why, turn=turn, related=[change.demoted_by])
+                    changed[record.id] = record
+            if request_id:
+                txn.put(CF_REQUESTS, _request_key("outcome", request_id), str(len(updated)).encode())
+
+            def publish() -> None:
+                for record in changed.values():
+                    self.columns.set_record(record)
+
+            txn.on_commit(publish)
+            return len(updated)
+
+        return self.store.apply(mutation)
+
+    def _strategy_changes(
+        self, txn: Txn, namespace: str, signature: str, changed: dict[int, memory_pb2.Memory]
+    ) -> list[Demotion]:
+        ids = list(self.strategies.get((namespace, signature), ()))
+        ids += [i for i in txn.pending("strategies", (namespace, signature)) if i not in ids]
+        records = []
+        for memory_id in ids:
+            record = changed.get(memory_id)
+            if record is None:
+                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+                record = None if raw is None else memory_pb2.Memory.FromString(raw)
+            if record is not None and record.state in (
+                memory_pb2.MEMORY_STATE_ACTIVE,
+                memory_pb2.MEMORY_STATE_ARCHIVED,
+            ):
+                records.append(record)
+        return strategy_changes(records, self.policy.strategy_upgrade_probability)
+
+    def supersede(
+        self,
+        old_id: int,
+        *,
+        new_id: int = 0,
+        new_item: NewMemory | None = None,
+        reason: str,
+        request_id: str = "",
+        turn: int | None = None,
+    ) -> tuple[memory_pb2.Memory, memory_pb2.Memory]:
+        """Make ``old_id`` OBSOLETE in favour of an existing memory or a new one; returns (old, new)."""
+        vectors = self.vectors_for([new_item]) if new_item is not None else None
+
+        def mutation(txn: Txn) -> tuple[memory_pb2.Memory, memory_pb2.Memory]:
+            if request_id:
+                previous = txn.get(CF_REQUESTS, _request_key("supersede", request_id))
+                if previous is not None:
+                    pair = self._replay(previous, pending=txn)
+                    return pair[0], pair[1]
+            now = now_s()
+            old = self._live(txn, old_id, "old_id")
+            if old.state == memory_pb2.MEMORY_STATE_OBSOLETE:
+                raise FailedPrecondition(
+                    f"memory {old_id} is already OBSOLETE (superseded by {old.superseded_by})",
+                    reason="ALREADY_OBSOLETE",
+                )
+            fresh: list[memory_pb2.Memory] = []
+            if new_item is not None:
+                assert vectors is not None
+                new = self._new_record(new_item, txn.allocate_id(), now, turn)
+                txn.put(CF_VECTORS, u64_key(new.id), vectors[0].astype("<f4").tobytes())
+                fresh.append(new)
+            else:
+                if new_id == old_id:
+                    raise InvalidArgument.field("new_id", "a memory cannot supersede itself")
+                new = self._live(txn, new_id, "new_id")
+            before_old, before_new = old.state, new.state
+            old.state = memory_pb2.MEMORY_STATE_OBSOLETE
+            old.superseded_by = new.id
+            old.valid_to.CopyFrom(
+                new.valid_from if new.valid_from.ToSeconds() > old.valid_from.ToSeconds() else to_timestamp(now)
+            )
+            old.updated_at.CopyFrom(to_timestamp(now))
+            if old.id not in new.supersedes:
+                new.supersedes.append(old.id)
+            new.updated_at.CopyFrom(to_timestamp(now))
+            why = f"superseded: {reason}" if reason else "superseded by request"
+            self.save(txn, old, before=before_old, reason=why, turn=turn, related=[new.id], request_id=request_id)
+            self.save(
+                txn,
+                new,
+                before=memory_pb2.MEMORY_STATE_UNSPECIFIED if fresh else before_new,
+                reason=why,
+                turn=turn,
+                related=[old.id],
+                request_id=request_id,
+            )
+            self.perceiver.release_current(txn, old)
+            if fresh:
+                self.perceiver.register(txn, new)
+            elif (
+                new.entity
+                and new.fact.attribute
+                and new.state
+                in (
+                    memory_pb2.MEMORY_STATE_ACTIVE,
+                    memory_pb2.MEMORY_STATE_ARCHIVED,
+                )
+            ):
+                key = fact_key(new.namespace, new.entity, new.fact.attribute)
+                txn.put(CF_FACTS, key, u64_key(new.id))
+            if request_id:
+                txn.put(CF_REQUESTS, _request_key("supersede", request_id), _pack_ids([old.id, new.id]))
+
+            def publish() -> None:
+                self.columns.set_record(old)
+                self.columns.set_record(new)
+                if fresh and vectors is not None:
+                    self.index.add(np.asarray([new.id], dtype=np.int64), vectors)
+
+            txn.on_commit(publish)
+            return old, new
+
+        return self.store.apply(mutation)
+
+    def _live(self, txn: Txn, memory_id: int, field: str) -> memory_pb2.Memory:
+        raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+        if raw is None:
+            raise NotFound(f"{field}: memory {memory_id} does not exist", metadata={"field": field})
+        return memory_pb2.Memory.FromString(raw)
+
+    def history_of_fact(self, namespace: str, entity: str, attribute: str) -> list[memory_pb2.Memory]:
+        """Every stored version of a fact key, oldest valid_from first."""
+        key = fact_key(namespace, entity, attribute)
+        ids = [key_u64(k[-8:]) for k in self.store.prefix_keys(CF_FACT_VERSIONS, key + b"\0")]
+        records, _ = self.get(ids)
+        return sorted(records, key=lambda r: (from_timestamp(r.valid_from), r.id))
+
+    def lineage(self, memory_id: int) -> list[memory_pb2.Memory]:
+        """The memory and everything linked to it by supersession or consolidation, oldest first."""
+        seen: dict[int, memory_pb2.Memory] = {}
+        frontier = [memory_id]
+        while frontier and len(seen) < self.limits.max_k:
+            found, _ = self.get([i for i in frontier if i not in seen])
+            frontier = []
+            for record in found:
+                seen[record.id] = record
+                links = [*record.supersedes, record.superseded_by, record.consolidated_into, *record.members]
+                frontier += [i for i in links if i and i not in seen]
+        if memory_id not in seen:
+            raise NotFound(f"memory_id: memory {memory_id} does not exist", metadata={"field": "memory_id"})
+        return sorted(seen.values(), key=lambda r: (from_timestamp(r.valid_from), r.id))
+
+    def events_about(self, ids: Iterable[int]) -> list[events_pb2.ChangeEvent]:
+        """The change-log events about these memories, in sequence order."""
+        sequences: set[int] = set()
+        for memory_id in ids:
+            for key in self.store.prefix_keys(CF_MEMORY_EVENTS, u64_key(memory_id)):
+                sequences.add(key_u64(key[8:]))
+        ordered = sorted(sequences)
+        raws = self.store.multi_get(CF_CHANGELOG, [u64_key(s) for s in ordered])
+        return [events_pb2.ChangeEvent.FromString(r) for r in raws if r is not None]
 
     # ---- policy and framework ----------------------------------------------------------------
 

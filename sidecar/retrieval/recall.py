@@ -31,6 +31,8 @@ from .hints import hint_for
 
 IdArray = npt.NDArray[np.int64]
 MAX_OVERFETCH_ROUNDS = 4
+DEMOTED_FACTOR = 0.5
+"""A strategy demoted by a better one ranks as if half as similar."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +133,14 @@ class Recaller:
         records, _ = self.engine.get([int(i) for i in ids], include_vectors=query.include_vectors)
         by_id = {r.id: r for r in records}
         hits: list[Hit] = []
+        framework = self.engine.framework_version
         for memory_id, similarity in zip(ids.tolist(), sims.tolist(), strict=True):
             record = by_id.get(memory_id)
             if record is None:  # forgotten between the candidate step and the read
                 continue
-            hits.append(Hit(record, float(similarity), float(similarity), hint_for(record, query)))
+            score = similarity * (DEMOTED_FACTOR if record.demoted_by else 1.0)
+            hits.append(Hit(record, float(similarity), float(score), hint_for(record, query, framework)))
+        hits.sort(key=lambda h: -h.score)
         columns.record_access(np.asarray([h.memory.id for h in hits], dtype=np.int64), now_s(), query.turn)
         return hits
 

@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar, cast
@@ -21,7 +20,8 @@ from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc
 
 from ..domain import NewMemory
 from ..engine import Engine, Written
-from ..errors import InvalidArgument, MemevoError, Unavailable, Unimplemented
+from ..errors import InvalidArgument, MemevoError, NotFound, Unavailable, Unimplemented
+from ..perception.feedback import is_finite_reward
 from ..retrieval.recall import Recaller
 from ..store.vector_index import normalize_rows
 from . import validation
@@ -229,7 +229,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     ) -> memory_service_pb2.ForgetResponse:
         v = Violations()
         ids = validation.check_ids(v, "ids", request.ids, self.engine.limits.max_k)
-        validation._check_text(v, "reason", request.reason, validation.MAX_NOTE_BYTES)
+        validation.check_text(v, "reason", request.reason, validation.MAX_NOTE_BYTES)
         validation.check_request_id(v, "request_id", request.request_id)
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
@@ -261,7 +261,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
         query = dataclasses.replace(query, vector=unit)
         hits = self.recaller.recall(query)
-        response = memory_service_pb2.RecallResponse(retrieval_id=uuid.uuid4().hex)
+        retrieval_id = self.engine.record_retrieval([h.memory.id for h in hits], query.turn)
+        response = memory_service_pb2.RecallResponse(retrieval_id=retrieval_id)
         for hit in hits:
             response.memories.add(memory=hit.memory, similarity=hit.similarity, score=hit.score, hint=hit.hint)
         return response
@@ -315,16 +316,104 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         raise _not_yet("BuildContext")
 
     @unary
-    def ReportOutcome(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("ReportOutcome")
+    def ReportOutcome(
+        self, request: memory_service_pb2.ReportOutcomeRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.ReportOutcomeResponse:
+        v = Violations()
+        if request.outcome not in (
+            memory_service_pb2.OUTCOME_SUCCESS,
+            memory_service_pb2.OUTCOME_FAILURE,
+            memory_service_pb2.OUTCOME_PARTIAL,
+        ):
+            v.add("outcome", f"SUCCESS, FAILURE or PARTIAL is required (got {request.outcome})")
+        reward = request.reward if request.HasField("reward") else None
+        if reward is not None and not is_finite_reward(reward):
+            v.add("reward", f"{reward} is outside [-1, 1]")
+        if not request.retrieval_id and not request.used_memory_ids:
+            v.add("retrieval_id", "retrieval_id or used_memory_ids is required")
+        if request.used_memory_ids:
+            validation.check_ids(v, "used_memory_ids", request.used_memory_ids, self.engine.limits.max_k)
+        validation.check_text(v, "note", request.note, validation.MAX_NOTE_BYTES)
+        validation.check_request_id(v, "request_id", request.request_id)
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        used = list(request.used_memory_ids)
+        if request.retrieval_id:
+            returned = self.engine.retrieval(request.retrieval_id)
+            if returned is None:
+                raise NotFound(
+                    f"retrieval_id: no retrieval {request.retrieval_id!r} (unknown, or lost in a crash)",
+                    reason="UNKNOWN_RETRIEVAL",
+                    metadata={"field": "retrieval_id"},
+                )
+            outside = [i for i in used if i not in set(returned)]
+            if outside:
+                raise InvalidArgument.field("used_memory_ids", f"ids {outside} were not returned by this retrieval")
+            used = used or returned
+        updated = self.engine.report_outcome(
+            used,
+            outcome=request.outcome,
+            reward=reward,
+            retrieval_id=request.retrieval_id,
+            note=request.note,
+            request_id=request.request_id,
+            turn=turn,
+        )
+        return memory_service_pb2.ReportOutcomeResponse(updated_count=updated)
 
     @unary
-    def History(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("History")
+    def History(
+        self, request: memory_service_pb2.HistoryRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.HistoryResponse:
+        v = Violations()
+        subject = request.WhichOneof("subject")
+        if subject is None:
+            v.add("subject", "fact_key or memory_id is required")
+        elif subject == "fact_key":
+            key = request.fact_key
+            namespace = validation.check_namespace(v, "fact_key.namespace", key.namespace)
+            if not key.entity:
+                v.add("fact_key.entity", "required")
+            if not key.attribute:
+                v.add("fact_key.attribute", "required")
+        elif request.memory_id == 0:
+            v.add("memory_id", "0 is not a memory id")
+        v.raise_if_any()
+        if subject == "fact_key":
+            versions = self.engine.history_of_fact(namespace, request.fact_key.entity, request.fact_key.attribute)
+        else:
+            versions = self.engine.lineage(request.memory_id)
+        events = self.engine.events_about(r.id for r in versions)
+        return memory_service_pb2.HistoryResponse(versions=versions, events=events)
 
     @unary
-    def Supersede(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("Supersede")
+    def Supersede(
+        self, request: memory_service_pb2.SupersedeRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.SupersedeResponse:
+        v = Violations()
+        if request.old_id == 0:
+            v.add("old_id", "required")
+        replacement = request.WhichOneof("replacement")
+        item = None
+        if replacement is None:
+            v.add("replacement", "new_id or new_memory is required")
+        elif replacement == "new_id" and request.new_id == 0:
+            v.add("new_id", "0 is not a memory id")
+        elif replacement == "new_memory":
+            item = self._memory(v, "new_memory", request.new_memory)
+        validation.check_text(v, "reason", request.reason, validation.MAX_NOTE_BYTES)
+        validation.check_request_id(v, "request_id", request.request_id)
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        old, new = self.engine.supersede(
+            request.old_id,
+            new_id=request.new_id,
+            new_item=item,
+            reason=request.reason,
+            request_id=request.request_id,
+            turn=turn,
+        )
+        return memory_service_pb2.SupersedeResponse(old_memory=old, new_memory=new)
 
     @unary
     def Govern(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -340,16 +429,39 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         raise _not_yet("Unconsolidate")
 
     @unary
-    def DeclareFramework(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("DeclareFramework")
+    def DeclareFramework(
+        self, request: memory_service_pb2.DeclareFrameworkRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.DeclareFrameworkResponse:
+        v = Violations()
+        if not request.version:
+            v.add("version", "required")
+        validation.check_text(v, "version", request.version, validation.MAX_FRAMEWORK_BYTES)
+        validation.check_text(v, "description", request.description, validation.MAX_NOTE_BYTES)
+        validation.check_request_id(v, "request_id", request.request_id)
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        previous, flagged = self.engine.declare_framework(
+            request.version, request.description, request_id=request.request_id, turn=turn
+        )
+        return memory_service_pb2.DeclareFrameworkResponse(previous_version=previous, flagged_count=flagged)
 
     @unary
-    def GetPolicy(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("GetPolicy")
+    def GetPolicy(
+        self, request: memory_service_pb2.GetPolicyRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.GetPolicyResponse:
+        return memory_service_pb2.GetPolicyResponse(policy=self.engine.policy)
 
     @unary
-    def UpdatePolicy(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("UpdatePolicy")
+    def UpdatePolicy(
+        self, request: memory_service_pb2.UpdatePolicyRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.UpdatePolicyResponse:
+        v = Violations()
+        if not request.HasField("policy"):
+            v.add("policy", "required")
+        validation.check_request_id(v, "request_id", request.request_id)
+        v.raise_if_any()
+        policy = self.engine.update_policy(request.policy, request_id=request.request_id)
+        return memory_service_pb2.UpdatePolicyResponse(policy=policy)
 
 
 class _AnyEvent(threading.Event):

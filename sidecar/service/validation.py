@@ -16,7 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memevo.v1 import memory_pb2, memory_service_pb2
 
 from ..config import Limits
-from ..domain import DEFAULT_NAMESPACE, NewMemory, RecallQuery, from_timestamp
+from ..domain import DEFAULT_NAMESPACE, NewMemory, RecallQuery, from_timestamp, now_s
 from ..errors import InvalidArgument
 
 MAX_LABEL_BYTES = 256
@@ -56,15 +56,23 @@ def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", errors="surrogatepass"))
 
 
-def _check_text(v: Violations, field: str, text: str, limit: int) -> None:
+def check_text(v: Violations, field: str, text: str, limit: int) -> None:
+    """A violation when ``text`` is longer than ``limit`` UTF-8 bytes."""
     size = _utf8_len(text)
     if size > limit:
         v.add(field, f"{size} bytes; at most {limit}")
 
 
+def check_label(v: Violations, field: str, text: str) -> None:
+    """Entity, attribute, topic and signature labels: bounded, and no control characters (they build keys)."""
+    check_text(v, field, text, MAX_LABEL_BYTES)
+    if any(ord(c) < 32 for c in text):
+        v.add(field, "must not contain control characters")
+
+
 def check_request_id(v: Violations, field: str, request_id: str) -> None:
     """Idempotency keys are short and printable."""
-    _check_text(v, field, request_id, MAX_REQUEST_ID_BYTES)
+    check_text(v, field, request_id, MAX_REQUEST_ID_BYTES)
 
 
 def check_timestamp(v: Violations, field: str, stamp: Timestamp) -> float:
@@ -121,21 +129,21 @@ def memory_input(
         v.add(f"{field}.content", "content or vector is required")
     elif not memory.vector and not has_embedder:
         v.add(f"{field}.vector", "required: this sidecar has no text embedder, so send a vector")
-    _check_text(v, f"{field}.content", memory.content, limits.max_content_bytes)
+    check_text(v, f"{field}.content", memory.content, limits.max_content_bytes)
     namespace = check_namespace(v, f"{field}.namespace", memory.namespace)
     if memory.kind not in _KINDS:
         v.add(f"{field}.kind", f"unknown MemoryKind value {memory.kind}")
     if memory.source not in _SOURCES:
         v.add(f"{field}.source", f"unknown MemorySource value {memory.source}")
     for name in ("entity", "topic", "task_signature"):
-        _check_text(v, f"{field}.{name}", getattr(memory, name), MAX_LABEL_BYTES)
+        check_label(v, f"{field}.{name}", getattr(memory, name))
     fact_attribute = fact_value = ""
     if memory.HasField("fact"):
         fact_attribute, fact_value = memory.fact.attribute, memory.fact.value
         if not fact_attribute:
             v.add(f"{field}.fact.attribute", "required when a fact is given")
-        _check_text(v, f"{field}.fact.attribute", fact_attribute, MAX_LABEL_BYTES)
-        _check_text(v, f"{field}.fact.value", fact_value, MAX_METADATA_BYTES)
+        check_label(v, f"{field}.fact.attribute", fact_attribute)
+        check_text(v, f"{field}.fact.value", fact_value, MAX_METADATA_BYTES)
         if not memory.entity:
             v.add(
                 f"{field}.entity",
@@ -161,8 +169,13 @@ def memory_input(
     valid_from = None
     if memory.HasField("valid_from"):
         valid_from = check_timestamp(v, f"{field}.valid_from", memory.valid_from)
-    _check_text(v, f"{field}.framework_version", memory.framework_version, MAX_FRAMEWORK_BYTES)
-    _check_text(v, f"{field}.reasoning_context.text", memory.reasoning_context.text, MAX_NOTE_BYTES)
+        if valid_from > now_s() + limits.max_future_skew_s:
+            v.add(
+                f"{field}.valid_from",
+                f"{valid_from - now_s():.0f} s in the future; at most {limits.max_future_skew_s:.0f} s",
+            )
+    check_text(v, f"{field}.framework_version", memory.framework_version, MAX_FRAMEWORK_BYTES)
+    check_text(v, f"{field}.reasoning_context.text", memory.reasoning_context.text, MAX_NOTE_BYTES)
     if any(i == 0 for i in memory.reasoning_context.memory_ids):
         v.add(f"{field}.reasoning_context.memory_ids", "0 is not a memory id")
     if len(v.items) > start:
@@ -215,7 +228,7 @@ def recall_query(
         v.add("query", "query or query_vector is required")
     elif not has_embedder:
         v.add("query_vector", "required: this sidecar has no text embedder, so send a vector")
-    _check_text(v, "query", request.query, limits.max_content_bytes)
+    check_text(v, "query", request.query, limits.max_content_bytes)
     k = request.k or 10
     if k > limits.max_k:
         v.add("k", f"{k}; at most {limits.max_k}")
@@ -224,7 +237,7 @@ def recall_query(
     for position, kind in enumerate(flt.kinds):
         if kind not in _KINDS or kind == memory_pb2.MEMORY_KIND_UNSPECIFIED:
             v.add(f"filter.kinds[{position}]", f"unknown MemoryKind value {kind}")
-    _check_text(v, "filter.entity", flt.entity, MAX_LABEL_BYTES)
+    check_label(v, "filter.entity", flt.entity)
     for position, tag in enumerate(flt.tags):
         if not tag or _utf8_len(tag) > MAX_TAG_BYTES:
             v.add(f"filter.tags[{position}]", f"must be 1 to {MAX_TAG_BYTES} bytes")

@@ -88,14 +88,8 @@ def test_reflection_describes_the_service(shared_sidecar: Sidecar) -> None:
 
 UNIMPLEMENTED_UNARY: list[tuple[str, Any]] = [
     ("BuildContext", memory_service_pb2.BuildContextRequest(query_vector=vec(1))),
-    ("ReportOutcome", memory_service_pb2.ReportOutcomeRequest(retrieval_id="r", outcome=1)),
-    ("History", memory_service_pb2.HistoryRequest(memory_id=1)),
-    ("Supersede", memory_service_pb2.SupersedeRequest(old_id=1, new_id=2)),
     ("Govern", memory_service_pb2.GovernRequest()),
     ("Unconsolidate", memory_service_pb2.UnconsolidateRequest(abstraction_id=1)),
-    ("DeclareFramework", memory_service_pb2.DeclareFrameworkRequest(version="v2")),
-    ("GetPolicy", memory_service_pb2.GetPolicyRequest()),
-    ("UpdatePolicy", memory_service_pb2.UpdatePolicyRequest()),
 ]
 
 
