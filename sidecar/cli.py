@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from types import FrameType
 
-from .config import Limits, SidecarConfig, default_data_dir, default_listen
+from .config import GovernanceConfig, Limits, SidecarConfig, default_data_dir, default_listen
 from .embedding import EmbedderConfig
 from .errors import MemevoError
 
@@ -59,6 +59,18 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="how far in the future a memory's valid_from may be, seconds (default: %(default)s)",
     )
     parser.add_argument("--workers", type=int, default=32, help="gRPC worker threads (default: %(default)s)")
+    parser.add_argument(
+        "--sweep-interval-s",
+        type=float,
+        default=GovernanceConfig().sweep_interval_s,
+        help="seconds between governance sweeps; 0 = only on Govern (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--checkpoint-interval-s",
+        type=float,
+        default=GovernanceConfig().checkpoint_interval_s,
+        help="seconds between checkpoints of access statistics (default: %(default)s)",
+    )
     parser.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period, seconds")
     parser.add_argument(
         "--token-file", type=Path, default=None, help=f"require this bearer token (or set ${TOKEN_ENV})"
@@ -81,6 +93,9 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         dimension=args.dimension,
         limits=limits,
         workers=args.workers,
+        governance=GovernanceConfig(
+            sweep_interval_s=args.sweep_interval_s, checkpoint_interval_s=args.checkpoint_interval_s
+        ),
         grace_s=args.grace_s,
         ready_file=args.ready_file,
     )

@@ -65,6 +65,16 @@ class IndexConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GovernanceConfig:
+    """When the governance daemon works."""
+
+    sweep_interval_s: float = 5.0
+    """Seconds between scheduled sweeps; 0 turns them off (Govern still sweeps on demand)."""
+    checkpoint_interval_s: float = 5.0
+    """Seconds between checkpoints of access statistics: a crash loses at most this much of them."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class SidecarConfig:
     """Everything ``memevo serve`` needs."""
 
@@ -78,6 +88,7 @@ class SidecarConfig:
     """Vector dimension for a new data directory without an embedder; 0 = the embedder's."""
     limits: Limits = field(default_factory=Limits)
     index: IndexConfig = field(default_factory=IndexConfig)
+    governance: GovernanceConfig = field(default_factory=GovernanceConfig)
     commit_group_max: int = 4096
     """Most mutations one synced RocksDB write groups together."""
     grace_s: float = 5.0

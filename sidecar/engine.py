@@ -26,6 +26,7 @@ from .config import SidecarConfig
 from .domain import NewMemory, from_timestamp, now_s, to_timestamp
 from .embedding import Embedder, EmbedderError, LocalEmbedder, make_embedder
 from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
+from .evaluation.scoring import clock_for, score
 from .perception.conflicts import Perceiver, fact_key
 from .perception.feedback import (
     Demotion,
@@ -80,6 +81,7 @@ _OUTCOMES = {
     "backdated": memory_service_pb2.WRITE_OUTCOME_BACKDATED,
 }
 META_POLICY = b"policy"
+META_TURN = b"agent_turn"
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,11 @@ class Engine:
             data_dir, dimension=dimension, embedder_identity=identity, group_max=config.commit_group_max
         )
         self.dimension = self.store.dimension
-        self.columns = MemoryColumns(max(self.store.next_id, 1024))
+        self.columns = MemoryColumns(max(self.store.next_id, 1024), vector_bytes=4 * self.dimension)
         self.index = VectorIndex(data_dir, self.dimension, config.index)
         self.framework_version = (self.store.meta(META_FRAMEWORK) or b"").decode()
+        self.current_turn = int((self.store.meta(META_TURN) or b"0").decode())
+        """The highest agent turn any request carried (the clock of agent-turn mode)."""
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
         self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy))
@@ -224,7 +228,13 @@ class Engine:
             raise Unavailable("the sidecar is shutting down", reason="SHUTTING_DOWN")
         self.check_capacity(len(items))
         vectors = self.vectors_for(items)
-        return self.store.apply(lambda txn: self._remember_mutation(txn, items, vectors, batch_request_id, turn, rpc))
+        written = self.store.apply(
+            lambda txn: self._remember_mutation(txn, items, vectors, batch_request_id, turn, rpc)
+        )
+        for entry in written:
+            self.overlay_statistics(entry.memory)
+        self.fill_scores([w.memory for w in written])
+        return written
 
     def submit_remember(self, items: Sequence[NewMemory], *, turn: int | None = None) -> object:
         """Like :meth:`remember` for per-item request ids, returning a future (streams pipeline chunks)."""
@@ -250,6 +260,7 @@ class Engine:
         fresh_ids: list[int] = []
         fresh_rows: list[int] = []
         changed: dict[int, memory_pb2.Memory] = {}
+        confirmed: list[int] = []
         new_strategies: list[memory_pb2.Memory] = []
         for row, item in enumerate(items):
             if item.request_id:
@@ -266,6 +277,7 @@ class Engine:
                 changed[other.id] = other
             if decision.confirm is not None:
                 txn.release_id(memory_id)
+                confirmed.append(decision.confirm.id)
                 if item.request_id:
                     txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([decision.confirm.id]))
                 written.append(Written(decision.confirm, memory_service_pb2.WRITE_OUTCOME_CONFIRMED, False))
@@ -300,6 +312,8 @@ class Engine:
                 self.columns.set_record(record)
             for record in new_strategies:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
+            # A restatement counts as one more use of the memory it confirms.
+            self.columns.record_access(np.asarray(confirmed, dtype=np.int64), now, turn)
             self.index.add(ids, fresh_vectors)
 
         txn.on_commit(publish)
@@ -326,6 +340,12 @@ class Engine:
         """
         sequence = txn.next_sequence()
         record.sequence = sequence
+        if before != record.state:
+            record.state_since.CopyFrom(record.updated_at if record.HasField("updated_at") else to_timestamp(now_s()))
+            record.state_since_turn = turn or self.current_turn
+        if turn is not None and turn > self.current_turn:
+            self.current_turn = turn
+            txn.put(CF_META, META_TURN, str(turn).encode())
         if event_type is None:
             if before == memory_pb2.MEMORY_STATE_UNSPECIFIED:
                 event_type = events_pb2.CHANGE_EVENT_TYPE_CREATED
@@ -450,19 +470,7 @@ class Engine:
                         record.valid_to.CopyFrom(to_timestamp(now))
                     self.save(txn, record, before=before, reason=why, turn=turn, request_id=request_id)
                 else:
-                    record.state = memory_pb2.MEMORY_STATE_EVICTED
-                    self.save(
-                        txn,
-                        record,
-                        before=before,
-                        reason=why,
-                        turn=turn,
-                        request_id=request_id,
-                        event_type=events_pb2.CHANGE_EVENT_TYPE_EVICTED,
-                    )
-                    self.perceiver.unregister(txn, record)
-                    txn.delete(CF_MEMORIES, u64_key(memory_id))
-                    txn.delete(CF_VECTORS, u64_key(memory_id))
+                    self._evict(txn, record, reason=why, turn=turn, request_id=request_id)
                 self.perceiver.release_current(txn, record)
                 forgotten.append(memory_id)
                 changed.append(record)
@@ -484,6 +492,96 @@ class Engine:
             return forgotten, missing
 
         return self.store.apply(mutation)
+
+    def _evict(
+        self, txn: Txn, record: memory_pb2.Memory, *, reason: str, turn: int | None, request_id: str = ""
+    ) -> None:
+        """Delete a memory: its record, vector and index entries go; a tombstone event stays."""
+        before = record.state
+        record.state = memory_pb2.MEMORY_STATE_EVICTED
+        self.save(
+            txn,
+            record,
+            before=before,
+            reason=reason,
+            turn=turn,
+            request_id=request_id,
+            event_type=events_pb2.CHANGE_EVENT_TYPE_EVICTED,
+        )
+        self.perceiver.unregister(txn, record)
+        self.perceiver.release_current(txn, record)
+        txn.delete(CF_MEMORIES, u64_key(record.id))
+        txn.delete(CF_VECTORS, u64_key(record.id))
+
+    # ---- governance -----------------------------------------------------------------------------
+
+    def apply_transitions(
+        self,
+        ids: npt.NDArray[np.int64],
+        observed: npt.NDArray[np.uint8],
+        targets: npt.NDArray[np.uint8],
+        values: npt.NDArray[np.float32],
+        reasons: Sequence[str],
+    ) -> int:
+        """Move memories to the states a sweep proposed, if they are still in the state it saw."""
+
+        def mutation(txn: Txn) -> int:
+            now = now_s()
+            changed: list[memory_pb2.Memory] = []
+            for memory_id, seen, target, value, reason in zip(
+                ids.tolist(), observed.tolist(), targets.tolist(), values.tolist(), reasons, strict=True
+            ):
+                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+                if raw is None:
+                    continue
+                record = memory_pb2.Memory.FromString(raw)
+                if record.state != seen:
+                    continue  # changed since the sweep looked: the next sweep decides again
+                record.updated_at.CopyFrom(to_timestamp(now))
+                record.scores.value = value
+                detail = f"value {value:.4f}"
+                if target == memory_pb2.MEMORY_STATE_EVICTED:
+                    self._evict(txn, record, reason=reason, turn=None)
+                else:
+                    before = record.state
+                    record.state = target
+                    self.save(txn, record, before=before, reason=reason, turn=None, detail=detail)
+                changed.append(record)
+
+            def publish() -> None:
+                for record in changed:
+                    if record.state == STATE_EVICTED:
+                        self.columns.set_state(record.id, STATE_EVICTED)
+                    else:
+                        self.columns.set_record(record)
+                evicted = [r.id for r in changed if r.state == STATE_EVICTED]
+                self.index.remove(np.asarray(evicted, dtype=np.int64))
+
+            txn.on_commit(publish)
+            return len(changed)
+
+        return self.store.apply(mutation)
+
+    def checkpoint_statistics(self, ids: Sequence[int]) -> None:
+        """Persist access statistics (and the turn clock) of ``ids``; no change-log events."""
+        columns = self.columns
+
+        def mutation(txn: Txn) -> None:
+            for memory_id in ids:
+                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+                if raw is None:
+                    continue
+                record = memory_pb2.Memory.FromString(raw)
+                record.access_count = int(columns.access_count[memory_id])
+                last = float(columns.last_access_at[memory_id])
+                if not np.isnan(last):
+                    record.last_access_at.CopyFrom(to_timestamp(last))
+                record.last_access_turn = int(columns.last_access_turn[memory_id])
+                txn.put(CF_MEMORIES, u64_key(memory_id), record.SerializeToString())
+            if self.current_turn:
+                txn.put(CF_META, META_TURN, str(self.current_turn).encode())
+
+        self.store.apply(mutation)
 
     # ---- outcomes, supersession, history -------------------------------------------------------
 
@@ -817,7 +915,31 @@ class Engine:
             if vector is not None:
                 record.vector = vector
             found.append(record)
+        self.fill_scores(found)
         return found, missing
+
+    def fill_scores(self, records: Sequence[memory_pb2.Memory]) -> None:
+        """Set each record's scores as of now (the value kernel over just these rows)."""
+        rows = np.asarray([r.id for r in records if r.id < self.columns.size], dtype=np.int64)
+        if rows.size == 0:
+            return
+        policy = self.policy
+        scores = score(self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows)
+        position = {int(memory_id): i for i, memory_id in enumerate(rows)}
+        for record in records:
+            i = position.get(record.id)
+            if i is None:
+                continue
+            record.scores.accuracy = float(scores.accuracy[i])
+            record.scores.relevance = float(scores.relevance[i])
+            record.scores.utility = float(scores.utility[i])
+            record.scores.cost = float(scores.cost[i])
+            record.scores.value = float(scores.value[i])
+
+    def note_turn(self, turn: int | None) -> None:
+        """A read carried the agent's turn: advance the turn clock (persisted at the next checkpoint)."""
+        if turn is not None and turn > self.current_turn:
+            self.current_turn = turn
 
     def overlay_statistics(self, record: memory_pb2.Memory) -> None:
         """Fill access statistics from the hot columns (newer than the stored record)."""

@@ -9,36 +9,39 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
+from memevo.kernels import params as kp
 from memevo.v1 import memory_pb2, policy_pb2
 
-# Defaults of the per-kind weights and thresholds; the proto comments state the same numbers.
-_KIND_DEFAULTS = {
-    "alpha": 0.4,
-    "beta": 0.3,
-    "gamma": 0.2,
-    "delta": 0.1,
-    "confidence_weight": 0.6,
-    "feedback_weight": 0.4,
-    "inconsistency_weight": 0.5,
-    "decay_half_life_s": 7 * 86_400.0,
-    "decay_half_life_turns": 200.0,
-    "access_weight": 0.1,
-    "archive_below": 0.2,
-    "reactivate_above": 0.3,
-    "evict_below": 0.05,
-    "evict_grace_s": 30 * 86_400.0,
-    "min_time_in_state_s": 3_600.0,
-}
-# Episodes go stale sooner than facts; strategies live and die by their outcomes.
-_KIND_OVERRIDES: dict[int, dict[str, float]] = {
-    memory_pb2.MEMORY_KIND_EPISODE: {"decay_half_life_s": 2 * 86_400.0, "decay_half_life_turns": 80.0},
-    memory_pb2.MEMORY_KIND_STRATEGY: {"confidence_weight": 0.3, "feedback_weight": 0.7},
-    memory_pb2.MEMORY_KIND_PREFERENCE: {"decay_half_life_s": 30 * 86_400.0, "decay_half_life_turns": 1_000.0},
+# KindPolicy field -> (kernel column, clock) : the wire names of the kernels' policy matrix.
+_KIND_FIELDS: dict[str, tuple[int, str | None]] = {
+    "alpha": (kp.ALPHA, None),
+    "beta": (kp.BETA, None),
+    "gamma": (kp.GAMMA, None),
+    "delta": (kp.DELTA, None),
+    "confidence_weight": (kp.W_CONFIDENCE, None),
+    "feedback_weight": (kp.W_FEEDBACK, None),
+    "inconsistency_weight": (kp.W_INCONSISTENCY, None),
+    "decay_half_life_s": (kp.HALF_LIFE, "wall"),
+    "decay_half_life_turns": (kp.HALF_LIFE, "turns"),
+    "access_weight": (kp.ACCESS_WEIGHT, None),
+    "archive_below": (kp.ARCHIVE_BELOW, None),
+    "reactivate_above": (kp.REACTIVATE_ABOVE, None),
+    "evict_below": (kp.EVICT_BELOW, None),
+    "evict_grace_s": (kp.EVICT_GRACE, "wall"),
+    "min_time_in_state_s": (kp.MIN_TIME_IN_STATE, "wall"),
+    "evict_grace_turns": (kp.EVICT_GRACE, "turns"),
+    "min_time_in_state_turns": (kp.MIN_TIME_IN_STATE, "turns"),
+    "confidence_floor": (kp.CONFIDENCE_FLOOR, None),
+    "confidence_decay_half_life_s": (kp.CONFIDENCE_DECAY_HALF_LIFE, "wall"),
+    "confidence_decay_half_life_turns": (kp.CONFIDENCE_DECAY_HALF_LIFE, "turns"),
 }
 
 
 def default_policy() -> policy_pb2.Policy:
-    """The policy a new data directory starts with."""
+    """The policy a new data directory starts with; per-kind numbers come from the kernels' defaults."""
     policy = policy_pb2.Policy(
         name="default",
         time_mode=policy_pb2.TIME_MODE_WALL_CLOCK,
@@ -48,13 +51,32 @@ def default_policy() -> policy_pb2.Policy:
         soft_conflict_similarity=0.9,
         duplicate_similarity=0.98,
         strategy_upgrade_probability=0.95,
-        cost_budget_bytes=1_048_576.0,
+        cost_budget_bytes=kp.DEFAULT_COST_BUDGET_BYTES,
     )
+    matrices = {"wall": kp.default_params("wall"), "turns": kp.default_params("turns")}
     for kind in memory_pb2.MemoryKind.values():
-        values = dict(_KIND_DEFAULTS)
-        values.update(_KIND_OVERRIDES.get(kind, {}))
-        policy.kinds.add(kind=kind, **values)
+        entry = policy.kinds.add(kind=kind)
+        for name, (column, clock) in _KIND_FIELDS.items():
+            setattr(entry, name, float(matrices[clock or "wall"][kind, column]))
     return policy
+
+
+def params_from_policy(policy: policy_pb2.Policy) -> npt.NDArray[np.float64]:
+    """The kernels' policy matrix (N_KINDS x N_PARAMS) for ``policy`` in its own time mode.
+
+    Kinds without an entry take the UNSPECIFIED entry, or the kernels' defaults.
+    """
+    clock: kp.Clock = "turns" if policy.time_mode == policy_pb2.TIME_MODE_AGENT_TURNS else "wall"
+    params = kp.default_params(clock)
+    entries: dict[int, policy_pb2.KindPolicy] = {int(entry.kind): entry for entry in policy.kinds}
+    for kind in range(kp.N_KINDS):
+        entry = entries.get(kind) or entries.get(memory_pb2.MEMORY_KIND_UNSPECIFIED)
+        if entry is None:
+            continue
+        for name, (column, field_clock) in _KIND_FIELDS.items():
+            if field_clock in (None, clock):
+                params[kind, column] = getattr(entry, name)
+    return params
 
 
 def validate_policy(policy: policy_pb2.Policy, field: str = "policy") -> list[tuple[str, str]]:
@@ -92,8 +114,11 @@ def validate_policy(policy: policy_pb2.Policy, field: str = "policy") -> list[tu
         check(f"{path}.access_weight", kind.access_weight, 0.0, math.inf)
         check(f"{path}.decay_half_life_s", kind.decay_half_life_s, 0.0, math.inf, open_low=True)
         check(f"{path}.decay_half_life_turns", kind.decay_half_life_turns, 0.0, math.inf, open_low=True)
-        check(f"{path}.evict_grace_s", kind.evict_grace_s, 0.0, math.inf)
-        check(f"{path}.min_time_in_state_s", kind.min_time_in_state_s, 0.0, math.inf)
+        for name in ("evict_grace_s", "min_time_in_state_s", "evict_grace_turns", "min_time_in_state_turns"):
+            check(f"{path}.{name}", getattr(kind, name), 0.0, math.inf)
+        check(f"{path}.confidence_floor", kind.confidence_floor, 0.0, 1.0)
+        for name in ("confidence_decay_half_life_s", "confidence_decay_half_life_turns"):
+            check(f"{path}.{name}", getattr(kind, name), 0.0, math.inf, open_low=True)
         for name in ("archive_below", "reactivate_above", "evict_below"):
             check(f"{path}.{name}", getattr(kind, name), -math.inf, math.inf)
         if not (kind.evict_below <= kind.archive_below <= kind.reactivate_above):

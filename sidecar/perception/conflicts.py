@@ -81,9 +81,7 @@ def _load(txn: Txn, memory_id: int) -> memory_pb2.Memory | None:
 def _confirm(existing: memory_pb2.Memory, decision: Decision, now: float) -> Decision:
     before = existing.state
     existing.confidence = existing.confidence + (1.0 - existing.confidence) * CONFIRM_CONFIDENCE_GAIN
-    existing.access_count += 1
-    existing.last_access_at.CopyFrom(to_timestamp(now))
-    existing.updated_at.CopyFrom(to_timestamp(now))
+    existing.updated_at.CopyFrom(to_timestamp(now))  # the access it counts as is recorded by the engine
     decision.confirm = existing
     decision.outcome = "confirmed"
     decision.updated.append((existing, before, "confirmed by restatement"))

@@ -24,6 +24,7 @@ from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc
 from ..config import SidecarConfig
 from ..engine import Engine
 from ..errors import FailedPrecondition, Unauthenticated
+from ..governance.daemon import GovernanceDaemon
 from .servicer import MemoryServicer, to_status
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,8 @@ class Sidecar:
     def __init__(self, config: SidecarConfig, *, token: str | None = None) -> None:
         self.config = config
         self.engine = Engine(config)
-        self.servicer = MemoryServicer(self.engine)
+        self.daemon = GovernanceDaemon(self.engine, config.governance)
+        self.servicer = MemoryServicer(self.engine, self.daemon)
         self.health = health.HealthServicer()
         limit = config.limits.max_message_bytes
         options = [
@@ -163,6 +165,7 @@ class Sidecar:
             raise
         for path in self._sockets:
             os.chmod(path, 0o600)  # only this user may talk to the sidecar
+        self.daemon.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if self.config.ready_file is not None:
@@ -180,6 +183,7 @@ class Sidecar:
             self.health.enter_graceful_shutdown()
             self.servicer.stopping.set()
             self.server.stop(self.config.grace_s).wait()
+            self.daemon.stop()
             self.engine.close()
             for path in self._sockets:
                 with contextlib.suppress(FileNotFoundError):

@@ -21,6 +21,7 @@ from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc
 from ..domain import NewMemory
 from ..engine import Engine, Written
 from ..errors import InvalidArgument, MemevoError, NotFound, Unavailable, Unimplemented
+from ..governance.daemon import GovernanceDaemon
 from ..perception.feedback import is_finite_reward
 from ..retrieval.recall import Recaller
 from ..store.vector_index import normalize_rows
@@ -111,8 +112,9 @@ def _not_yet(name: str) -> Unimplemented:
 class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     """memevo.v1.MemoryService over one engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, daemon: GovernanceDaemon) -> None:
         self.engine = engine
+        self.daemon = daemon
         self.recaller = Recaller(engine)
         self.stopping = threading.Event()
 
@@ -260,6 +262,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         vector = self.engine.embed([text])[0] if text else query.vector
         unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
         query = dataclasses.replace(query, vector=unit)
+        self.engine.note_turn(query.turn)
         hits = self.recaller.recall(query)
         retrieval_id = self.engine.record_retrieval([h.memory.id for h in hits], query.turn)
         response = memory_service_pb2.RecallResponse(retrieval_id=retrieval_id)
@@ -307,7 +310,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     def GetStats(
         self, request: memory_service_pb2.GetStatsRequest, context: grpc.ServicerContext
     ) -> memory_service_pb2.GetStatsResponse:
-        return self.engine.stats()
+        response = self.engine.stats()
+        response.recent_sweeps.extend(self.daemon.recent)
+        return response
 
     # ---- not built yet ----------------------------------------------------------------------
 
@@ -416,8 +421,16 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         return memory_service_pb2.SupersedeResponse(old_memory=old, new_memory=new)
 
     @unary
-    def Govern(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("Govern")
+    def Govern(
+        self, request: memory_service_pb2.GovernRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.GovernResponse:
+        v = Violations()
+        namespace = validation.check_namespace(v, "namespace", request.namespace) if request.namespace else ""
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        self.engine.note_turn(turn)
+        stats = self.daemon.sweep("request", dry_run=request.dry_run, namespace=namespace)
+        return memory_service_pb2.GovernResponse(sweep=stats)
 
     @streaming
     def Review(self, request_iterator: Any, context: grpc.ServicerContext) -> Iterator[Any]:

@@ -77,7 +77,16 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "framework": (np.int32, NO_CODE),
     "importance": (np.uint8, 0),
     "content_bytes": (np.uint32, 0),
+    "stored_bytes": (np.uint32, 0),
+    "created_turn": (np.float64, np.nan),
+    "state_since": (np.float64, np.nan),
+    "state_since_turn": (np.float64, np.nan),
+    "below_since": (np.float64, np.nan),
+    "uniqueness": (np.float32, np.nan),
+    "value": (np.float32, np.nan),
 }
+# Bytes a memory costs besides its text and vector: record fields, keys, index entries.
+RECORD_OVERHEAD_BYTES = 256
 
 
 class MemoryColumns:
@@ -107,13 +116,29 @@ class MemoryColumns:
     framework: npt.NDArray[np.int32]
     importance: npt.NDArray[np.uint8]
     content_bytes: npt.NDArray[np.uint32]
+    stored_bytes: npt.NDArray[np.uint32]
+    """Text + vector + overhead: the cost term's numerator."""
+    created_turn: npt.NDArray[np.float64]
+    """The agent's turn at write; NaN when none was given."""
+    state_since: npt.NDArray[np.float64]
+    """System time (epoch s) the current state was entered."""
+    state_since_turn: npt.NDArray[np.float64]
+    below_since: npt.NDArray[np.float64]
+    """When the value first fell below the eviction threshold (clock units); NaN when not below. Not persisted."""
+    uniqueness: npt.NDArray[np.float32]
+    """1 - similarity to the nearest other memory of its entity; NaN when unmeasured. Not persisted."""
+    value: npt.NDArray[np.float32]
+    """V at the last sweep; NaN before the first."""
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int = 1024, *, vector_bytes: int = 0) -> None:
         self.lock = threading.Lock()
         self.namespaces = Interner()
         self.entities = Interner()
         self.frameworks = Interner()
         self.tags: dict[int, frozenset[str]] = {}
+        self.vector_bytes = vector_bytes
+        self.accessed: set[int] = set()
+        """Ids whose access statistics changed since the last checkpoint."""
         self._size = 1  # slot 0 is never a memory
         self._allocate(max(capacity, 16))
 
@@ -151,7 +176,16 @@ class MemoryColumns:
             self.successes[memory_id] = record.successes
             self.failures[memory_id] = record.failures
             self.importance[memory_id] = record.importance
-            self.content_bytes[memory_id] = len(record.content.encode())
+            content_bytes = len(record.content.encode())
+            self.content_bytes[memory_id] = content_bytes
+            self.stored_bytes[memory_id] = content_bytes + self.vector_bytes + RECORD_OVERHEAD_BYTES
+            self.created_turn[memory_id] = record.turn if record.turn else np.nan
+            self.state_since[memory_id] = (
+                _seconds(record.state_since) if record.HasField("state_since") else _seconds(record.recorded_at)
+            )
+            self.state_since_turn[memory_id] = (
+                record.state_since_turn if record.state_since_turn else (record.turn or np.nan)
+            )
             # Access statistics live here first; the record holds the last checkpoint.
             self.access_count[memory_id] = max(int(self.access_count[memory_id]), record.access_count)
             if record.HasField("last_access_at"):
@@ -186,6 +220,13 @@ class MemoryColumns:
             self.last_access_at[ids] = now_s
             if turn is not None:
                 self.last_access_turn[ids] = turn
+            self.accessed.update(ids.tolist())
+
+    def take_accessed(self) -> list[int]:
+        """The ids accessed since the last call (for the statistics checkpoint)."""
+        with self.lock:
+            ids, self.accessed = sorted(self.accessed), set()
+        return ids
 
     def live_ids(self) -> npt.NDArray[np.int64]:
         """Ids of every memory that is not evicted."""

@@ -47,7 +47,13 @@ Global___TimeMode: _TypeAlias = TimeMode  # noqa: Y015
 @_typing.final
 class KindPolicy(_message.Message):
     """Weights and thresholds that govern one memory kind (DESIGN §4).
-    Value V = alpha*accuracy + beta*relevance + gamma*utility - delta*cost.
+    Value V = alpha*accuracy + beta*relevance + gamma*utility - delta*cost, where
+    accuracy = confidence_weight*confidence' + feedback_weight*sigmoid(successes - failures)
+               - inconsistency_weight*inconsistency (confidence' decays toward confidence_floor while unused),
+    relevance = 0.5^(time since last use / half-life) + access_weight*log1p(access_count).
+    Defaults differ per kind; GetPolicy on a new data directory shows them. Times come in
+    seconds (wall-clock mode) and turns (agent-turn mode); only the pair of the policy's
+    time_mode is used. Every number must be finite.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -68,38 +74,57 @@ class KindPolicy(_message.Message):
     EVICT_BELOW_FIELD_NUMBER: _builtins.int
     EVICT_GRACE_S_FIELD_NUMBER: _builtins.int
     MIN_TIME_IN_STATE_S_FIELD_NUMBER: _builtins.int
+    EVICT_GRACE_TURNS_FIELD_NUMBER: _builtins.int
+    MIN_TIME_IN_STATE_TURNS_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FLOOR_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_DECAY_HALF_LIFE_S_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_DECAY_HALF_LIFE_TURNS_FIELD_NUMBER: _builtins.int
     kind: _memory_pb2.MemoryKind.ValueType
     """The kind this applies to; UNSPECIFIED is the default for kinds without their own entry."""
     alpha: _builtins.float
-    """Weight of accuracy in V. Default 0.4. Finite, >= 0."""
+    """Weight of accuracy in V, >= 0. Default 0.2 (strategies 0.3)."""
     beta: _builtins.float
-    """Weight of relevance in V. Default 0.3. Finite, >= 0."""
+    """Weight of relevance in V, >= 0. Default 0.7 (strategies 0.6, abstractions 0.65)."""
     gamma: _builtins.float
-    """Weight of utility in V. Default 0.2. Finite, >= 0."""
+    """Weight of utility in V, >= 0. Default 0.05 (abstractions 0.1)."""
     delta: _builtins.float
-    """Weight of cost in V. Default 0.1. Finite, >= 0."""
+    """Weight of cost in V, >= 0. Default 0.05."""
     confidence_weight: _builtins.float
-    """Weight of confidence in accuracy. Default 0.6."""
+    """Weight of confidence in accuracy, >= 0. Default 0.8 (strategies 0.3)."""
     feedback_weight: _builtins.float
-    """Weight of outcome feedback sigma(successes - failures) in accuracy. Default 0.4."""
+    """Weight of outcome feedback in accuracy, >= 0. Default 0.2 (strategies 0.7)."""
     inconsistency_weight: _builtins.float
-    """Weight of the inconsistency score subtracted from accuracy. Default 0.5."""
+    """Weight of the inconsistency score subtracted from accuracy, >= 0. Default 0.6."""
     decay_half_life_s: _builtins.float
-    """Relevance half-life: seconds in wall-clock mode. Default 604800 (7 days). > 0."""
+    """Relevance half-life in seconds, > 0. Default 7 days (episodes 1 day, preferences,
+    strategies and abstractions 30 days).
+    """
     decay_half_life_turns: _builtins.float
-    """Relevance half-life: turns in agent-turn mode. Default 200. > 0."""
+    """Relevance half-life in turns, > 0. Default 200 (episodes 50, preferences 800, strategies
+    and abstractions 1000).
+    """
     access_weight: _builtins.float
-    """Weight eta of log1p(access_count) in relevance. Default 0.1. >= 0."""
+    """Weight eta of log1p(access_count) in relevance, >= 0. Default 0.1."""
     archive_below: _builtins.float
     """An ACTIVE memory whose V falls below this becomes ARCHIVED. Default 0.2."""
     reactivate_above: _builtins.float
-    """An ARCHIVED memory whose V rises above this becomes ACTIVE again; must be >= archive_below (hysteresis). Default 0.3."""
+    """An ARCHIVED memory whose V rises above this becomes ACTIVE again; >= archive_below (hysteresis). Default 0.3."""
     evict_below: _builtins.float
-    """A memory whose V stays below this for evict_grace_s is EVICTED; must be <= archive_below. Default 0.05."""
+    """A memory whose V stays below this for the grace period is EVICTED; <= archive_below. Default 0.05."""
     evict_grace_s: _builtins.float
-    """Seconds V must stay below evict_below before eviction. Default 2592000 (30 days). >= 0."""
+    """Seconds V must stay below evict_below before eviction, >= 0. Default 30 days."""
     min_time_in_state_s: _builtins.float
-    """Minimum seconds in a state before governance moves it again. Default 3600. >= 0."""
+    """Minimum seconds in ACTIVE or ARCHIVED before governance moves the memory again, >= 0. Default 1 hour."""
+    evict_grace_turns: _builtins.float
+    """Turns V must stay below evict_below before eviction, >= 0. Default 2000."""
+    min_time_in_state_turns: _builtins.float
+    """Minimum turns in ACTIVE or ARCHIVED before governance moves the memory again, >= 0. Default 20."""
+    confidence_floor: _builtins.float
+    """Confidence of an unused, unverified memory decays toward this, in [0, 1]. Default 0.02."""
+    confidence_decay_half_life_s: _builtins.float
+    """Half-life of that decay in seconds, > 0. Default 30 days (episodes 14, long-lived kinds 90)."""
+    confidence_decay_half_life_turns: _builtins.float
+    """Half-life of that decay in turns, > 0. Default 1000 (episodes 500, long-lived kinds 3000)."""
     def __init__(
         self,
         *,
@@ -119,10 +144,15 @@ class KindPolicy(_message.Message):
         evict_below: _builtins.float = ...,
         evict_grace_s: _builtins.float = ...,
         min_time_in_state_s: _builtins.float = ...,
+        evict_grace_turns: _builtins.float = ...,
+        min_time_in_state_turns: _builtins.float = ...,
+        confidence_floor: _builtins.float = ...,
+        confidence_decay_half_life_s: _builtins.float = ...,
+        confidence_decay_half_life_turns: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_weight", b"access_weight", "alpha", b"alpha", "archive_below", b"archive_below", "beta", b"beta", "confidence_weight", b"confidence_weight", "decay_half_life_s", b"decay_half_life_s", "decay_half_life_turns", b"decay_half_life_turns", "delta", b"delta", "evict_below", b"evict_below", "evict_grace_s", b"evict_grace_s", "feedback_weight", b"feedback_weight", "gamma", b"gamma", "inconsistency_weight", b"inconsistency_weight", "kind", b"kind", "min_time_in_state_s", b"min_time_in_state_s", "reactivate_above", b"reactivate_above"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_weight", b"access_weight", "alpha", b"alpha", "archive_below", b"archive_below", "beta", b"beta", "confidence_decay_half_life_s", b"confidence_decay_half_life_s", "confidence_decay_half_life_turns", b"confidence_decay_half_life_turns", "confidence_floor", b"confidence_floor", "confidence_weight", b"confidence_weight", "decay_half_life_s", b"decay_half_life_s", "decay_half_life_turns", b"decay_half_life_turns", "delta", b"delta", "evict_below", b"evict_below", "evict_grace_s", b"evict_grace_s", "evict_grace_turns", b"evict_grace_turns", "feedback_weight", b"feedback_weight", "gamma", b"gamma", "inconsistency_weight", b"inconsistency_weight", "kind", b"kind", "min_time_in_state_s", b"min_time_in_state_s", "min_time_in_state_turns", b"min_time_in_state_turns", "reactivate_above", b"reactivate_above"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -192,7 +222,7 @@ class Policy(_message.Message):
     strategy_upgrade_probability: _builtins.float
     """Posterior probability that a newer strategy is better before the older is demoted. Default 0.95. In (0.5, 1)."""
     cost_budget_bytes: _builtins.float
-    """Stored bytes at which cost reaches 1. Default 1048576. > 0."""
+    """Stored bytes (text, vector and overhead) at which a memory's cost reaches 1. Default 1048576. > 0."""
     @_builtins.property
     def kinds(self) -> _containers.RepeatedCompositeFieldContainer[Global___KindPolicy]:
         """One entry per kind with its own settings, plus optionally one with kind UNSPECIFIED for the rest."""

@@ -1,0 +1,1 @@
+"""Governance: the lifecycle daemon that applies the evaluation to every memory."""
