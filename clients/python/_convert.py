@@ -268,12 +268,13 @@ def memory_to_proto(memory: Memory) -> memory_pb2.Memory:
         sequence=memory.sequence,
         inconsistency=memory.inconsistency,
         demoted_by=memory.demoted_by or 0,
+        state_since_turn=memory.state_since_turn,
     )
     if memory.vector is not None:
         msg.vector = vector_to_bytes(memory.vector)
     if memory.fact is not None:
         msg.fact.CopyFrom(fact_to_proto(memory.fact))
-    for name in ("valid_from", "valid_to", "recorded_at", "updated_at", "last_access_at"):
+    for name in ("valid_from", "valid_to", "recorded_at", "updated_at", "last_access_at", "state_since"):
         value = getattr(memory, name)
         if value is not None:
             time_to_proto(value, getattr(msg, name), name)
@@ -324,6 +325,8 @@ def memory_from_proto(msg: memory_pb2.Memory) -> Memory:
         sequence=msg.sequence,
         inconsistency=msg.inconsistency,
         demoted_by=_zero_is_none(msg.demoted_by),
+        state_since=_opt_time(msg, "state_since"),
+        state_since_turn=msg.state_since_turn,
     )
 
 

@@ -324,6 +324,10 @@ class Memory:
     """In [0, 1]: how much newer near-duplicates about the same entity disagree with it."""
     demoted_by: int | None = None
     """For strategies: the newer strategy that did reliably better; ``None`` when none."""
+    state_since: datetime | None = None
+    """System time the memory entered its current state."""
+    state_since_turn: int = 0
+    """The agent's turn when it entered its current state; 0 when unknown."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Memory):
