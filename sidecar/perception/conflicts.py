@@ -191,11 +191,23 @@ class Perceiver:
         decision: Decision,
     ) -> Decision:
         """A late-arriving older value: history, closed by the next newer version, never current."""
-        successor = next(v for v in versions if from_timestamp(v.valid_from) >= new_from)
+        later = [v for v in versions if from_timestamp(v.valid_from) >= new_from]
+        first_from = min(from_timestamp(v.valid_from) for v in later)
+        tied = [v for v in later if from_timestamp(v.valid_from) == first_from]
+        # Among versions of the same world time, the one that won (current, else most trusted) closes it.
+        successor = next((v for v in tied if v.state in CURRENT_STATES), max(tied, key=lambda v: v.confidence))
         record.state = OBSOLETE
         record.valid_to.CopyFrom(successor.valid_from)
         record.superseded_by = successor.id
         earlier = [v for v in versions if from_timestamp(v.valid_from) < new_from]
+        # Links stay two-way: the successor now supersedes the late fact, in place of its old predecessor.
+        replaced = [i for i in successor.supersedes if not earlier or i != earlier[-1].id]
+        if earlier and earlier[-1].superseded_by != successor.id:
+            replaced.append(earlier[-1].id)  # the predecessor was not linked to the successor: keep its link
+        del successor.supersedes[:]
+        successor.supersedes.extend([*replaced, record.id])
+        successor.updated_at.CopyFrom(to_timestamp(now))
+        decision.updated.append((successor, successor.state, f"now supersedes late fact {record.id}"))
         if earlier:
             predecessor = earlier[-1]
             closes_after = not predecessor.HasField("valid_to") or from_timestamp(predecessor.valid_to) > new_from
@@ -260,11 +272,13 @@ class Perceiver:
         for existing, similarity in zip(candidates, similarities.tolist(), strict=True):
             if similarity < threshold or normalise_text(existing.content) == text:
                 continue
+            strength = INCONSISTENCY_STEP * max((similarity - threshold) / max(1.0 - threshold, 1e-6), 0.1)
             if from_timestamp(existing.valid_from) > from_timestamp(record.valid_from):
-                continue  # the stored one is newer: the late arrival does not cast doubt on it
-            strength = (similarity - threshold) / max(1.0 - threshold, 1e-6)
+                # The stored one is newer in world time: the late arrival is the older, doubtful one.
+                record.inconsistency = min(1.0, record.inconsistency + strength)
+                continue
             before = existing.state
-            existing.inconsistency = min(1.0, existing.inconsistency + INCONSISTENCY_STEP * max(strength, 0.1))
+            existing.inconsistency = min(1.0, existing.inconsistency + strength)
             existing.updated_at.CopyFrom(to_timestamp(now))
             decision.updated.append((existing, before, f"soft conflict with memory {record.id}"))
         return decision
