@@ -91,6 +91,8 @@ class Written:
     memory: memory_pb2.Memory
     outcome: int
     replayed: bool
+    affected: tuple[int, ...] = ()
+    """Other memories the write changed (superseded, back-dated neighbours, soft conflicts)."""
 
 
 class Engine:
@@ -280,7 +282,8 @@ class Engine:
                 confirmed.append(decision.confirm.id)
                 if item.request_id:
                     txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([decision.confirm.id]))
-                written.append(Written(decision.confirm, memory_service_pb2.WRITE_OUTCOME_CONFIRMED, False))
+                affected = tuple(o.id for o, _, _ in decision.updated if o.id != decision.confirm.id)
+                written.append(Written(decision.confirm, memory_service_pb2.WRITE_OUTCOME_CONFIRMED, False, affected))
                 continue
             self.save(
                 txn,
@@ -295,7 +298,8 @@ class Engine:
             self.perceiver.register(txn, record)
             if item.request_id:
                 txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([memory_id]))
-            written.append(Written(record, _OUTCOMES[decision.outcome], False))
+            affected = tuple(o.id for o, _, _ in decision.updated)
+            written.append(Written(record, _OUTCOMES[decision.outcome], False, affected))
             fresh_ids.append(memory_id)
             fresh_rows.append(row)
             changed[memory_id] = record

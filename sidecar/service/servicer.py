@@ -102,7 +102,9 @@ def streaming(
 
 
 def _write_result(written: Written) -> memory_service_pb2.WriteResult:
-    return memory_service_pb2.WriteResult(memory=written.memory, outcome=cast(Any, written.outcome))
+    return memory_service_pb2.WriteResult(
+        memory=written.memory, outcome=cast(Any, written.outcome), affected_ids=written.affected
+    )
 
 
 def _not_yet(name: str) -> Unimplemented:
