@@ -66,6 +66,8 @@ class RecallQuery:
     """A validated recall: unit query vector, filters and mode."""
 
     vector: npt.NDArray[np.float32]
+    text: str = ""
+    """The query's words for the lexical signal; empty when only a vector was given."""
     k: int = 10
     namespace: str = DEFAULT_NAMESPACE
     kinds: frozenset[memory_pb2.MemoryKind.ValueType] = frozenset()
@@ -78,6 +80,8 @@ class RecallQuery:
     as_of_s: float | None = None
     include_vectors: bool = False
     turn: int | None = None
+    diversity: float = 0.0
+    """MMR trade-off in [0, 1): 0 ranks by score alone; higher values push near-duplicates down."""
 
 
 @dataclass(frozen=True)

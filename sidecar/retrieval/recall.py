@@ -1,9 +1,9 @@
 """Recall: candidates from the ANN index (or an exact scan when filters are selective), filtered by state.
 
 Standard (CURRENT) recall never returns OBSOLETE, EVICTED or CONSOLIDATED
-memories and returns ARCHIVED ones only when asked. Ranking is by cosine
-similarity for now; the value-aware ranking of the application layer builds
-on the same candidate step.
+memories and returns ARCHIVED ones only when asked. Candidates from the
+vector index are joined by the best word matches (BM25), then re-ranked by
+match and trust (the formula is documented on RecallRequest in the proto).
 """
 
 from __future__ import annotations
@@ -33,6 +33,13 @@ IdArray = npt.NDArray[np.int64]
 MAX_OVERFETCH_ROUNDS = 4
 DEMOTED_FACTOR = 0.5
 """A strategy demoted by a better one ranks as if half as similar."""
+LEXICAL_WEIGHT = 0.3
+"""Share of the word-match (BM25) signal in a candidate's match when the query has text."""
+TRUST_FLOOR = 0.75
+"""Share of the score a candidate keeps whatever its trust: trust reorders close matches, not far ones."""
+RERANK_POOL_FACTOR = 4
+RERANK_POOL_MIN = 40
+"""Candidates re-ranked with their records: max(k * factor, min)."""
 
 
 @dataclass(frozen=True)
@@ -120,29 +127,83 @@ class Recaller:
         self.engine = engine
 
     def recall(self, query: RecallQuery) -> list[Hit]:
-        """The best ``query.k`` memories passing the filters, best first."""
+        """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
         columns = self.engine.columns
         flt = _compile(query, columns)
         if flt is None:
             return []
         ids, sims = self._candidates(query, flt)
+        pool = max(query.k * RERANK_POOL_FACTOR, RERANK_POOL_MIN)
+        lexical = np.zeros(ids.size, dtype=np.float32)
+        if query.text:
+            ids, sims, lexical = self._fuse_lexical(query, flt, ids, sims, pool)
         if ids.size == 0:
             return []
-        order = np.argsort(-sims, kind="stable")[: query.k]
-        ids, sims = ids[order], sims[order]
+        lexical_norm = lexical / lexical.max() if lexical.size and lexical.max() > 0 else lexical
+        weight = LEXICAL_WEIGHT if query.text else 0.0
+        match = (1.0 - weight) * np.maximum(sims, 0.0) + weight * lexical_norm
+        order = np.argsort(-match, kind="stable")[:pool]
+        ids, sims, match = ids[order], sims[order], match[order]
         records, _ = self.engine.get([int(i) for i in ids], include_vectors=query.include_vectors)
         by_id = {r.id: r for r in records}
-        hits: list[Hit] = []
         framework = self.engine.framework_version
-        for memory_id, similarity in zip(ids.tolist(), sims.tolist(), strict=True):
+        hits: list[Hit] = []
+        for memory_id, similarity, matched in zip(ids.tolist(), sims.tolist(), match.tolist(), strict=True):
             record = by_id.get(memory_id)
             if record is None:  # forgotten between the candidate step and the read
                 continue
-            score = similarity * (DEMOTED_FACTOR if record.demoted_by else 1.0)
+            trust = min(1.0, max(0.0, 0.6 * record.scores.accuracy + 0.4 * min(record.scores.relevance, 1.0)))
+            score = matched * (TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust)
+            if record.demoted_by:
+                score *= DEMOTED_FACTOR
             hits.append(Hit(record, float(similarity), float(score), hint_for(record, query, framework)))
         hits.sort(key=lambda h: -h.score)
+        if query.diversity > 0.0 and len(hits) > 1:
+            hits = self._diversify(hits, query)
+        hits = hits[: query.k]
         columns.record_access(np.asarray([h.memory.id for h in hits], dtype=np.int64), now_s(), query.turn)
         return hits
+
+    def _fuse_lexical(
+        self, query: RecallQuery, flt: _Filter, ids: IdArray, sims: npt.NDArray[np.float32], pool: int
+    ) -> tuple[IdArray, npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """Add the best word matches to the vector candidates; returns ids, cosines and BM25 scores."""
+        columns = self.engine.columns
+        lex_ids, lex_scores = self.engine.lexical.search(query.text)
+        inside = lex_ids < columns.size
+        lex_ids, lex_scores = lex_ids[inside], lex_scores[inside]
+        keep = _mask(columns, lex_ids, flt)
+        lex_ids, lex_scores = lex_ids[keep], lex_scores[keep]
+        if lex_ids.size > pool:
+            top = np.argpartition(-lex_scores, pool - 1)[:pool]
+            lex_ids, lex_scores = lex_ids[top], lex_scores[top]
+        extra = np.setdiff1d(lex_ids, ids, assume_unique=True)
+        if extra.size:
+            ids = np.concatenate([ids, extra])
+            sims = np.concatenate([sims, self._exact_similarities(extra, query.vector.reshape(1, -1))])
+        lexical = np.zeros(ids.size, dtype=np.float32)
+        position = {int(i): row for row, i in enumerate(ids)}
+        for memory_id, value in zip(lex_ids.tolist(), lex_scores.tolist(), strict=True):
+            lexical[position[memory_id]] = value
+        return ids, sims, lexical
+
+    def _diversify(self, hits: list[Hit], query: RecallQuery) -> list[Hit]:
+        """Maximal marginal relevance: trade score against similarity to what is already chosen."""
+        ids = np.asarray([h.memory.id for h in hits], dtype=np.int64)
+        vectors = self._unit_vectors(ids)
+        scores = np.asarray([h.score for h in hits], dtype=np.float32)
+        scores = scores / scores.max() if scores.max() > 0 else scores
+        lam = 1.0 - query.diversity
+        chosen: list[int] = []
+        remaining = list(range(len(hits)))
+        while remaining and len(chosen) < query.k:
+            if chosen:
+                redundancy = (vectors[remaining] @ vectors[chosen].T).max(axis=1)
+            else:
+                redundancy = np.zeros(len(remaining), dtype=np.float32)
+            best = int(np.argmax(lam * scores[remaining] - (1.0 - lam) * redundancy))
+            chosen.append(remaining.pop(best))
+        return [hits[i] for i in chosen]
 
     def _candidates(self, query: RecallQuery, flt: _Filter) -> tuple[IdArray, npt.NDArray[np.float32]]:
         columns = self.engine.columns
@@ -182,6 +243,10 @@ class Recaller:
         """Cosine similarity of each id's vector to the query, exactly."""
         if ids.size == 0:
             return np.zeros(0, dtype=np.float32)
+        return np.asarray(self._unit_vectors(ids) @ unit[0], dtype=np.float32)
+
+    def _unit_vectors(self, ids: IdArray) -> npt.NDArray[np.float32]:
+        """Unit vectors of ids, from the fresh tail, the graph or RocksDB, wherever each is."""
         tail_ids, tail_vectors = self.engine.index.tail_snapshot()
         vectors = np.empty((ids.size, self.engine.dimension), dtype=np.float32)
         in_tail = np.isin(ids, tail_ids)
@@ -201,4 +266,4 @@ class Recaller:
                 stored = np.stack([np.frombuffer(r or b"", dtype="<f4") for r in raws])
                 rows[~in_graph] = stored / np.linalg.norm(stored, axis=1, keepdims=True)
             vectors[rest] = rows
-        return np.asarray(vectors @ unit[0], dtype=np.float32)
+        return vectors

@@ -255,9 +255,13 @@ def recall_query(
         v.add("mode", f"unknown RecallMode value {request.mode}")
     as_of = check_timestamp(v, "as_of", request.as_of) if request.HasField("as_of") else None
     turn = check_turn(v, "turn", request.HasField("turn"), request.turn)
+    if not (math.isfinite(request.diversity) and 0.0 <= request.diversity < 1.0):
+        v.add("diversity", f"{request.diversity} is outside [0, 1)")
     v.raise_if_any()
     query = RecallQuery(
         vector=vector if vector is not None else np.zeros(dimension, dtype=np.float32),
+        text=request.query,
+        diversity=request.diversity,
         k=k,
         namespace=namespace,
         kinds=frozenset(flt.kinds),

@@ -373,6 +373,13 @@ Global___RecallFilter: _TypeAlias = RecallFilter  # noqa: Y015
 
 @_typing.final
 class RecallRequest(_message.Message):
+    """Ranking: score = match x (0.75 + 0.25 x trust), halved for a demoted strategy, where
+    match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) when query text
+    is given (cosine alone otherwise), and trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from
+    the memory's scores: names, numbers and dates match by words, and among similar matches the
+    more reliable and more used memory ranks first.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     QUERY_FIELD_NUMBER: _builtins.int
@@ -384,8 +391,11 @@ class RecallRequest(_message.Message):
     AS_OF_FIELD_NUMBER: _builtins.int
     INCLUDE_VECTORS_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
+    DIVERSITY_FIELD_NUMBER: _builtins.int
     query: _builtins.str
-    """Query text, embedded by the sidecar. Required unless query_vector is given. At most max_content_bytes."""
+    """Query text: embedded by the sidecar (unless query_vector is given) and matched by words (BM25).
+    Required unless query_vector is given. At most max_content_bytes.
+    """
     query_vector: _builtins.bytes
     """Packed little-endian float32 query vector of the data directory's dimension. Default: empty."""
     k: _builtins.int
@@ -398,6 +408,10 @@ class RecallRequest(_message.Message):
     """Return each memory's vector. Default false."""
     turn: _builtins.int
     """The agent's current turn counter. Default: unset."""
+    diversity: _builtins.float
+    """Diversity (maximal marginal relevance) in [0, 1): 0 ranks by score alone; higher values push
+    near-duplicates of better-ranked items down so they do not fill the top k. Default 0.
+    """
     @_builtins.property
     def filter(self) -> Global___RecallFilter: ...
     @_builtins.property
@@ -416,10 +430,11 @@ class RecallRequest(_message.Message):
         as_of: _timestamp_pb2.Timestamp | None = ...,
         include_vectors: _builtins.bool = ...,
         turn: _builtins.int | None = ...,
+        diversity: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "as_of", b"as_of", "filter", b"filter", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "as_of", b"as_of", "filter", b"filter", "include_archived", b"include_archived", "include_vectors", b"include_vectors", "k", b"k", "mode", b"mode", "query", b"query", "query_vector", b"query_vector", "turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "as_of", b"as_of", "diversity", b"diversity", "filter", b"filter", "include_archived", b"include_archived", "include_vectors", b"include_vectors", "k", b"k", "mode", b"mode", "query", b"query", "query_vector", b"query_vector", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__turn: _TypeAlias = _typing.Literal["turn"]  # noqa: Y015
     _WhichOneofArgType__turn: _TypeAlias = _typing.Literal["_turn", b"_turn"]  # noqa: Y015

@@ -1,0 +1,174 @@
+"""BM25 over memory text, kept incrementally: the lexical signal fused with the vector one.
+
+Embeddings blur names, numbers and dates; exact word matches keep them. The
+index is an in-memory inverted index (token -> ids and term counts in compact
+arrays) rebuilt from RocksDB at start and updated after each durable write.
+Deleted memories stay in the postings and are dropped by the state filter;
+their document length no longer counts in the average.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from array import array
+from collections import Counter
+
+import numpy as np
+import numpy.typing as npt
+
+K1 = 1.2
+B = 0.75
+MAX_QUERY_TOKENS = 64
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+# Words that carry no evidence in a memory ranking; short on purpose (names and numbers must stay).
+STOPWORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    )
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens; CJK text becomes single characters (no word breaks to rely on)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    tokens: list[str] = []
+    for word in _WORD.findall(folded):
+        if _CJK.search(word):
+            tokens.extend(ch for ch in word if not ch.isspace())
+        elif word not in STOPWORDS:
+            tokens.append(word)
+    return tokens
+
+
+class LexicalIndex:
+    """An Okapi BM25 index keyed by memory id. Thread-safe: writes take a lock, reads copy views."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: dict[str, array[int]] = {}
+        self._counts: dict[str, array[int]] = {}
+        self._length: array[int] = array("I")
+        self._documents = 0
+        self._total_length = 0
+
+    def add(self, memory_id: int, text: str) -> None:
+        """Index ``text`` under ``memory_id`` (ids are added once, in any order)."""
+        counts = Counter(tokenize(text))
+        length = sum(counts.values())
+        with self._lock:
+            if memory_id >= len(self._length):
+                self._length.extend([0] * (memory_id + 1 - len(self._length)))
+            self._length[memory_id] = length
+            self._documents += 1
+            self._total_length += length
+            for token, count in counts.items():
+                ids = self._ids.get(token)
+                if ids is None:
+                    ids = self._ids[token] = array("Q")
+                    self._counts[token] = array("H")
+                ids.append(memory_id)
+                self._counts[token].append(min(count, 65_535))
+
+    def remove(self, memory_id: int) -> None:
+        """Forget a deleted memory's length (its postings are filtered out by state)."""
+        with self._lock:
+            if memory_id < len(self._length) and self._length[memory_id]:
+                self._total_length -= self._length[memory_id]
+                self._documents -= 1
+                self._length[memory_id] = 0
+
+    def search(self, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Every id matching a query word and its BM25 score, unsorted (the caller filters, then ranks)."""
+        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
+        if not terms:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        with self._lock:
+            documents = max(self._documents, 1)
+            average = self._total_length / documents if self._total_length else 1.0
+            postings = [(self._ids.get(t), self._counts.get(t)) for t in terms]
+            lengths = np.frombuffer(self._length, dtype=np.uint32).copy() if len(self._length) else None
+            sizes = [(len(ids) if ids is not None else 0) for ids, _ in postings]
+            views = [
+                (np.frombuffer(ids, dtype=np.uint64)[:n].astype(np.int64), np.frombuffer(counts, dtype=np.uint16)[:n])
+                for (ids, counts), n in zip(postings, sizes, strict=True)
+                if ids is not None and counts is not None and n
+            ]
+        if not views or lengths is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        all_ids = []
+        all_scores = []
+        for ids, counts in views:
+            frequency = ids.size
+            idf = math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+            tf = counts.astype(np.float32)
+            norm = K1 * (1.0 - B + B * lengths[ids].astype(np.float32) / average)
+            all_ids.append(ids)
+            all_scores.append((idf * tf * (K1 + 1.0) / (tf + norm)).astype(np.float32))
+        ids = np.concatenate(all_ids)
+        scores = np.concatenate(all_scores)
+        unique, inverse = np.unique(ids, return_inverse=True)
+        totals = np.zeros(unique.size, dtype=np.float32)
+        np.add.at(totals, inverse, scores)
+        return unique, totals
