@@ -715,9 +715,15 @@ func (x *RecallFilter) GetValidFromBefore() *timestamppb.Timestamp {
 	return nil
 }
 
+// Ranking: score = match x (0.75 + 0.25 x trust), halved for a demoted strategy, where
+// match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) when query text
+// is given (cosine alone otherwise), and trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from
+// the memory's scores: names, numbers and dates match by words, and among similar matches the
+// more reliable and more used memory ranks first.
 type RecallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Query text, embedded by the sidecar. Required unless query_vector is given. At most max_content_bytes.
+	// Query text: embedded by the sidecar (unless query_vector is given) and matched by words (BM25).
+	// Required unless query_vector is given. At most max_content_bytes.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// Packed little-endian float32 query vector of the data directory's dimension. Default: empty.
 	QueryVector []byte `protobuf:"bytes,2,opt,name=query_vector,json=queryVector,proto3" json:"query_vector,omitempty"`
@@ -733,7 +739,10 @@ type RecallRequest struct {
 	// Return each memory's vector. Default false.
 	IncludeVectors bool `protobuf:"varint,8,opt,name=include_vectors,json=includeVectors,proto3" json:"include_vectors,omitempty"`
 	// The agent's current turn counter. Default: unset.
-	Turn          *int64 `protobuf:"varint,9,opt,name=turn,proto3,oneof" json:"turn,omitempty"`
+	Turn *int64 `protobuf:"varint,9,opt,name=turn,proto3,oneof" json:"turn,omitempty"`
+	// Diversity (maximal marginal relevance) in [0, 1): 0 ranks by score alone; higher values push
+	// near-duplicates of better-ranked items down so they do not fill the top k. Default 0.
+	Diversity     float32 `protobuf:"fixed32,10,opt,name=diversity,proto3" json:"diversity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -827,6 +836,13 @@ func (x *RecallRequest) GetIncludeVectors() bool {
 func (x *RecallRequest) GetTurn() int64 {
 	if x != nil && x.Turn != nil {
 		return *x.Turn
+	}
+	return 0
+}
+
+func (x *RecallRequest) GetDiversity() float32 {
+	if x != nil {
+		return x.Diversity
 	}
 	return 0
 }
@@ -3299,7 +3315,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x06entity\x18\x03 \x01(\tR\x06entity\x12\x12\n" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\x12D\n" +
 	"\x10valid_from_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0evalidFromAfter\x12F\n" +
-	"\x11valid_from_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fvalidFromBefore\"\xd9\x02\n" +
+	"\x11valid_from_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fvalidFromBefore\"\xf7\x02\n" +
 	"\rRecallRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12!\n" +
 	"\fquery_vector\x18\x02 \x01(\fR\vqueryVector\x12\f\n" +
@@ -3309,7 +3325,9 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x10include_archived\x18\x06 \x01(\bR\x0fincludeArchived\x12/\n" +
 	"\x05as_of\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x12'\n" +
 	"\x0finclude_vectors\x18\b \x01(\bR\x0eincludeVectors\x12\x17\n" +
-	"\x04turn\x18\t \x01(\x03H\x00R\x04turn\x88\x01\x01B\a\n" +
+	"\x04turn\x18\t \x01(\x03H\x00R\x04turn\x88\x01\x01\x12\x1c\n" +
+	"\tdiversity\x18\n" +
+	" \x01(\x02R\tdiversityB\a\n" +
 	"\x05_turn\"\x85\x01\n" +
 	"\x0eRecalledMemory\x12)\n" +
 	"\x06memory\x18\x01 \x01(\v2\x11.memevo.v1.MemoryR\x06memory\x12\x1e\n" +
