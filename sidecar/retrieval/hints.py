@@ -1,4 +1,4 @@
-"""How to read a recalled memory: the hint attached to each item."""
+"""How to read a recalled memory: the hint attached to each item, in English or Chinese."""
 
 from __future__ import annotations
 
@@ -6,40 +6,65 @@ from memevo.v1 import memory_pb2
 
 from ..domain import RecallQuery
 
-HINT_CURRENT = "current"
-HINT_ARCHIVED = "archived — still true, rarely needed"
-HINT_HISTORICAL = "historical reference — the situation may have changed"
-HINT_CONSOLIDATED = "absorbed into a pattern memory"
-HINT_AS_OF = "valid at the requested time, replaced since"
-HINT_COUNTER_EXAMPLE = "historical reference / counter-example"
-HINT_OLD_FRAMEWORK = "formed under an older framework"
+LANGUAGES = ("en", "zh")
+
+# key -> (English, Chinese); {id}, {n} and {version} are filled in.
+_TEXTS: dict[str, tuple[str, str]] = {
+    "current": ("current", "当前有效"),
+    "archived": ("archived — still true, rarely needed", "已归档——仍然成立，但很少用到"),
+    "historical": ("historical reference — the situation may have changed", "历史参考——情况可能已经变化"),
+    "superseded_by": ("superseded by memory {id}", "已被记忆 {id} 取代"),
+    "as_of": ("valid at the requested time, replaced since", "在所询问的时间有效，之后已被取代"),
+    "consolidated": ("absorbed into pattern memory {id}", "已并入模式记忆 {id}"),
+    "pattern": ("pattern distilled from {n} successful experiences", "从 {n} 次成功经验中提炼的模式"),
+    "counter_example": (
+        "historical reference / counter-example (strategy {id} did better)",
+        "历史参考／反例（策略 {id} 效果更好）",
+    ),
+    "old_framework": ("formed under an older framework ({version})", "形成于较早的认知框架（{version}）"),
+}
+_SEPARATOR = {"en": "; ", "zh": "；"}
 
 
-def hint_for(record: memory_pb2.Memory, query: RecallQuery, framework_version: str = "") -> str:
-    """The English reading hint of ``record`` in the answer to ``query``.
+HintParts = list[tuple[str, dict[str, object]]]
+"""A hint as (text key, format arguments), rendered per language by render_hint."""
+
+
+def hint_keys(record: memory_pb2.Memory, query: RecallQuery, framework_version: str) -> HintParts:
+    """The parts of ``record``'s hint as (key, arguments), language-free.
 
     ``framework_version`` is the agent's current one: memories formed under
     another are flagged for re-interpretation.
     """
-    hint = _state_hint(record, query)
-    if record.demoted_by:
-        hint = f"{HINT_COUNTER_EXAMPLE} (strategy {record.demoted_by} did better)"
-    if framework_version and record.framework_version != framework_version:
-        formed = record.framework_version or "an unversioned framework"
-        hint = f"{hint}; {HINT_OLD_FRAMEWORK} ({formed})"
-    return hint
-
-
-def _state_hint(record: memory_pb2.Memory, query: RecallQuery) -> str:
+    parts: HintParts = []
     state = record.state
     if state == memory_pb2.MEMORY_STATE_OBSOLETE and query.as_of_s is not None:
-        return HINT_AS_OF
-    if state == memory_pb2.MEMORY_STATE_OBSOLETE:
+        parts.append(("as_of", {}))
+    elif state == memory_pb2.MEMORY_STATE_OBSOLETE:
+        parts.append(("historical", {}))
         if record.superseded_by:
-            return f"{HINT_HISTORICAL}; superseded by memory {record.superseded_by}"
-        return HINT_HISTORICAL
-    if state == memory_pb2.MEMORY_STATE_CONSOLIDATED:
-        return f"{HINT_CONSOLIDATED} {record.consolidated_into}" if record.consolidated_into else HINT_CONSOLIDATED
-    if state == memory_pb2.MEMORY_STATE_ARCHIVED:
-        return HINT_ARCHIVED
-    return HINT_CURRENT
+            parts.append(("superseded_by", {"id": record.superseded_by}))
+    elif state == memory_pb2.MEMORY_STATE_CONSOLIDATED:
+        parts.append(("consolidated", {"id": record.consolidated_into}))
+    elif record.demoted_by:
+        parts.append(("counter_example", {"id": record.demoted_by}))
+    elif record.kind == memory_pb2.MEMORY_KIND_ABSTRACTION and record.members:
+        parts.append(("pattern", {"n": len(record.members)}))
+    elif state == memory_pb2.MEMORY_STATE_ARCHIVED:
+        parts.append(("archived", {}))
+    else:
+        parts.append(("current", {}))
+    if framework_version and record.framework_version != framework_version:
+        parts.append(("old_framework", {"version": record.framework_version or "unversioned"}))
+    return parts
+
+
+def render_hint(parts: HintParts, language: str = "en") -> str:
+    """The hint text of ``parts`` in ``language`` ("en" or "zh")."""
+    column = LANGUAGES.index(language)
+    return _SEPARATOR[language].join(_TEXTS[key][column].format(**args) for key, args in parts)
+
+
+def hint_for(record: memory_pb2.Memory, query: RecallQuery, framework_version: str = "", language: str = "en") -> str:
+    """The reading hint of ``record`` in the answer to ``query``."""
+    return render_hint(hint_keys(record, query, framework_version), language)

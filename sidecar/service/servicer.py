@@ -18,11 +18,13 @@ from grpc_status import rpc_status
 
 from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc
 
-from ..domain import NewMemory
+from ..domain import NewMemory, RecallQuery
 from ..engine import Engine, Written
 from ..errors import InvalidArgument, MemevoError, NotFound, Unavailable, Unimplemented
 from ..governance.daemon import GovernanceDaemon
 from ..perception.feedback import is_finite_reward
+from ..retrieval.context import build_context
+from ..retrieval.hints import LANGUAGES
 from ..retrieval.recall import Recaller
 from ..store.vector_index import normalize_rows
 from . import validation
@@ -31,6 +33,9 @@ from .validation import Violations
 log = logging.getLogger(__name__)
 
 ERROR_DOMAIN = "memevo.dev"
+DEFAULT_TOKEN_BUDGET = 2_000
+MAX_TOKEN_BUDGET = 200_000
+CONTEXT_CANDIDATES = 50
 STREAM_CHUNK_ITEMS = 512
 
 Request = TypeVar("Request")
@@ -130,6 +135,21 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             has_embedder=self.engine.embedder is not None,
             request_id=request_id,
         )
+
+    def _recall_query(self, v: Violations, request: memory_service_pb2.RecallRequest) -> RecallQuery:
+        """Validate a recall (raising every violation in ``v`` too) and embed its text if needed."""
+        query, text = validation.recall_query(
+            v,
+            request,
+            dimension=self.engine.dimension,
+            limits=self.engine.limits,
+            has_embedder=self.engine.embedder is not None,
+        )
+        assert query is not None
+        vector = self.engine.embed([text])[0] if text else query.vector
+        unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
+        self.engine.note_turn(query.turn)
+        return dataclasses.replace(query, vector=unit)
 
     # ---- writes -----------------------------------------------------------------------------
 
@@ -252,19 +272,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     def Recall(
         self, request: memory_service_pb2.RecallRequest, context: grpc.ServicerContext
     ) -> memory_service_pb2.RecallResponse:
-        v = Violations()
-        query, text = validation.recall_query(
-            v,
-            request,
-            dimension=self.engine.dimension,
-            limits=self.engine.limits,
-            has_embedder=self.engine.embedder is not None,
-        )
-        assert query is not None
-        vector = self.engine.embed([text])[0] if text else query.vector
-        unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
-        query = dataclasses.replace(query, vector=unit)
-        self.engine.note_turn(query.turn)
+        query = self._recall_query(Violations(), request)
         hits = self.recaller.recall(query)
         retrieval_id = self.engine.record_retrieval([h.memory.id for h in hits], query.turn)
         response = memory_service_pb2.RecallResponse(retrieval_id=retrieval_id)
@@ -319,8 +327,42 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     # ---- not built yet ----------------------------------------------------------------------
 
     @unary
-    def BuildContext(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("BuildContext")
+    def BuildContext(
+        self, request: memory_service_pb2.BuildContextRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.BuildContextResponse:
+        v = Violations()
+        as_recall = memory_service_pb2.RecallRequest(
+            query=request.query,
+            query_vector=request.query_vector,
+            k=CONTEXT_CANDIDATES,
+            filter=request.filter,
+            mode=request.mode,
+        )
+        if request.HasField("as_of"):
+            as_recall.as_of.CopyFrom(request.as_of)
+        if request.HasField("turn"):
+            as_recall.turn = request.turn
+        budget = request.token_budget or DEFAULT_TOKEN_BUDGET
+        if budget > MAX_TOKEN_BUDGET:
+            v.add("token_budget", f"{budget}; at most {MAX_TOKEN_BUDGET}")
+        language = request.language or "en"
+        if language not in LANGUAGES:
+            v.add("language", f"{language!r}; one of {', '.join(LANGUAGES)}")
+        query = self._recall_query(v, as_recall)
+        built = build_context(
+            self.recaller,
+            query,
+            token_budget=budget,
+            language=language,
+            framework_version=self.engine.framework_version,
+        )
+        retrieval_id = self.engine.record_retrieval([line.hit.memory.id for line in built.lines], query.turn)
+        response = memory_service_pb2.BuildContextResponse(
+            text=built.text, tokens_used=built.tokens, retrieval_id=retrieval_id
+        )
+        for line in built.lines:
+            response.items.add(memory=line.hit.memory, group=line.group, hint=line.hint, tokens=line.tokens)
+        return response
 
     @unary
     def ReportOutcome(
