@@ -1,0 +1,210 @@
+"""BuildContext and ranked recall over gRPC: hints, budgets, as_of and history, lexical matches, outcomes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import Sidecar, start_sidecar
+from google.protobuf.timestamp_pb2 import Timestamp
+from helpers import pack, stub
+
+from memevo.sidecar.retrieval.tokens import estimate_tokens
+from memevo.v1 import memory_pb2, memory_service_pb2
+
+pytestmark = pytest.mark.integration
+
+FACT = memory_pb2.MEMORY_KIND_FACT
+PREFERENCE = memory_pb2.MEMORY_KIND_PREFERENCE
+STRATEGY = memory_pb2.MEMORY_KIND_STRATEGY
+EPISODE = memory_pb2.MEMORY_KIND_EPISODE
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
+    process = start_sidecar(tmp_path_factory.mktemp("context"), "--sweep-interval-s", "0")
+    yield process
+    process.stop()
+
+
+def around(seed: int, noise: float = 0.05) -> bytes:
+    """A vector near the seed's direction (seeds pick topics)."""
+    rng = np.random.default_rng(seed)
+    base = np.random.default_rng(1000 + seed // 10).normal(size=8)
+    return pack(base + rng.normal(scale=noise, size=8))
+
+
+def remember(service: Any, namespace: str, text: str, vector: bytes, **fields: Any) -> memory_pb2.Memory:
+    memory = memory_pb2.MemoryInput(content=text, vector=vector, namespace=namespace, **fields)
+    return service.Remember(memory_service_pb2.RememberRequest(memory=memory)).result.memory
+
+
+def context(service: Any, namespace: str, vector: bytes, **fields: Any) -> memory_service_pb2.BuildContextResponse:
+    request = memory_service_pb2.BuildContextRequest(
+        query_vector=vector, filter=memory_service_pb2.RecallFilter(namespace=namespace), **fields
+    )
+    return service.BuildContext(request)
+
+
+def hints_by_content(response: memory_service_pb2.BuildContextResponse) -> dict[str, str]:
+    return {item.memory.content: item.hint for item in response.items}
+
+
+def test_current_and_superseded_hints_in_both_languages(sidecar: Sidecar) -> None:
+    service = stub(sidecar.unix_target)
+    ns = "ctx-hints"
+    old = remember(
+        service,
+        ns,
+        "Bob prefers tea",
+        around(10),
+        entity="user:bob",
+        kind=PREFERENCE,
+        fact=memory_pb2.Fact(attribute="drink", value="tea"),
+        valid_from=Timestamp(seconds=1_000),
+    )
+    new = remember(
+        service,
+        ns,
+        "Bob prefers coffee",
+        around(11),
+        entity="user:bob",
+        kind=PREFERENCE,
+        fact=memory_pb2.Fact(attribute="drink", value="coffee"),
+        valid_from=Timestamp(seconds=2_000),
+    )
+    current = context(service, ns, around(10))
+    assert hints_by_content(current) == {"Bob prefers coffee": "current"}
+    assert "Bob prefers tea" not in current.text
+    history = context(service, ns, around(10), mode=memory_service_pb2.RECALL_MODE_HISTORY)
+    hints = hints_by_content(history)
+    assert hints["Bob prefers tea"] == (
+        f"historical reference — the situation may have changed; superseded by memory {new.id}"
+    )
+    chinese = context(service, ns, around(10), mode=memory_service_pb2.RECALL_MODE_HISTORY, language="zh")
+    assert hints_by_content(chinese)["Bob prefers tea"] == f"历史参考——情况可能已经变化；已被记忆 {new.id} 取代"
+    assert chinese.text.startswith("相关记忆:")
+    assert "## 事实" in chinese.text
+    as_of = context(service, ns, around(10), as_of=Timestamp(seconds=1_500))
+    assert hints_by_content(as_of) == {"Bob prefers tea": "valid at the requested time, replaced since"}
+    assert old.id in [item.memory.id for item in as_of.items]
+
+
+def test_groups_and_strategy_counter_example_and_framework_hints(sidecar: Sidecar) -> None:
+    service = stub(sidecar.unix_target)
+    ns = "ctx-groups"
+    remember(service, ns, "The API gateway runs on port 8443", around(20), kind=FACT)
+    older = remember(
+        service, ns, "Deploy by copying files with rsync", around(21), kind=STRATEGY, task_signature="deploy"
+    )
+    newer = remember(
+        service, ns, "Deploy with the container pipeline", around(22), kind=STRATEGY, task_signature="deploy"
+    )
+    remember(service, ns, "Last Tuesday's deploy broke the gateway", around(23), kind=EPISODE)
+    for _ in range(8):
+        for memory_id, outcome in (
+            (older.id, memory_service_pb2.OUTCOME_FAILURE),
+            (newer.id, memory_service_pb2.OUTCOME_SUCCESS),
+        ):
+            service.ReportOutcome(memory_service_pb2.ReportOutcomeRequest(outcome=outcome, used_memory_ids=[memory_id]))
+    response = context(service, ns, around(20, noise=1.0))
+    groups = [item.group for item in response.items]
+    assert groups == sorted(groups, key=["facts", "strategies", "patterns", "episodes"].index)
+    assert {"facts", "strategies", "episodes"} <= set(groups)
+    hints = hints_by_content(response)
+    assert hints["Deploy by copying files with rsync"] == (
+        f"historical reference / counter-example (strategy {newer.id} did better)"
+    )
+    assert hints["Deploy with the container pipeline"] == "current"
+    assert response.text.index("## Facts") < response.text.index("## Strategies") < response.text.index("## Episodes")
+    service.DeclareFramework(memory_service_pb2.DeclareFrameworkRequest(version="planner-v2"))
+    later = remember(service, ns, "The gateway moved to port 9443", around(24), kind=FACT)
+    flagged = hints_by_content(context(service, ns, around(20, noise=1.0)))
+    assert flagged["The API gateway runs on port 8443"] == "current; formed under an older framework (unversioned)"
+    assert flagged[later.content] == "current"
+
+
+@pytest.mark.parametrize("budget", [1, 8, 25, 60, 200, 5_000])
+def test_the_budget_is_never_exceeded(sidecar: Sidecar, budget: int) -> None:
+    service = stub(sidecar.unix_target)
+    ns = f"ctx-budget-{budget}"
+    rng = np.random.default_rng(budget)
+    words = ["alpha", "gateway", "deploy", "東京", "port", "8443", "retry", "timeout", "Zürich", "build"]
+    for i in range(40):
+        text = " ".join(rng.choice(words, size=int(rng.integers(3, 30))))
+        remember(service, ns, f"{i}: {text}", around(30 + i % 3, noise=0.3), kind=[FACT, STRATEGY, EPISODE][i % 3])
+    response = context(service, ns, around(30), token_budget=budget)
+    assert response.tokens_used <= budget
+    assert estimate_tokens(response.text) == response.tokens_used
+    assert sum(item.tokens for item in response.items) <= budget
+    if budget >= 200:
+        assert len(response.items) >= 3
+    if budget == 1:
+        assert response.text == ""
+        assert not response.items
+
+
+def test_the_retrieval_id_of_a_context_takes_outcome_feedback(sidecar: Sidecar) -> None:
+    service = stub(sidecar.unix_target)
+    ns = "ctx-outcome"
+    placed = remember(service, ns, "Use the staging database for migrations", around(40), kind=STRATEGY)
+    response = context(service, ns, around(40))
+    assert [item.memory.id for item in response.items] == [placed.id]
+    updated = service.ReportOutcome(
+        memory_service_pb2.ReportOutcomeRequest(
+            retrieval_id=response.retrieval_id, outcome=memory_service_pb2.OUTCOME_SUCCESS
+        )
+    )
+    assert updated.updated_count == 1
+    after = service.Get(memory_service_pb2.GetRequest(ids=[placed.id])).memories[0]
+    assert after.successes == 1.0
+    assert after.confidence > placed.confidence
+
+
+def test_bad_context_requests_are_refused(sidecar: Sidecar) -> None:
+    import grpc
+    from helpers import bad_fields
+
+    service = stub(sidecar.unix_target)
+    for fields, name in (
+        ({"language": "fr"}, "language"),
+        ({"token_budget": 10_000_000}, "token_budget"),
+    ):
+        with pytest.raises(grpc.RpcError) as caught:
+            context(service, "ctx-bad", around(1), **fields)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert bad_fields(caught.value) == [name]
+
+
+@pytest.fixture
+def text_sidecar(tmp_path: Path) -> Iterator[Sidecar]:
+    process = start_sidecar(tmp_path / "data", "--sweep-interval-s", "0", embedder="local")
+    yield process
+    process.stop()
+
+
+def test_names_and_numbers_are_found_by_words(text_sidecar: Sidecar) -> None:
+    """The lexical signal: an exact identifier wins over texts that are merely about the same topic."""
+    service = stub(text_sidecar.unix_target)
+    texts = [
+        "The invoice service listens on port 8080 in staging.",
+        "The invoice service listens on port 9090 in production.",
+        "Invoices are generated nightly by the billing service.",
+        "The billing team owns invoice templates.",
+        "Port numbers for services are documented in the wiki.",
+    ]
+    ids = [
+        service.Remember(
+            memory_service_pb2.RememberRequest(memory=memory_pb2.MemoryInput(content=t, kind=FACT))
+        ).result.memory.id
+        for t in texts
+    ]
+    found = service.Recall(memory_service_pb2.RecallRequest(query="which service uses port 9090?", k=3)).memories
+    assert found[0].memory.id == ids[1]
+    diverse = service.Recall(
+        memory_service_pb2.RecallRequest(query="invoice service port", k=2, diversity=0.7)
+    ).memories
+    assert len({m.memory.id for m in diverse}) == 2
