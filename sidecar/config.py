@@ -72,6 +72,8 @@ class GovernanceConfig:
     """Seconds between scheduled sweeps; 0 turns them off (Govern still sweeps on demand)."""
     checkpoint_interval_s: float = 5.0
     """Seconds between checkpoints of access statistics: a crash loses at most this much of them."""
+    retrieval_ttl_s: float = 7 * 86_400.0
+    """How long a retrieval id accepts ReportOutcome; older retrieval records are deleted."""
 
 
 @dataclass(frozen=True, kw_only=True)

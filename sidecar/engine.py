@@ -604,9 +604,15 @@ class Engine:
         Written without fsync and outside the committer: losing the last few
         retrievals in a crash only means their outcomes cannot be reported.
         """
-        retrieval_id = uuid.uuid4().hex
+        # Time-ordered ids (milliseconds first) let expired records go in one range delete.
+        retrieval_id = f"{int(now_s() * 1000):012x}{uuid.uuid4().hex[:12]}"
         self.store.put_unsynced(CF_RETRIEVALS, retrieval_id.encode(), pack_retrieval(ids, now_s(), turn))
         return retrieval_id
+
+    def expire_retrievals(self, older_than_s: float) -> None:
+        """Forget retrieval records older than ``older_than_s`` seconds: their outcomes can no longer be reported."""
+        cutoff = f"{int((now_s() - older_than_s) * 1000):012x}".encode()
+        self.store.delete_range_unsynced(CF_RETRIEVALS, b"", cutoff)
 
     def retrieval(self, retrieval_id: str) -> list[int] | None:
         """The ids a retrieval returned, or None when it is unknown."""

@@ -78,6 +78,7 @@ class GovernanceDaemon:
         ids = self.engine.columns.take_accessed()
         if ids or self.engine.current_turn:
             self.engine.checkpoint_statistics(ids)
+        self.engine.expire_retrievals(self.config.retrieval_ttl_s)
         return len(ids)
 
     def sweep(self, trigger: str, *, dry_run: bool = False, namespace: str = "") -> memory_service_pb2.SweepStats:

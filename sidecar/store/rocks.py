@@ -304,6 +304,10 @@ class RocksStore:
         """Write without fsync, outside the committer: for data a crash may lose (retrieval records)."""
         self._cfs[cf].put(key, value, self._unsynced)
 
+    def delete_range_unsynced(self, cf: str, begin: bytes, end: bytes) -> None:
+        """Delete keys in [begin, end) without fsync, outside the committer (expiring retrieval records)."""
+        self._cfs[cf].delete_range(begin, end, self._unsynced)
+
     def iterate(self, cf: str, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Key/value pairs in key order, from ``start`` (inclusive) to ``stop`` (exclusive)."""
         it = self._cfs[cf].iter()
