@@ -25,6 +25,13 @@ _TEXTS: dict[str, tuple[str, str]] = {
 }
 _SEPARATOR = {"en": "; ", "zh": "；"}
 
+# The English texts by name, for callers that match hints (tests, clients that branch on them).
+HINT_CURRENT = _TEXTS["current"][0]
+HINT_AS_OF = _TEXTS["as_of"][0]
+HINT_HISTORICAL = _TEXTS["historical"][0]
+HINT_COUNTER_EXAMPLE = "historical reference / counter-example"
+HINT_OLD_FRAMEWORK = "formed under an older framework"
+
 
 HintParts = list[tuple[str, dict[str, object]]]
 """A hint as (text key, format arguments), rendered per language by render_hint."""
