@@ -37,7 +37,7 @@ from .perception.feedback import (
     unpack_retrieval,
 )
 from .policy import PerceptionSettings, default_policy, validate_policy
-from .retrieval.lexical import LexicalIndex
+from .retrieval.lexical import NamespacedLexicalIndex
 from .store.columns import STATE_EVICTED, MemoryColumns
 from .store.rocks import (
     CF_CHANGELOG,
@@ -126,7 +126,7 @@ class Engine:
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
         self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy))
-        self.lexical = LexicalIndex()
+        self.lexical = NamespacedLexicalIndex()
         self.strategies: dict[tuple[str, str], list[int]] = {}
         """(namespace, task_signature) -> ids of its STRATEGY memories."""
         self._closed = False
@@ -141,7 +141,7 @@ class Engine:
         for _, value in self.store.iterate(CF_MEMORIES):
             record.ParseFromString(value)
             self.columns.set_record(record)
-            self.lexical.add(record.id, record.content)
+            self.lexical.add(record.namespace, record.id, record.content)
             if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
 
@@ -320,7 +320,7 @@ class Engine:
             for record in new_strategies:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
             for memory_id in fresh_ids:
-                self.lexical.add(memory_id, changed[memory_id].content)
+                self.lexical.add(changed[memory_id].namespace, memory_id, changed[memory_id].content)
             # A restatement counts as one more use of the memory it confirms.
             self.columns.record_access(np.asarray(confirmed, dtype=np.int64), now, turn)
             self.index.add(ids, fresh_vectors)
@@ -494,10 +494,10 @@ class Engine:
                         record.state,
                         valid_to=from_timestamp(record.valid_to) if record.HasField("valid_to") else None,
                     )
-                evicted = [r.id for r in changed if r.state == STATE_EVICTED]
-                for memory_id in evicted:
-                    self.lexical.remove(memory_id)
-                self.index.remove(np.asarray(evicted, dtype=np.int64))
+                evicted = [r for r in changed if r.state == STATE_EVICTED]
+                for record in evicted:
+                    self.lexical.remove(record.namespace, record.id)
+                self.index.remove(np.asarray([r.id for r in evicted], dtype=np.int64))
 
             txn.on_commit(publish)
             return forgotten, missing
@@ -565,10 +565,10 @@ class Engine:
                         self.columns.set_state(record.id, STATE_EVICTED)
                     else:
                         self.columns.set_record(record)
-                evicted = [r.id for r in changed if r.state == STATE_EVICTED]
-                for memory_id in evicted:
-                    self.lexical.remove(memory_id)
-                self.index.remove(np.asarray(evicted, dtype=np.int64))
+                evicted = [r for r in changed if r.state == STATE_EVICTED]
+                for record in evicted:
+                    self.lexical.remove(record.namespace, record.id)
+                self.index.remove(np.asarray([r.id for r in evicted], dtype=np.int64))
 
             txn.on_commit(publish)
             return len(changed)
@@ -789,7 +789,7 @@ class Engine:
                 self.columns.set_record(old)
                 self.columns.set_record(new)
                 if fresh and vectors is not None:
-                    self.lexical.add(new.id, new.content)
+                    self.lexical.add(new.namespace, new.id, new.content)
                     self.index.add(np.asarray([new.id], dtype=np.int64), vectors)
 
             txn.on_commit(publish)

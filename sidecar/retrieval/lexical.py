@@ -172,3 +172,38 @@ class LexicalIndex:
         totals = np.zeros(unique.size, dtype=np.float32)
         np.add.at(totals, inverse, scores)
         return unique, totals
+
+
+class NamespacedLexicalIndex:
+    """One BM25 index per namespace: word rarity and document length are a tenant's own.
+
+    A name that is rare across all tenants but common in one conversation must
+    not dominate that conversation's ranking.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._indexes: dict[str, LexicalIndex] = {}
+
+    def _index(self, namespace: str) -> LexicalIndex:
+        with self._lock:
+            index = self._indexes.get(namespace)
+            if index is None:
+                index = self._indexes[namespace] = LexicalIndex()
+            return index
+
+    def add(self, namespace: str, memory_id: int, text: str) -> None:
+        """Index ``text`` under ``memory_id`` in ``namespace``."""
+        self._index(namespace).add(memory_id, text)
+
+    def remove(self, namespace: str, memory_id: int) -> None:
+        """Forget a deleted memory's length in its namespace."""
+        self._index(namespace).remove(memory_id)
+
+    def search(self, namespace: str, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Ids of ``namespace`` matching a query word, with BM25 scores."""
+        with self._lock:
+            index = self._indexes.get(namespace)
+        if index is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return index.search(query)

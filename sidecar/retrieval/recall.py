@@ -33,6 +33,8 @@ IdArray = npt.NDArray[np.int64]
 MAX_OVERFETCH_ROUNDS = 4
 DEMOTED_FACTOR = 0.5
 """A strategy demoted by a better one ranks as if half as similar."""
+INCONSISTENCY_PENALTY = 0.5
+"""Share of the score a fully contradicted memory (inconsistency 1) loses."""
 LEXICAL_WEIGHT = 0.3
 """Share of the word-match (BM25) signal in a candidate's match when the query has text."""
 TRUST_FLOOR = 0.75
@@ -154,6 +156,8 @@ class Recaller:
                 continue
             trust = min(1.0, max(0.0, 0.6 * record.scores.accuracy + 0.4 * min(record.scores.relevance, 1.0)))
             score = matched * (TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust)
+            # A newer near-duplicate disagrees with it: likely stale, so it yields to the newer one.
+            score *= 1.0 - INCONSISTENCY_PENALTY * min(record.inconsistency, 1.0)
             if record.demoted_by:
                 score *= DEMOTED_FACTOR
             hits.append(Hit(record, float(similarity), float(score), hint_for(record, query, framework)))
@@ -169,7 +173,7 @@ class Recaller:
     ) -> tuple[IdArray, npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         """Add the best word matches to the vector candidates; returns ids, cosines and BM25 scores."""
         columns = self.engine.columns
-        lex_ids, lex_scores = self.engine.lexical.search(query.text)
+        lex_ids, lex_scores = self.engine.lexical.search(query.namespace, query.text)
         inside = lex_ids < columns.size
         lex_ids, lex_scores = lex_ids[inside], lex_scores[inside]
         keep = _mask(columns, lex_ids, flt)
