@@ -87,7 +87,6 @@ def test_reflection_describes_the_service(shared_sidecar: Sidecar) -> None:
 # ---- not built yet --------------------------------------------------------------------------
 
 UNIMPLEMENTED_UNARY: list[tuple[str, Any]] = [
-    ("BuildContext", memory_service_pb2.BuildContextRequest(query_vector=vec(1))),
     ("Unconsolidate", memory_service_pb2.UnconsolidateRequest(abstraction_id=1)),
 ]
 
