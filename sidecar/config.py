@@ -60,7 +60,7 @@ class IndexConfig:
     """Vectors per usearch add() call: a concurrent search waits for one call (~15 ms at 8 on 1 thread)."""
     save_interval_s: float = 300.0
     """Seconds between index saves while there are changes; also saved at shutdown."""
-    exact_scan_limit: int = 4096
+    exact_scan_limit: int = 1024
     """Filters matching at most this many memories are answered by an exact scan."""
 
 

@@ -217,7 +217,7 @@ class Recaller:
         total = int(index.graph_count + index.tail_count)
         selective = flt.narrows or len(columns.namespaces) > 1
         passing: IdArray | None = None
-        if selective:
+        if selective:  # the candidates are a subset: list them from the namespace's or entity's ids
             passing = self._passing(flt)
             if passing.size <= self.engine.config.index.exact_scan_limit:
                 return passing, self._exact_similarities(passing, unit)
@@ -239,9 +239,11 @@ class Recaller:
         return passing, self._exact_similarities(passing, unit)
 
     def _passing(self, flt: _Filter) -> IdArray:
-        """Every id that passes the filter (a scan over the columns, no vectors)."""
-        all_ids = np.arange(1, self.engine.columns.size, dtype=np.int64)
-        return all_ids[_mask(self.engine.columns, all_ids, flt)]
+        """Every id that passes the filter: a scan of the entity's or namespace's ids, no vectors."""
+        columns = self.engine.columns
+        ids = columns.entity_ids(flt.entity) if flt.entity is not None else columns.namespace_ids(flt.namespace)
+        ids = ids[ids < columns.size]
+        return ids[_mask(columns, ids, flt)]
 
     def _exact_similarities(self, ids: IdArray, unit: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Cosine similarity of each id's vector to the query, exactly."""
@@ -253,10 +255,11 @@ class Recaller:
         """Unit vectors of ids, from the fresh tail, the graph or RocksDB, wherever each is."""
         tail_ids, tail_vectors = self.engine.index.tail_snapshot()
         vectors = np.empty((ids.size, self.engine.dimension), dtype=np.float32)
-        in_tail = np.isin(ids, tail_ids)
+        slots = np.searchsorted(tail_ids, ids)
+        in_tail = slots < tail_ids.size
+        in_tail[in_tail] = tail_ids[slots[in_tail]] == ids[in_tail]
         if in_tail.any():
-            position = {int(i): row for row, i in enumerate(tail_ids)}
-            vectors[in_tail] = tail_vectors[[position[int(i)] for i in ids[in_tail]]]
+            vectors[in_tail] = tail_vectors[slots[in_tail]]
         rest = ~in_tail
         if rest.any():
             rest_ids = ids[rest]

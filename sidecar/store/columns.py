@@ -9,6 +9,7 @@ kept only for the memories that have them.
 from __future__ import annotations
 
 import threading
+from array import array
 
 import numpy as np
 import numpy.typing as npt
@@ -138,6 +139,8 @@ class MemoryColumns:
         self.tags: dict[int, frozenset[str]] = {}
         self.vector_bytes = vector_bytes
         self.accessed: set[int] = set()
+        self._by_namespace: dict[int, array[int]] = {}
+        self._by_entity: dict[int, array[int]] = {}
         """Ids whose access statistics changed since the last checkpoint."""
         self._size = 1  # slot 0 is never a memory
         self._allocate(max(capacity, 16))
@@ -164,9 +167,14 @@ class MemoryColumns:
                 while capacity <= memory_id:
                     capacity *= 2
                 self._allocate(capacity)
+            new_row = self.state[memory_id] == STATE_UNSPECIFIED
             self.kind[memory_id] = record.kind
             self.namespace[memory_id] = self.namespaces.code(record.namespace)
             self.entity[memory_id] = self.entities.code(record.entity) if record.entity else NO_CODE
+            if new_row:  # ids never change namespace or entity: list each once
+                self._by_namespace.setdefault(int(self.namespace[memory_id]), array("Q")).append(memory_id)
+                if record.entity:
+                    self._by_entity.setdefault(int(self.entity[memory_id]), array("Q")).append(memory_id)
             self.framework[memory_id] = self.frameworks.code(record.framework_version)
             self.valid_from[memory_id] = _seconds(record.valid_from)
             self.valid_to[memory_id] = _seconds(record.valid_to) if record.HasField("valid_to") else np.nan
@@ -227,6 +235,18 @@ class MemoryColumns:
         with self.lock:
             ids, self.accessed = sorted(self.accessed), set()
         return ids
+
+    def namespace_ids(self, code: int) -> npt.NDArray[np.int64]:
+        """Every id ever stored in a namespace (evicted ones included: filter by state)."""
+        with self.lock:
+            ids = self._by_namespace.get(code)
+            return np.frombuffer(ids, dtype=np.uint64).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)
+
+    def entity_ids(self, code: int) -> npt.NDArray[np.int64]:
+        """Every id ever stored about an entity (any namespace, evicted ones included)."""
+        with self.lock:
+            ids = self._by_entity.get(code)
+            return np.frombuffer(ids, dtype=np.uint64).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)
 
     def live_ids(self) -> npt.NDArray[np.int64]:
         """Ids of every memory that is not evicted."""

@@ -99,6 +99,7 @@ class VectorIndex:
         self._tail_ids: list[IdArray] = []
         self._tail_vectors: list[FloatMatrix] = []
         self._tail_count = 0
+        self._snapshot: tuple[IdArray, FloatMatrix] | None = None
         self._pending_removals: list[int] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -212,6 +213,7 @@ class VectorIndex:
             self._tail_ids.append(ids.astype(np.int64))
             self._tail_vectors.append(unit)
             self._tail_count += int(ids.size)
+            self._snapshot = None
         self._wake.set()
 
     def remove(self, ids: IdArray) -> None:
@@ -225,6 +227,7 @@ class VectorIndex:
                     self._tail_ids[position] = chunk[keep]
                     self._tail_vectors[position] = self._tail_vectors[position][keep]
             self._tail_count = sum(int(c.size) for c in self._tail_ids)
+            self._snapshot = None
             self._pending_removals.extend(int(i) for i in ids)
         self._wake.set()
 
@@ -263,11 +266,18 @@ class VectorIndex:
         return Matches(unique_ids, sims[first])
 
     def tail_snapshot(self) -> tuple[IdArray, FloatMatrix]:
-        """Every tail id and its unit vector (for exact scans)."""
+        """Every tail id (ascending) and its unit vector, for exact scans; cached until the tail changes."""
         with self._tail_lock:
-            if not self._tail_ids:
-                return np.zeros(0, dtype=np.int64), np.zeros((0, self.dimension), dtype=np.float32)
-            return np.concatenate(self._tail_ids), np.concatenate(self._tail_vectors)
+            if self._snapshot is None:
+                if not self._tail_ids:
+                    self._snapshot = np.zeros(0, dtype=np.int64), np.zeros((0, self.dimension), dtype=np.float32)
+                else:
+                    ids, vectors = np.concatenate(self._tail_ids), np.concatenate(self._tail_vectors)
+                    if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+                        order = np.argsort(ids, kind="stable")
+                        ids, vectors = ids[order], vectors[order]
+                    self._snapshot = ids, vectors
+            return self._snapshot
 
     def graph_vectors(self, ids: IdArray) -> FloatMatrix:
         """Unit vectors of ids that are in the graph (rows in ``ids`` order)."""
@@ -338,6 +348,7 @@ class VectorIndex:
                 self._tail_ids.pop(0)
                 self._tail_vectors.pop(0)
             self._tail_count = sum(int(c.size) for c in self._tail_ids)
+            self._snapshot = None
         return True
 
     def _insert(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix) -> None:
