@@ -1,0 +1,86 @@
+"""What the public kernel wrappers share: argument checks (ValueError saying what to pass instead) and launching."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Iterator
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from memevo.kernels.params import CHUNK, N_PARAMS, validate_params
+
+_LAUNCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def kernel_launch(n: int) -> Iterator[None]:
+    """Run the parallel kernel called inside this block on ``n`` items: one launch at a time, one thread if small.
+
+    One at a time: each launch already uses every core, so queueing costs nothing, and numba's fallback
+    "workqueue" threading layer aborts the process on concurrent launches (gRPC threads and the governance
+    daemon may call kernels at once). Waiting releases the GIL. One thread for a single chunk: it has no
+    parallel work anyway, and waking the other threads costs up to tens of ms when the cores are busy
+    (p99 48 ms against 6 ms for a 20-item call on this machine under load).
+    """
+    with _LAUNCH_LOCK:
+        if n > CHUNK:
+            yield
+            return
+        previous = numba.get_num_threads()
+        numba.set_num_threads(1)  # thread-local in numba: other threads keep their setting
+        try:
+            yield
+        finally:
+            numba.set_num_threads(previous)
+
+
+def check_column(name: str, array: object, dtype: type[np.generic], length: int | None) -> int:
+    """The length of ``array`` once it is a 1-D C-contiguous array of ``dtype`` (and ``length``, if given)."""
+    want = np.dtype(dtype).name
+    fix = f"pass np.ascontiguousarray({name}, dtype=np.{want})"
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"{name} must be a numpy array of {want}, not {type(array).__name__}: {fix}")
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one entry per slot), not of shape {array.shape}")
+    if array.dtype != dtype:
+        raise ValueError(f"{name} must be {want}, not {array.dtype}: {fix}")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (a strided view was given): {fix}")
+    if length is not None and array.shape[0] != length:
+        raise ValueError(f"{name} has {array.shape[0]} entries but the first column has {length}: pass equal lengths")
+    return int(array.shape[0])
+
+
+def check_output(name: str, array: object, dtype: type[np.generic], length: int) -> None:
+    """Check an ``out`` array: like a column, and writable."""
+    check_column(name, array, dtype, length)
+    assert isinstance(array, np.ndarray)
+    if not array.flags.writeable:
+        raise ValueError(f"{name} is read-only: pass a writable array (or no out)")
+
+
+def check_scalar(name: str, value: object, *, positive: bool) -> float:
+    """``value`` as a float once it is a finite real number (and > 0 when ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a finite number, not {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be finite, not {result}")
+    if positive and result <= 0:
+        raise ValueError(f"{name} must be > 0, not {result}")
+    return result
+
+
+def check_params(params: object) -> npt.NDArray[np.float64]:
+    """``params`` once it is a valid C-contiguous policy matrix (see ``validate_params``)."""
+    problems = validate_params(params)
+    if problems:
+        raise ValueError("invalid params (start from default_params()): " + "; ".join(problems))
+    assert isinstance(params, np.ndarray)
+    if not params.flags.c_contiguous:
+        raise ValueError(f"params must be C-contiguous: pass np.ascontiguousarray(params) of shape (n, {N_PARAMS})")
+    return params

@@ -1,0 +1,131 @@
+"""The obvious NumPy version of every kernel in memevo.kernels, for the tests and benchmarks to compare against.
+
+Written for clarity, in float64, one whole-array expression per step: no
+chunks, no float32 tricks, no polynomial approximations. The rules (NaN
+handling, clipping, fallbacks) are the kernels' documented ones.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from memevo.kernels import params as kp
+from memevo.kernels.lifecycle import N_STATES, STATE_ACTIVE, STATE_ARCHIVED, STATE_EVICTED
+
+F64 = npt.NDArray[np.float64]
+
+
+class NaiveScores(NamedTuple):
+    """Float64 twin of memevo.kernels.value.Scores."""
+
+    accuracy: F64
+    relevance: F64
+    utility: F64
+    cost: F64
+    value: F64
+
+
+def _row_of(kind: npt.NDArray[np.uint8], params: F64) -> npt.NDArray[np.intp]:
+    k = kind.astype(np.intp)
+    return np.where(k < params.shape[0], k, 0)
+
+
+def compute_scores(
+    confidence: npt.NDArray[np.float32],
+    successes: npt.NDArray[np.float32],
+    failures: npt.NDArray[np.float32],
+    inconsistency: npt.NDArray[np.float32],
+    last_access: F64,
+    created: F64,
+    access_count: npt.NDArray[np.uint32],
+    importance: npt.NDArray[np.uint8],
+    content_bytes: npt.NDArray[np.uint32],
+    uniqueness: npt.NDArray[np.float32],
+    stored_bytes: npt.NDArray[np.uint32],
+    kind: npt.NDArray[np.uint8],
+    now: float,
+    cost_budget_bytes: float,
+    params: F64,
+) -> NaiveScores:
+    """Reference for memevo.kernels.value.compute_scores."""
+    row = params[_row_of(kind, params)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        reference = np.where(np.isfinite(last_access), last_access, created)
+        dt = now - reference
+        dt = np.where(np.isfinite(reference) & (dt > 0), dt, 0.0)
+
+        c = np.clip(np.nan_to_num(confidence.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+        floor = row[:, kp.CONFIDENCE_FLOOR]
+        decayed = floor + (c - floor) * np.exp2(-dt / row[:, kp.CONFIDENCE_DECAY_HALF_LIFE])
+        c_eff = np.where(c > floor, decayed, c)
+        s = np.where(np.isnan(successes), 0.0, successes.astype(np.float64))
+        f = np.where(np.isnan(failures), 0.0, failures.astype(np.float64))
+        feedback = s - f
+        feedback = np.where(np.isnan(feedback), 0.0, feedback)
+        sigmoid = 1.0 / (1.0 + np.exp(-feedback))
+        inc = np.clip(np.nan_to_num(inconsistency.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+        accuracy = np.clip(
+            row[:, kp.W_CONFIDENCE] * c_eff + row[:, kp.W_FEEDBACK] * sigmoid - row[:, kp.W_INCONSISTENCY] * inc,
+            0.0,
+            1.0,
+        )
+
+    relevance = np.exp(-np.log(2.0) * dt / row[:, kp.HALF_LIFE]) + row[:, kp.ACCESS_WEIGHT] * np.log1p(
+        access_count.astype(np.float64)
+    )
+
+    given = (importance >= 1) & (importance <= 10)
+    proxy = np.minimum(1.0, np.log1p(content_bytes.astype(np.float64)) / np.log1p(kp.LENGTH_PROXY_BYTES))
+    density = np.where(given, importance / 10.0, proxy)
+    u = uniqueness.astype(np.float64)
+    u = np.where(np.isnan(u), kp.UNMEASURED_UNIQUENESS, np.clip(u, 0.0, 1.0))
+    utility = density * u
+
+    cost = stored_bytes.astype(np.float64) / cost_budget_bytes
+    value = (
+        row[:, kp.ALPHA] * accuracy + row[:, kp.BETA] * relevance + row[:, kp.GAMMA] * utility - row[:, kp.DELTA] * cost
+    )
+    return NaiveScores(accuracy, relevance, utility, cost, value)
+
+
+def propose_transitions(
+    value: npt.NDArray[np.float32],
+    state: npt.NDArray[np.uint8],
+    kind: npt.NDArray[np.uint8],
+    state_since: F64,
+    below_since: F64,
+    now: float,
+    params: F64,
+) -> tuple[npt.NDArray[np.uint8], F64]:
+    """Reference for memevo.kernels.lifecycle.propose_transitions."""
+    row = params[_row_of(kind, params)]
+    v = value
+    governed = ((state == STATE_ACTIVE) | (state == STATE_ARCHIVED)) & ~np.isnan(v)
+    # Thresholds are compared at the value's precision (float32).
+    thresholds = row.astype(np.float32)
+
+    is_below = v < thresholds[:, kp.EVICT_BELOW]
+    started = np.where(np.isfinite(below_since), below_since, now)
+    next_below = np.where(governed, np.where(is_below, started, np.nan), below_since)
+
+    with np.errstate(invalid="ignore"):
+        may_move = governed & ~(now - state_since < row[:, kp.MIN_TIME_IN_STATE])
+        evict = governed & np.isfinite(next_below) & (now - next_below >= row[:, kp.EVICT_GRACE])
+    archive = may_move & (state == STATE_ACTIVE) & (v < thresholds[:, kp.ARCHIVE_BELOW])
+    reactivate = may_move & (state == STATE_ARCHIVED) & (v > thresholds[:, kp.REACTIVATE_ABOVE])
+
+    next_state = state.copy()
+    next_state[reactivate] = STATE_ACTIVE
+    next_state[archive] = STATE_ARCHIVED
+    next_state[evict] = STATE_EVICTED
+    return next_state, next_below
+
+
+def count_transitions(old_state: npt.NDArray[np.uint8], new_state: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
+    """Reference for memevo.kernels.lifecycle.count_transitions."""
+    keep = (old_state < N_STATES) & (new_state < N_STATES)
+    cells = old_state[keep].astype(np.int64) * N_STATES + new_state[keep]
+    return np.bincount(cells, minlength=N_STATES * N_STATES).reshape(N_STATES, N_STATES).astype(np.int64)
