@@ -1,0 +1,1 @@
+"""Quality benchmarks: retrieval quality of memevo against plain baselines, on public data (issue 5)."""
