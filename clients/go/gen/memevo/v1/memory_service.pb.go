@@ -715,9 +715,11 @@ func (x *RecallFilter) GetValidFromBefore() *timestamppb.Timestamp {
 	return nil
 }
 
-// Ranking: score = match x (0.75 + 0.25 x trust), halved for a demoted strategy, where
+// Ranking: score = match x (0.75 + 0.25 x trust) x (1 - 0.5 x inconsistency), halved for a
+// demoted strategy, where
 // match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) when query text
-// is given (cosine alone otherwise), and trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from
+// is given (cosine alone otherwise; BM25 statistics are per namespace), and
+// trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from
 // the memory's scores: names, numbers and dates match by words, and among similar matches the
 // more reliable and more used memory ranks first.
 type RecallRequest struct {
