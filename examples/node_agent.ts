@@ -1,17 +1,16 @@
 /**
- * A small agent loop against a memevo sidecar that this script starts (and stops).
+ * A small agent loop on memevo: task -> BuildContext -> act -> ReportOutcome -> new facts.
  *
- * Run it with one command from the repository root (after `pip install -e '.[test]'`):
+ * Run it with one command from the repository root (after `pip install -e .`):
  *
  *     npm --prefix clients/typescript ci && npm --prefix clients/typescript run example
  *
- * The "LLM" is a scripted stand-in: each turn has a task and what the agent learns from it.
- * The loop is:  task -> recall memories -> build a context -> act -> report the outcome -> remember
- * what was learned, while a Watch prints the sidecar's change log as it happens. It shows a
- * preference change (the new value supersedes the old one, which drops out of recall but stays
- * in the fact's history) and the reading hints the sidecar attaches to each memory. When
- * BuildContext is not built yet, the context is assembled from Recall's hints instead.
- * Exits non-zero if the preference change did not take.
+ * It starts its own sidecar on a temporary directory (the offline `local` embedder), plays a
+ * scripted session and stops the sidecar. The "LLM" is a stand-in that reads the context text and
+ * decides. The session shows a preference change (only the current value reaches the context, the
+ * history keeps both), a strategy upgrade driven by outcomes (the old strategy becomes a
+ * counter-example) and the hints attached to every memory; a Watch counts the change log meanwhile.
+ * The same story as examples/python_agent.py. Exits 1 when an expected effect did not happen.
  */
 
 import {
@@ -21,161 +20,180 @@ import {
   MemorySource,
   MemoryState,
   Outcome,
-  UnimplementedError,
+  RecallMode,
   WriteOutcome,
   startSidecar,
   type ChangeEvent,
-  type RecallResponse,
 } from "../clients/typescript/src/index.js";
 
-interface Turn {
-  task: string;
-  /** What the scripted "LLM" concludes in this turn. */
-  learned: { text: string; kind: MemoryKind; attribute?: string; value?: string; source: MemorySource }[];
-  /** Whether the scripted action succeeded (reported as outcome feedback). */
-  succeeded: boolean;
-}
-
 const USER = "user:alice";
-
-const SCRIPT: Turn[] = [
-  {
-    task: "Alice introduces herself and asks for a script to rename her photos.",
-    learned: [
-      { text: "Alice prefers Python for small scripts.", kind: MemoryKind.PREFERENCE, attribute: "script_language", value: "Python", source: MemorySource.USER_STATEMENT },
-      { text: "Alice keeps her photos in ~/Pictures/2024.", kind: MemoryKind.FACT, attribute: "photo_folder", value: "~/Pictures/2024", source: MemorySource.USER_STATEMENT },
-    ],
-    succeeded: true,
-  },
-  {
-    task: "Write a script that resizes Alice's photos.",
-    learned: [
-      { text: "Resizing photos in place worked when done with a dry run first.", kind: MemoryKind.STRATEGY, source: MemorySource.REFLECTION },
-    ],
-    succeeded: true,
-  },
-  {
-    task: "Alice says she moved to Go and wants all new scripts in Go.",
-    learned: [
-      { text: "Alice now prefers Go for small scripts.", kind: MemoryKind.PREFERENCE, attribute: "script_language", value: "Go", source: MemorySource.USER_STATEMENT },
-    ],
-    succeeded: true,
-  },
-  {
-    task: "Write a script that backs up Alice's photos.",
-    learned: [],
-    succeeded: true,
-  },
+const DEPLOY = "deploy:billing-service";
+/** What the agent knew about deploying before this session, oldest first. */
+const STRATEGIES: [string, MemorySource][] = [
+  ["To deploy the billing service, copy its files to the servers over ssh and restart it.", MemorySource.IMPORT],
+  ["To deploy the billing service, build a container image and roll it out.", MemorySource.AGENT_INFERENCE],
 ];
 
-function show(label: string, found: RecallResponse): void {
-  console.log(`  ${label}:`);
-  for (const hit of found.memories) {
-    console.log(`    - ${hit.memory?.content}  [${hit.hint}; similarity ${hit.similarity.toFixed(2)}]`);
+/** One turn: what the agent is asked, and the [attribute, value] the user states in it, if any. */
+interface Task {
+  text: string;
+  states?: [string, string];
+}
+
+const DEPLOY_TASK: Task = { text: "Deploy the billing service to the servers." };
+const SCRIPT: Task[] = [
+  { text: "Alice says: 'Please keep me posted by email.'", states: ["contact_channel", "email"] },
+  { text: "Send Alice the weekly status update." },
+  DEPLOY_TASK,
+  DEPLOY_TASK,
+  DEPLOY_TASK,
+  { text: "Alice says: 'Actually, call me — I never read email.'", states: ["contact_channel", "phone"] },
+  { text: "Send Alice the weekly status update." },
+  DEPLOY_TASK,
+];
+
+/** The scripted stand-in for the model: the context lines it acts on, in the order it would try them. */
+function llm(task: string, context: string): string[] {
+  if (task.startsWith("Send")) return context.split("\n").filter((line) => line.includes("contacted by")).slice(0, 1);
+  if (task.startsWith("Deploy")) {
+    // The strategies as ranked, best first.
+    const section = context.split("## Strategies\n")[1]?.split("\n## ")[0] ?? "";
+    return section.split("\n").filter((line) => line.startsWith("- "));
   }
+  return [];
 }
 
-/** The scripted stand-in for the LLM: it writes scripts in the language the context names. */
-function act(task: string, context: string): string {
-  if (!task.startsWith("Write")) return "noted";
-  const language = /prefers (\w+)/.exec(context)?.[1] ?? "Python";
-  return `wrote it in ${language}`;
+/** Whether acting on `line` worked: Alice answers on her real channel; the servers now run containers. */
+function world(task: string, line: string, channel: string): boolean {
+  return task.startsWith("Send") ? line.includes(`by ${channel}.`) : line.includes("container");
 }
 
-async function main(): Promise<void> {
-  const sidecar = await startSidecar({ embedder: "local" });
-  const memory = new MemoryClient(sidecar.unix);
+const indent = (text: string): string => text.split("\n").map((line) => `    | ${line}`).join("\n");
+
+async function main(): Promise<boolean> {
+  const failures: string[] = [];
+  const expect = (ok: boolean, effect: string): void => {
+    console.log(`  ${ok ? "ok" : "FAILED"}: ${effect}`);
+    if (!ok) failures.push(effect);
+  };
+
+  const sidecar = await startSidecar({ embedder: "local", args: ["--sweep-interval-s", "0"] });
+  const memory = new MemoryClient(sidecar.unix, { timeoutMs: 30_000 });
   const events: ChangeEvent[] = [];
   const watch = memory.watch({ afterSequence: 0 });
   const watching = (async () => {
-    for await (const event of watch) {
-      events.push(event);
-      const type = ChangeEventType[event.type];
-      console.log(`  [log #${event.sequence}] ${type} memory ${event.memoryId}${event.reason ? ` (${event.reason})` : ""}`);
-    }
+    for await (const event of watch) events.push(event);
   })();
-
-  let failed = false;
   try {
-    for (const [index, step] of SCRIPT.entries()) {
+    await memory.declareFramework("planner-v1", { description: "the agent's first planning prompt" });
+    const strategyIds: bigint[] = [];
+    for (const [content, source] of STRATEGIES) {
+      const written = await memory.remember({ content, kind: MemoryKind.STRATEGY, taskSignature: DEPLOY, source });
+      strategyIds.push(written.memory.id);
+    }
+    const [runbook = 0n, containers = 0n] = strategyIds;
+    console.log(`known strategies for ${DEPLOY}: #${runbook} (the old runbook), #${containers} (a newer idea)`);
+
+    let channel = ""; // what Alice really wants, as she last said it
+    const shown = new Map<string, number>(); // context text -> the turn that printed it
+    const contacted: string[] = []; // the channel of every status update
+    const firstTried: bigint[] = []; // the strategy each deploy tried first
+    for (const [index, task] of SCRIPT.entries()) {
       const turn = index + 1;
-      console.log(`\nturn ${turn}: ${step.task}`);
-
-      // 1. Recall what is current about the user and the task.
-      const found = await memory.recall(step.task, { k: 4, filter: { entity: USER }, turn });
-      show("recalled", found);
-
-      // 2. A context for the prompt: BuildContext when the sidecar has it, else Recall's hints.
-      let context: string;
-      try {
-        context = (await memory.buildContext(step.task, { tokenBudget: 300, filter: { entity: USER }, turn })).text;
-      } catch (error) {
-        if (!(error instanceof UnimplementedError)) throw error;
-        context = found.memories.map((m) => `- ${m.memory?.content} (${m.hint})`).join("\n");
+      console.log(`\nturn ${turn}: ${task.text}`);
+      const context = await memory.buildContext(task.text, { tokenBudget: 300, turn });
+      console.log(shown.has(context.text) ? `    | (as in turn ${shown.get(context.text)})` : indent(context.text));
+      if (!shown.has(context.text)) shown.set(context.text, turn);
+      // One line per item, in rendering order.
+      const lines = context.text.split("\n").filter((line) => line.startsWith("- "));
+      if (lines.length !== context.items.length) throw new Error("the context text and its items disagree");
+      const byLine = new Map(lines.map((line, i) => [line, context.items[i]!]));
+      const attempts = llm(task.text, context.text);
+      if (task.text.startsWith("Send")) {
+        contacted.push(...attempts.map((line) => /contacted by (\w+)/.exec(line)?.[1] ?? ""));
+      } else if (attempts[0] !== undefined) {
+        firstTried.push(byLine.get(attempts[0])!.memory!.id);
       }
-
-      // 3. Act (the scripted LLM) and report whether the recalled memories helped.
-      console.log(`  act: ${act(step.task, context)}`);
-      if (found.memories.length > 0) {
-        try {
-          const outcome = step.succeeded ? Outcome.SUCCESS : Outcome.FAILURE;
-          const reported = await memory.reportOutcome(found.retrievalId, outcome, { turn, requestId: `outcome-${turn}` });
-          console.log(`  outcome reported for ${reported.updatedCount} memories`);
-        } catch (error) {
-          if (!(error instanceof UnimplementedError)) throw error;
-          console.log("  (ReportOutcome is not built yet)");
-        }
+      for (const line of attempts) {
+        const used = byLine.get(line)!.memory!;
+        const worked = world(task.text, line, channel);
+        const outcome = worked ? Outcome.SUCCESS : Outcome.FAILURE;
+        await memory.reportOutcome(context.retrievalId, outcome, { usedMemoryIds: [used.id], turn });
+        console.log(`  act on #${used.id}: ${used.content} -> ${Outcome[outcome]}`);
+        if (worked) break;
       }
-
-      // 4. Remember what was learned; a retry with the same request id would not store twice.
-      for (const [n, fact] of step.learned.entries()) {
+      if (task.states !== undefined) {
+        const [attribute, value] = task.states;
+        channel = value;
         const written = await memory.remember(
           {
-            content: fact.text,
-            kind: fact.kind,
+            content: `Alice prefers to be contacted by ${value}.`,
+            kind: MemoryKind.PREFERENCE,
             entity: USER,
-            source: fact.source,
-            fact: fact.attribute === undefined ? undefined : { attribute: fact.attribute, value: fact.value ?? "" },
-            taskSignature: fact.kind === MemoryKind.STRATEGY ? "photos:batch-edit" : undefined,
+            fact: { attribute, value },
+            source: MemorySource.USER_STATEMENT,
           },
-          { requestId: `turn-${turn}-${n}`, turn },
+          { turn },
         );
-        const replaced = written.affectedIds.length ? `, replaced ${written.affectedIds.join(", ")}` : "";
-        console.log(`  remembered #${written.memory.id} (${WriteOutcome[written.outcome]}${replaced}): ${fact.text}`);
+        const replaced = written.affectedIds.length ? `, replaced #${written.affectedIds[0]}` : "";
+        console.log(`  remembered #${written.memory.id} (${WriteOutcome[written.outcome]}${replaced})`);
       }
     }
 
-    // The preference change took: Go is current, Python is history.
-    console.log("\nwhat is current about Alice's script language:");
-    const now = await memory.recall("Which language does Alice want scripts in?", { k: 3, filter: { entity: USER, kinds: [MemoryKind.PREFERENCE] } });
-    show("current", now);
-    const history = await memory.history({ entity: USER, attribute: "script_language" });
-    console.log("  history of (user:alice, script_language), oldest first:");
-    for (const version of history.versions) {
-      console.log(`    - #${version.id} ${MemoryState[version.state]}: ${version.fact?.value}${version.supersededBy ? ` -> superseded by #${version.supersededBy}` : ""}`);
+    console.log("\n(a) the preference change");
+    const contactedBy = contacted.join(", ");
+    expect(contactedBy === "email, phone", `the agent contacted Alice by [${contactedBy}], email then phone`);
+    const current = (await memory.buildContext("How should I contact Alice?", { tokenBudget: 200 })).text;
+    expect(current.includes("by phone") && !current.includes("by email"), "the context shows only the current value");
+    const { versions } = await memory.history({ entity: USER, attribute: "contact_channel" });
+    for (const v of versions) {
+      console.log(`    #${v.id} ${MemoryState[v.state]}: ${v.fact?.value} (superseded by ${v.supersededBy || "none"})`);
     }
-    const top = now.memories[0]?.memory;
-    if (top?.fact?.value !== "Go" || now.memories.some((m) => m.memory?.fact?.value === "Python")) {
-      console.error("FAILED: the newer preference (Go) should be the only current one");
-      failed = true;
-    }
-    if (!history.versions.some((v) => v.fact?.value === "Python" && v.state === MemoryState.OBSOLETE)) {
-      console.error("FAILED: the old preference should remain as OBSOLETE history");
-      failed = true;
-    }
+    const phone = versions.at(-1)?.id ?? 0n;
+    const states = versions.map((v) => `${v.fact?.value} ${MemoryState[v.state]} ${v.supersededBy}`).join(", ");
+    expect(
+      states === `email OBSOLETE ${phone}, phone ACTIVE 0`,
+      `the history keeps both: email OBSOLETE and superseded by #${phone}, phone ACTIVE`,
+    );
+    const past = (
+      await memory.buildContext("How should I contact Alice?", { mode: RecallMode.HISTORY, tokenBudget: 200 })
+    ).text;
+    console.log(indent(past));
+    expect(past.includes(`superseded by memory ${phone}`), "a history-mode context marks the old value superseded");
 
-    const stats = await memory.stats();
-    await new Promise((resolve) => setTimeout(resolve, 200)); // let the last log events arrive
-    console.log(`\n${stats.totalCount} memories, change log at #${stats.lastSequence}, ${events.length} events watched`);
+    console.log("\n(b) the strategy upgrade");
+    console.log(`  the strategy each deploy tried first: [${firstTried.join(", ")}]`);
+    expect(firstTried[0] === runbook, `at first the agent tried the runbook #${runbook} (ranked first)`);
+    expect(firstTried.at(-1) === containers, `after the outcomes it tries #${containers} first`);
+    expect((await memory.getOne(runbook)).demotedBy === containers, `#${containers} demoted #${runbook}`);
+    const now = (await memory.buildContext(DEPLOY_TASK.text, { tokenBudget: 300 })).text;
+    expect(now.includes(`counter-example (strategy ${containers} did better)`), "the runbook is now a counter-example");
+
+    console.log("\n(c) hints after a new framework: older memories are to be re-interpreted");
+    const declared = await memory.declareFramework("planner-v2", { description: "a new planning prompt" });
+    console.log(`  planner-v2 declared; ${declared.flaggedCount} memories formed under ${declared.previousVersion}`);
+    const later = (await memory.buildContext(DEPLOY_TASK.text, { tokenBudget: 300 })).text;
+    console.log(indent(later));
+    expect(later.includes("formed under an older framework (planner-v1)"), "older memories carry that hint");
+
+    // The audit trail: every change above is an event in the sidecar's change log.
+    const last = (await memory.stats()).lastSequence;
+    for (let waited = 0; events.at(-1)?.sequence !== last && waited < 50; waited++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const byType = new Map<string, number>();
+    for (const { type } of events) byType.set(ChangeEventType[type], (byType.get(ChangeEventType[type]) ?? 0) + 1);
+    const summary = [...byType].map(([type, count]) => `${type} ${count}`).join(", ");
+    console.log(`\nchange log watched: ${events.length} events (${summary})`);
+    expect(events.at(-1)?.sequence === last, `the watch saw the whole change log, up to #${last}`);
   } finally {
     watch.cancel();
     await watching;
     memory.close();
-    const code = await sidecar.stop();
-    if (code !== 0) failed = true;
+    if ((await sidecar.stop()) !== 0) failures.push("the sidecar did not stop cleanly");
   }
-  if (failed) process.exitCode = 1;
-  else console.log("done: the sidecar stopped cleanly");
+  console.log(failures.length ? `\nFAILED: ${failures.join("; ")}` : "\ndone: every expected effect happened");
+  return failures.length === 0;
 }
 
-await main();
+if (!(await main())) process.exitCode = 1;
