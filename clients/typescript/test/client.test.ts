@@ -23,6 +23,7 @@ import {
   MemoryState,
   NotFoundError,
   Outcome,
+  RecallMode,
   Status,
   UnimplementedError,
   WriteOutcome,
@@ -466,6 +467,61 @@ describe("lifecycle and feedback", () => {
   });
 });
 
+describe("context and governance", () => {
+  test("buildContext groups current memories with their hints within the budget", async () => {
+    const namespace = "ts-context";
+    const preference = (value: string, at: number) => ({
+      content: `Erin prefers ${value} for meetings`,
+      vector: axisVector(7, 0.2),
+      namespace,
+      kind: MemoryKind.PREFERENCE,
+      entity: "user:erin",
+      fact: { attribute: "meetings", value },
+      validFrom: new Date(at * 1000),
+    });
+    const old = await client.remember(preference("mornings", 1_000));
+    const current = await client.remember(preference("afternoons", 2_000));
+    await client.remember({
+      content: "Book the small room for one-to-ones",
+      vector: axisVector(7, 0.3),
+      namespace,
+      kind: MemoryKind.STRATEGY,
+    });
+    const context = await client.buildContext(axisVector(7), { tokenBudget: 300, filter: { namespace } });
+    const hints = new Map(context.items.map((item) => [item.memory?.content, item.hint]));
+    assert.equal(hints.get("Erin prefers afternoons for meetings"), "current");
+    assert.ok(!hints.has("Erin prefers mornings for meetings"), "the superseded value stays out");
+    assert.deepEqual(
+      context.items.map((item) => item.group),
+      ["facts", "strategies"],
+    );
+    assert.ok(context.tokensUsed <= 300);
+    assert.match(context.text, /## Facts\n- Erin prefers afternoons for meetings \(current\)/);
+    assert.ok(context.retrievalId.length > 0);
+    const history = await client.buildContext(axisVector(7), {
+      tokenBudget: 300,
+      filter: { namespace },
+      mode: RecallMode.HISTORY,
+      language: "zh",
+    });
+    const superseded = history.items.find((item) => item.memory?.id === old.memory.id);
+    assert.equal(superseded?.hint, `历史参考——情况可能已经变化；已被记忆 ${current.memory.id} 取代`);
+    const tiny = await client.buildContext(axisVector(7), { tokenBudget: 1, filter: { namespace } });
+    assert.equal(tiny.items.length, 0);
+    const updated = await client.reportOutcome(context.retrievalId, Outcome.SUCCESS);
+    assert.equal(updated.updatedCount, BigInt(context.items.length));
+  });
+
+  test("govern sweeps on demand and stats list the sweep", async () => {
+    const sweep = await client.govern({ dryRun: true });
+    assert.ok(sweep !== undefined);
+    assert.ok(sweep.evaluatedCount > 0n);
+    assert.match(sweep.trigger, /dry run/);
+    const stats = await client.stats();
+    assert.ok(stats.recentSweeps.length >= 1);
+  });
+});
+
 /**
  * RPCs in the contract that the sidecar does not implement yet. Each entry calls the wrapper with
  * plausible arguments; the sidecar's own UNIMPLEMENTED (ErrorInfo reason UNIMPLEMENTED, message
@@ -474,8 +530,6 @@ describe("lifecycle and feedback", () => {
  * to a real test above.
  */
 const NOT_YET_BUILT: Record<string, (c: MemoryClient) => Promise<unknown>> = {
-  BuildContext: (c) => c.buildContext(axisVector(0), { tokenBudget: 500 }),
-  Govern: (c) => c.govern({ dryRun: true }),
   Unconsolidate: (c) => c.unconsolidate(1),
   Review: async (c) => {
     const session = c.review({ timeoutMs: 5_000 });
