@@ -36,7 +36,7 @@ from .perception.feedback import (
     strategy_changes,
     unpack_retrieval,
 )
-from .policy import PerceptionSettings, default_policy, validate_policy
+from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
 from .retrieval.lexical import NamespacedLexicalIndex
 from .store.columns import STATE_EVICTED, MemoryColumns
 from .store.rocks import (
@@ -125,7 +125,9 @@ class Engine:
         """The highest agent turn any request carried (the clock of agent-turn mode)."""
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
-        self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy))
+        self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy), self.columns)
+        self.params = params_from_policy(self.policy)
+        """The kernels' matrix of the current policy (rebuilt when the policy changes)."""
         self.lexical = NamespacedLexicalIndex()
         self.strategies: dict[tuple[str, str], list[int]] = {}
         """(namespace, task_signature) -> ids of its STRATEGY memories."""
@@ -866,6 +868,7 @@ class Engine:
 
             def publish() -> None:
                 self.policy = policy
+                self.params = params_from_policy(policy)
                 self.perceiver.settings = PerceptionSettings.from_policy(policy)
 
             txn.on_commit(publish)
@@ -944,7 +947,9 @@ class Engine:
         if rows.size == 0:
             return
         policy = self.policy
-        scores = score(self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows)
+        scores = score(
+            self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows, self.params
+        )
         position = {int(memory_id): i for i, memory_id in enumerate(rows)}
         for record in records:
             i = position.get(record.id)

@@ -23,7 +23,6 @@ from ..config import GovernanceConfig
 from ..domain import to_timestamp
 from ..engine import Engine
 from ..evaluation.scoring import clock_for, score
-from ..policy import params_from_policy
 from ..store.columns import NO_CODE
 
 log = logging.getLogger(__name__)
@@ -93,7 +92,7 @@ class GovernanceDaemon:
         columns = engine.columns
         policy = engine.policy
         n = columns.size
-        params = params_from_policy(policy)
+        params = engine.params
         rows = slice(0, n)
         clock = clock_for(columns, policy, engine.current_turn, rows)
         now = clock.now

@@ -20,6 +20,7 @@ from memevo.v1 import memory_pb2
 
 from ..domain import from_timestamp, to_timestamp
 from ..policy import PerceptionSettings
+from ..store.columns import NO_CODE, MemoryColumns
 from ..store.rocks import CF_DEDUP, CF_ENTITIES, CF_FACT_VERSIONS, CF_FACTS, CF_MEMORIES, CF_VECTORS, Txn, key_u64
 
 ACTIVE = memory_pb2.MEMORY_STATE_ACTIVE
@@ -91,8 +92,25 @@ def _confirm(existing: memory_pb2.Memory, decision: Decision, now: float) -> Dec
 class Perceiver:
     """Decides how a new memory relates to what is stored."""
 
-    def __init__(self, settings: PerceptionSettings) -> None:
+    def __init__(self, settings: PerceptionSettings, columns: MemoryColumns | None = None) -> None:
         self.settings = settings
+        self.columns = columns
+        """The hot columns, when available: candidates come from them instead of a prefix scan."""
+
+    def _recent_about(self, txn: Txn, record: memory_pb2.Memory, prefix: bytes) -> list[int]:
+        """The most recent stored memories about the record's entity in its namespace, newest first."""
+        columns = self.columns
+        if columns is None:
+            keys = txn.prefix_keys(CF_ENTITIES, prefix, newest_first=True, limit=SOFT_CONFLICT_CANDIDATES)
+            return [key_u64(k[-8:]) for k in keys]
+        entity = columns.entities.lookup(record.entity)
+        namespace = columns.namespaces.lookup(record.namespace)
+        if entity == NO_CODE or namespace == NO_CODE:
+            return []
+        ids = columns.entity_ids(entity)
+        ids = ids[ids < columns.size]
+        ids = ids[(columns.namespace[ids] == namespace) & np.isin(columns.state[ids], CURRENT_STATES)]
+        return [int(i) for i in ids[::-1][:SOFT_CONFLICT_CANDIDATES]]
 
     def perceive(self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32], now: float) -> Decision:
         """Classify ``record`` (not yet stored, id assigned) and adjust it and its neighbours."""
@@ -241,26 +259,32 @@ class Perceiver:
         decision: Decision,
     ) -> Decision:
         prefix = entity_prefix(record.namespace, record.entity)
-        keys = txn.prefix_keys(CF_ENTITIES, prefix, newest_first=True, limit=SOFT_CONFLICT_CANDIDATES)
-        ids = [key_u64(k[-8:]) for k in keys]
+        ids = self._recent_about(txn, record, prefix)
         ids += [i for i in txn.pending(CF_ENTITIES, prefix) if i not in ids]
-        candidates: list[memory_pb2.Memory] = []
-        vectors: list[npt.NDArray[np.float32]] = []
-        for memory_id in ids:
-            existing = _load(txn, memory_id)
-            raw_vector = txn.get(CF_VECTORS, memory_id.to_bytes(8, "big"))
-            if existing is None or raw_vector is None or existing.state not in CURRENT_STATES:
-                continue
-            if existing.fact.attribute:
-                continue  # keyed facts are governed by their key, not by similarity
-            candidates.append(existing)
-            vectors.append(np.frombuffer(raw_vector, dtype="<f4"))
-        if not candidates:
+        if not ids:
             return decision
-        matrix = np.stack(vectors).astype(np.float32)
+        # Vectors first (one database call, no parsing); records only for the close ones.
+        raws = txn.get_many(CF_VECTORS, [i.to_bytes(8, "big") for i in ids])
+        present = [(i, raw) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+        if not present:
+            return decision
+        matrix = np.stack([np.frombuffer(raw, dtype="<f4") for _, raw in present]).astype(np.float32)
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         unit = vector / np.linalg.norm(vector)
-        similarities = matrix @ unit
+        close_enough = min(self.settings.soft_conflict_similarity, self.settings.duplicate_similarity)
+        candidates: list[memory_pb2.Memory] = []
+        close: list[float] = []
+        for (memory_id, _), similarity in zip(present, (matrix @ unit).tolist(), strict=True):
+            if similarity < close_enough:
+                continue
+            existing = _load(txn, memory_id)
+            if existing is None or existing.state not in CURRENT_STATES or existing.fact.attribute:
+                continue  # keyed facts are governed by their key, not by similarity
+            candidates.append(existing)
+            close.append(similarity)
+        if not candidates:
+            return decision
+        similarities = np.asarray(close, dtype=np.float32)
         text = normalise_text(record.content)
         best = int(np.argmax(similarities))
         if (

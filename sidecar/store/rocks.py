@@ -111,6 +111,22 @@ class Txn:
             return self.parent[slot]
         return self.store.get(cf, key)
 
+    def get_many(self, cf: str, keys: list[bytes]) -> list[bytes | None]:
+        """Several current values in one database call (writes not yet durable included)."""
+        values: list[bytes | None] = [None] * len(keys)
+        missing: list[int] = []
+        for position, key in enumerate(keys):
+            slot = (cf, key)
+            if slot in self.writes:
+                values[position] = self.writes[slot]
+            elif slot in self.parent:
+                values[position] = self.parent[slot]
+            else:
+                missing.append(position)
+        for position, value in zip(missing, self.store.multi_get(cf, [keys[i] for i in missing]), strict=True):
+            values[position] = value
+        return values
+
     def put(self, cf: str, key: bytes, value: bytes) -> None:
         """Write ``value`` at commit."""
         self.writes[(cf, key)] = value
