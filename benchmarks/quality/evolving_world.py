@@ -1,0 +1,1104 @@
+"""Quality benchmark (a) "Evolving world": does retrieval stay current as an agent's memory grows?
+
+Usage (from the repository root)::
+
+    python benchmarks/quality/evolving_world.py [--sizes 1000,10000,100000] [--json PATH] [--seed N]
+
+The defaults (1k, 10k and 100k memories, all with real embeddings) take about
+3-6 minutes on a 2-core machine, most of it embedding ~50,000 distinct texts;
+``--sizes 1000,10000,100000,1000000 --synthetic-all`` adds 1M memories and
+synthetic runs at every size (about an hour, most of it the 1M sidecar run).
+
+A seeded generator (``world.py`` beside this file) writes the life of a
+long-running agent: users, services and projects whose attributes change over
+world time, strategies for tasks whose later versions are better (which only
+outcome feedback reveals), topic drift, and a large majority of irrelevant
+memories. At eight moments of the life it asks questions whose correct answer
+is known then ("Which port does the billing API listen on?", "How should I
+deploy the billing API?"). Between them the agent performs tasks: it retrieves
+strategies, uses one (mostly the first, sometimes another: exploration) and
+succeeds with that version's true success rate.
+
+Three systems see the same memories, the same vectors and the same questions,
+in the same run:
+
+- ``plain``: an append-only vector store, exact cosine top-k over every memory
+  ever written (NumPy).
+- ``generative_agents``: Park et al. (2023) retrieval over the same memories:
+  recency (0.995 per world hour since last retrieval) + importance (the
+  agent's 1-10 rating) + cosine relevance, each min-max normalised over the
+  candidates, equal weights; retrieval refreshes the last-access time.
+- ``memevo``: a real sidecar process (``memevo serve``) written to as an agent
+  using memevo would: fact keys ``(entity, attribute) = value`` and world
+  ``valid_from`` on factual memories, ``task_signature`` on strategies,
+  ``report_outcome`` after every task, a governance sweep (``govern``) every
+  1/20 of the life; answers come from ``recall`` (k=5), or for the context
+  from ``build_context`` when the sidecar implements it.
+
+Metrics, per system and size (``--json`` rows use these names):
+
+- ``hit_at_1``: share of questions whose first result holds the currently
+  true answer (for a task: the best strategy version written so far).
+- ``stale_top5``: share of returned top-5 items that are outdated — a fact
+  value that is no longer current, or a strategy with a better newer version
+  (counted even when memevo flags it as a counter-example;
+  ``stale_top5_unflagged`` counts only items presented as current).
+- ``context_tokens``: mean tokens of the context the agent would put in its
+  prompt: the top-5 texts joined by newlines, or for memevo build_context's
+  text (``--context-budget`` tokens, default 128) when the sidecar implements
+  it. Tokens are estimated as ceil(chars / 4). ``context_tokens_top5`` is the
+  top-5 figure for every system; ``answer_in_context`` and
+  ``stale_in_context`` say whether that context holds the answer and what
+  share of its items is outdated.
+- also ``hit_at_1_fact``, ``hit_at_1_strategy``, ``recall_at_5`` (answer
+  anywhere in the top 5) and ``task_success`` (share of tasks that succeeded
+  with the strategy the agent picked from its retrieval).
+
+Vectors: sizes up to ``--real-max`` (default 100,000) use real text embeddings
+(the sidecar's bundled all-MiniLM-L6-v2, computed once in this process and
+sent to every system); larger sizes use synthetic vectors with the same
+structure (``world.synthetic_vectors``; the sidecar runs with ``--embedder
+none``). ``--synthetic-all`` adds synthetic runs at the real sizes too, so the
+trend from 1k to 1M can be read within one vector regime. Every row says
+which vectors it used; the output also prints, per regime, how often each
+group of memories outranks the answer by cosine, so the regimes can be
+compared (``--fit-synthetic`` re-fits the synthetic weights to the real
+embeddings). Not a test: nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import hashlib
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import memevo.client as mc
+
+try:
+    from benchmarks.quality import common
+    from benchmarks.quality.world import (
+        ATTRIBUTES,
+        KEYED,
+        Category,
+        Execution,
+        Query,
+        SyntheticWeights,
+        World,
+        generate_world,
+        synthetic_vectors,
+    )
+except ImportError:  # run as a script: the repository root is not on sys.path yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.quality import common
+    from benchmarks.quality.world import (
+        ATTRIBUTES,
+        KEYED,
+        Category,
+        Execution,
+        Query,
+        SyntheticWeights,
+        World,
+        generate_world,
+        synthetic_vectors,
+    )
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+BENCHMARK = "evolving_world"
+SYSTEMS = ("plain", "generative_agents", "memevo")
+DIMENSION = 384
+TOP_K = 5
+GA_DECAY_PER_HOUR = 0.995
+"""Park et al. 2023: recency decays by this factor per (game) hour since the memory was last retrieved."""
+EXPLORATION = 0.2
+"""Chance that the agent tries a retrieved strategy other than its first choice."""
+GOVERN_FRACTION = 20
+"""A governance sweep every 1/GOVERN_FRACTION of the life."""
+WRITE_BATCH = 2_000
+EVENT_BLOCK = 64
+"""Retrievals whose cosine rows are computed in one matrix product (plain and generative_agents)."""
+STARTUP_TIMEOUT_S = 300.0
+CALL_TIMEOUT_S = 600.0
+"""Deadline of each client call: a recall scanning a large fresh tail on a busy 2-core machine is slow."""
+CHARS_PER_TOKEN = 4
+"""Token estimate: ceil(chars / 4), the usual rule of thumb for English with GPT-style tokenizers."""
+
+FloatMatrix = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` estimated as ceil(chars / 4)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+# ---- scoring -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """Running metrics of one system on one world."""
+
+    queries: int = 0
+    hits: int = 0
+    fact_queries: int = 0
+    fact_hits: int = 0
+    strategy_queries: int = 0
+    strategy_hits: int = 0
+    in_top5: int = 0
+    returned: int = 0
+    outdated: int = 0
+    outdated_unflagged: int = 0
+    tokens: int = 0
+    tokens_top5: int = 0
+    context_answered: int = 0
+    context_items: int = 0
+    context_outdated: int = 0
+    executions: int = 0
+    successes: int = 0
+    retrieval_s: float = 0.0
+    outdated_by_category: dict[str, int] = field(default_factory=dict)
+    """Outdated top-5 items by what they are: which kind of staleness a system lets through."""
+
+    def add_query(
+        self,
+        world: World,
+        query: Query,
+        ranked: Sequence[int],
+        hints: Sequence[str] | None = None,
+        context: tuple[str, Sequence[int]] | None = None,
+    ) -> None:
+        """Score one answered question.
+
+        ``ranked`` are memory indices best first (-1 for an id the benchmark
+        did not write); ``hints`` the system's reading hints, if any;
+        ``context`` the built context's text and the memories in it, when the
+        system builds one (otherwise the context is the top-5 texts).
+        """
+        self.queries += 1
+        hit = bool(ranked) and world.is_answer(ranked[0], query)
+        self.hits += hit
+        if query.kind == "fact":
+            self.fact_queries += 1
+            self.fact_hits += hit
+        else:
+            self.strategy_queries += 1
+            self.strategy_hits += hit
+        top = list(ranked[:TOP_K])
+        self.in_top5 += any(world.is_answer(i, query) for i in top)
+        self.returned += len(top)
+        for position, index in enumerate(top):
+            if index >= 0 and world.is_outdated(index, query.at):
+                self.outdated += 1
+                category = world.memories[index].category.name.lower()
+                self.outdated_by_category[category] = self.outdated_by_category.get(category, 0) + 1
+                hint = hints[position] if hints is not None else ""
+                if not _flagged(hint):
+                    self.outdated_unflagged += 1
+        top_text = "\n".join(world.memories[i].text for i in top if i >= 0)
+        self.tokens_top5 += estimate_tokens(top_text)
+        text, items = context if context is not None else (top_text, top)
+        self.tokens += estimate_tokens(text)
+        self.context_answered += any(world.is_answer(i, query) for i in items)
+        self.context_items += len(items)
+        self.context_outdated += sum(1 for i in items if i >= 0 and world.is_outdated(i, query.at))
+
+    def metrics(self) -> dict[str, float]:
+        """The metrics, named as in the JSON rows."""
+
+        def share(part: int, whole: int) -> float:
+            return part / whole if whole else float("nan")
+
+        return {
+            "hit_at_1": share(self.hits, self.queries),
+            "stale_top5": share(self.outdated, self.returned),
+            "context_tokens": share(self.tokens, self.queries),
+            "hit_at_1_fact": share(self.fact_hits, self.fact_queries),
+            "hit_at_1_strategy": share(self.strategy_hits, self.strategy_queries),
+            "recall_at_5": share(self.in_top5, self.queries),
+            "stale_top5_unflagged": share(self.outdated_unflagged, self.returned),
+            "context_tokens_top5": share(self.tokens_top5, self.queries),
+            "answer_in_context": share(self.context_answered, self.queries),
+            "stale_in_context": share(self.context_outdated, self.context_items),
+            "task_success": share(self.successes, self.executions),
+        }
+
+    def counts(self) -> dict[str, int]:
+        """How many questions (or tasks, or items) each metric averages over."""
+        return {
+            "hit_at_1": self.queries,
+            "stale_top5": self.returned,
+            "context_tokens": self.queries,
+            "hit_at_1_fact": self.fact_queries,
+            "hit_at_1_strategy": self.strategy_queries,
+            "recall_at_5": self.queries,
+            "stale_top5_unflagged": self.returned,
+            "context_tokens_top5": self.queries,
+            "answer_in_context": self.queries,
+            "stale_in_context": self.context_items,
+            "task_success": self.executions,
+        }
+
+
+def _flagged(hint: str) -> bool:
+    """Whether a memevo hint tells the reader not to take the item as current."""
+    return bool(hint) and not hint.startswith("current")
+
+
+def choose_strategy(
+    world: World, execution: Execution, ranked: Sequence[int], hints: Sequence[str] | None = None
+) -> int:
+    """The strategy memory the agent uses from a retrieval, or -1 when none for this task was retrieved.
+
+    The agent takes the first retrieved strategy for the task — the first not
+    flagged as a counter-example when the system gives hints — except that
+    with probability EXPLORATION it tries one of the others (exploration).
+    """
+    candidates: list[tuple[int, bool]] = []
+    for position, index in enumerate(ranked):
+        if index < 0:
+            continue
+        memory = world.memories[index]
+        if memory.category == Category.STRATEGY and memory.signature == execution.signature:
+            flagged = hints is not None and _flagged(hints[position])
+            candidates.append((index, flagged))
+    if not candidates:
+        return -1
+    ordered = [i for i, flagged in candidates if not flagged] + [i for i, flagged in candidates if flagged]
+    if len(ordered) > 1 and execution.u_explore < EXPLORATION:
+        others = ordered[1:]
+        return others[min(len(others) - 1, int(execution.u_pick * len(others)))]
+    return ordered[0]
+
+
+def task_succeeds(world: World, execution: Execution, used: int) -> bool:
+    """The outcome of a task performed with memory ``used`` (-1: without any strategy)."""
+    if used < 0:
+        return execution.u_outcome < world.shape.unguided_success
+    memory = world.memories[used]
+    return execution.u_outcome < world.signatures[memory.signature].rates[memory.version]
+
+
+# ---- the timeline --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """A retrieval moment: a task execution or a checkpoint question, in life order."""
+
+    at: int
+    time_h: float
+    vector_row: int
+    """Row in the event vector matrix."""
+    execution: Execution | None = None
+    query: Query | None = None
+    checkpoint: int = -1
+
+
+def timeline(world: World) -> list[Event]:
+    """Executions and checkpoint questions in the order the agent meets them (executions first at equal ``at``)."""
+    items: list[tuple[int, int, int, Event]] = []
+    for row, execution in enumerate(world.executions):
+        items.append((execution.at, 0, row, Event(execution.at, execution.time_h, row, execution=execution)))
+    row = len(world.executions)
+    for c, checkpoint in enumerate(world.checkpoints):
+        for query in checkpoint.queries:
+            items.append((query.at, 1, row, Event(query.at, query.time_h, row, query=query, checkpoint=c)))
+            row += 1
+    items.sort(key=lambda item: item[:3])
+    return [item[3] for item in items]
+
+
+# ---- vectors -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Vectors:
+    """Vectors of one world: memories, then events (executions, then checkpoint questions in order)."""
+
+    memories: FloatMatrix
+    events: FloatMatrix
+    regime: str
+    """"real" or "synthetic"."""
+    seconds: float
+    texts_embedded: int = 0
+
+
+def real_vectors(world: World, cache_dir: Path | None) -> Vectors:
+    """Embed every distinct text once with the sidecar's bundled model (optionally cached on disk)."""
+    from memevo.sidecar.embedding.local import LocalEmbedder
+
+    queries = [q.text for c in world.checkpoints for q in c.queries]
+    texts = [m.text for m in world.memories] + [e.query for e in world.executions] + queries
+    unique = sorted(set(texts))
+    started = time.perf_counter()
+    embedder = LocalEmbedder()
+    digest = hashlib.sha256(("\0".join([embedder.identity, *unique])).encode()).hexdigest()[:24]
+    cached = cache_dir / f"evolving-world-{digest}.npy" if cache_dir is not None else None
+    if cached is not None and cached.exists():
+        matrix = np.load(cached)
+        embedded = 0
+    else:
+        embedder.load()
+        matrix = np.empty((len(unique), DIMENSION), dtype=np.float32)
+        step = 2_048
+        for start in range(0, len(unique), step):
+            matrix[start : start + step] = embedder.embed(unique[start : start + step])
+            done = min(start + step, len(unique))
+            elapsed = time.perf_counter() - started
+            _progress(f"  embedding {done:,}/{len(unique):,} texts ({done / max(elapsed, 1e-9):.0f}/s)")
+        embedder.close()
+        embedded = len(unique)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            np.save(cached, matrix)
+    row = {text: i for i, text in enumerate(unique)}
+    indices = np.fromiter((row[t] for t in texts), dtype=np.int64, count=len(texts))
+    n = len(world.memories)
+    return Vectors(
+        memories=np.ascontiguousarray(matrix[indices[:n]]),
+        events=np.ascontiguousarray(matrix[indices[n:]]),
+        regime="real",
+        seconds=time.perf_counter() - started,
+        texts_embedded=embedded,
+    )
+
+
+def fake_vectors(world: World) -> Vectors:
+    """Synthetic vectors with the world's structure (see ``world.synthetic_vectors``)."""
+    started = time.perf_counter()
+    memories, queries, executions = synthetic_vectors(world, DIMENSION)
+    return Vectors(memories, np.concatenate([executions, queries]), "synthetic", time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question and the groups of memories that compete with its answer (independent of the vectors)."""
+
+    row: int
+    """Row of the question in the event vectors."""
+    kind: str
+    at: int
+    answers: IntArray
+    groups: dict[str, IntArray]
+    """Small groups, as memory indices."""
+    irrelevant_exclude: IntArray
+    """The irrelevant group is every unrelated memory before ``at`` except these."""
+
+
+def structure_probes(world: World, per_kind: int = 200) -> list[Probe]:
+    """Up to ``per_kind`` questions of each kind, spread over the checkpoints, with their competitor groups.
+
+    Groups for facts: outdated versions of the key, current facts of the same
+    entity, the same attribute of other entities, remarks naming the entity,
+    irrelevant memories; for tasks: older versions, task logs, strategies of
+    other tasks, facts of the entity, remarks naming it, irrelevant memories.
+    """
+    n = len(world.memories)
+    category = np.fromiter((m.category for m in world.memories), dtype=np.int64, count=n)
+    key = np.fromiter((m.key for m in world.memories), dtype=np.int64, count=n)
+    entity = np.fromiter((m.entity for m in world.memories), dtype=np.int64, count=n)
+    signature = np.fromiter((m.signature for m in world.memories), dtype=np.int64, count=n)
+    attribute = np.asarray([k.attribute for k in world.keys] + [-1], dtype=np.int64)[key]
+    keyed = np.flatnonzero(np.isin(category, [int(c) for c in KEYED]))
+    strategies = np.flatnonzero(category == Category.STRATEGY)
+    logs = np.flatnonzero(category == Category.TASK_LOG)
+    mentions = np.flatnonzero(category == Category.MENTION)
+    by_entity: dict[int, IntArray] = {}
+    order = np.argsort(entity, kind="stable")
+    bounds = np.searchsorted(entity[order], np.arange(len(world.entities) + 1))
+    for e in range(len(world.entities)):
+        by_entity[e] = np.sort(order[bounds[e] : bounds[e + 1]])
+
+    def before(indices: IntArray, at: int) -> IntArray:
+        return indices[: int(np.searchsorted(indices, at))]
+
+    rows: list[tuple[int, Query]] = []
+    row = len(world.executions)
+    for checkpoint in world.checkpoints:
+        for query in checkpoint.queries:
+            rows.append((row, query))
+            row += 1
+    probes: list[Probe] = []
+    for kind in ("fact", "strategy"):
+        picked = [item for item in rows if item[1].kind == kind]
+        for row, query in picked[:: max(1, len(picked) // per_kind)][:per_kind]:
+            at = query.at
+            answers = np.asarray(world.answers(query), dtype=np.int64)
+            if kind == "fact":
+                fact = world.keys[query.key]
+                own = before(by_entity[fact.entity], at)
+                own_keyed = own[np.isin(own, keyed)]
+                same_key = own_keyed[key[own_keyed] == query.key]
+                other_keyed = before(keyed, at)
+                groups = {
+                    "outdated_version": np.setdiff1d(same_key, answers),
+                    "same_entity_fact": np.asarray(
+                        [i for i in own_keyed[key[own_keyed] != query.key] if not world.is_outdated(int(i), at)],
+                        dtype=np.int64,
+                    ),
+                    "same_attribute_other_entity": other_keyed[
+                        (attribute[other_keyed] == fact.attribute) & (entity[other_keyed] != fact.entity)
+                    ],
+                    "mention_of_entity": own[category[own] == Category.MENTION],
+                }
+                exclude = own
+            else:
+                sig = world.signatures[query.signature]
+                own = before(by_entity[sig.entity], at)
+                written = before(strategies, at)
+                task_logs = before(logs, at)
+                groups = {
+                    "older_version": np.setdiff1d(written[signature[written] == query.signature], answers),
+                    "task_log": task_logs[signature[task_logs] == query.signature],
+                    "other_task_strategy": written[signature[written] != query.signature],
+                    "entity_fact": own[np.isin(own, keyed)],
+                    "mention_of_entity": own[np.isin(own, mentions)],
+                }
+                exclude = np.union1d(own, task_logs)
+            probes.append(Probe(row, kind, at, answers, groups, exclude))
+    return probes
+
+
+def competitor_margins(
+    world: World, probes: Sequence[Probe], memories: FloatMatrix, events: FloatMatrix
+) -> dict[tuple[str, str], npt.NDArray[np.float64]]:
+    """Per (kind, group): the best member's cosine minus the best answer's, one value per question.
+
+    ``(kind, "answer")`` holds the best answer's cosine itself.
+    """
+    unrelated = np.fromiter(
+        (m.category in (Category.NOISE, Category.MENTION, Category.TASK_LOG) for m in world.memories),
+        dtype=bool,
+        count=len(world.memories),
+    )
+    out: dict[tuple[str, str], list[float]] = {}
+    for probe in probes:
+        sims = memories[: probe.at] @ events[probe.row]
+        best = float(sims[probe.answers].max())
+        out.setdefault((probe.kind, "answer"), []).append(best)
+        for name, members in probe.groups.items():
+            if members.size:
+                out.setdefault((probe.kind, name), []).append(float(sims[members].max()) - best)
+        masked = np.where(unrelated[: probe.at], sims, -np.inf)
+        masked[probe.irrelevant_exclude] = -np.inf
+        top = float(masked.max())
+        if math.isfinite(top):
+            out.setdefault((probe.kind, "irrelevant"), []).append(top - best)
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def similarity_profile(world: World, vectors: Vectors, per_kind: int = 200) -> dict[str, dict[str, float]]:
+    """How often each group's best memory outranks the answer under plain cosine (see ``structure_probes``).
+
+    Per kind of question: the mean cosine of the best answer and, per group,
+    the share of questions where the group beats it (``beats:<group>``).
+    Comparing these between vector regimes shows whether synthetic vectors
+    are as hard as real ones.
+    """
+    margins = competitor_margins(world, structure_probes(world, per_kind), vectors.memories, vectors.events)
+    profile: dict[str, dict[str, float]] = {}
+    for (kind, group), values in margins.items():
+        summary = profile.setdefault(kind, {})
+        if group == "answer":
+            summary["questions"] = float(values.size)
+            summary["answer_cosine"] = float(values.mean())
+        else:
+            summary[f"beats:{group}"] = float((values > 0).mean())
+    return profile
+
+
+def fit_synthetic_weights(world: World, real: Vectors, *, rounds: int = 4) -> SyntheticWeights:
+    """Fit ``SyntheticWeights`` so that synthetic vectors of ``world`` compete with answers as ``real`` ones do.
+
+    Coordinate descent from the current defaults (each weight tried at x0.6,
+    x0.8, x1.25, x1.6, the rank at 12/16/24) on the squared differences of,
+    per (kind, group), the share of questions where the group beats the
+    answer, and the mean and spread of the margin; fact questions weigh 3x.
+    How the defaults were made (``--fit-synthetic``); takes ~15 minutes at 10k.
+    """
+    probes = structure_probes(world, per_kind=400)
+    target = competitor_margins(world, probes, real.memories, real.events)
+
+    def loss(weights: SyntheticWeights) -> float:
+        memories, questions, executions = synthetic_vectors(world, DIMENSION, weights)
+        got = competitor_margins(world, probes, memories, np.concatenate([executions, questions]))
+        total = 0.0
+        for name, want in target.items():
+            have = got.get(name, np.zeros(1))
+            weight = 3.0 if name[0] == "fact" else 1.0
+            if name[1] == "answer":
+                total += weight * (4 * (have.mean() - want.mean()) ** 2 + (have.std() - want.std()) ** 2)
+            else:
+                beats = float((have > 0).mean() - (want > 0).mean())
+                total += weight * (2 * beats**2 + (have.mean() - want.mean()) ** 2 + (have.std() - want.std()) ** 2)
+        return float(total)
+
+    best = SyntheticWeights()
+    best_loss = loss(best)
+    names = [f.name for f in dataclasses.fields(best) if f.name != "rank"]
+    for round_number in range(rounds):
+        improved = False
+        candidates = [dataclasses.replace(best, rank=r) for r in (12, 16, 24) if r != best.rank]
+        for name in names:
+            candidates += [
+                dataclasses.replace(best, **{name: round(getattr(best, name) * f, 3)}) for f in (0.6, 0.8, 1.25, 1.6)
+            ]
+        for candidate in candidates:
+            value = loss(candidate)
+            if value < best_loss - 1e-6:
+                best, best_loss, improved = candidate, value, True
+        _log(f"  fit round {round_number + 1}: loss {best_loss:.4f}")
+        if not improved:
+            break
+    return best
+
+
+# ---- plain and generative_agents -----------------------------------------------------------------------------
+
+
+def _min_max(values: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.float64]:
+    low = float(values.min())
+    high = float(values.max())
+    if high - low <= 1e-12:
+        return np.zeros(values.shape, dtype=np.float64)
+    return (values.astype(np.float64) - low) / (high - low)
+
+
+def _top(scores: npt.NDArray[np.floating[Any]], k: int) -> list[int]:
+    if scores.size <= k:
+        return [int(i) for i in np.argsort(-scores, kind="stable")]
+    part = np.argpartition(-scores, k)[:k]
+    return [int(i) for i in part[np.argsort(-scores[part], kind="stable")]]
+
+
+def run_baselines(world: World, vectors: Vectors, events: Sequence[Event]) -> dict[str, Tally]:
+    """plain and generative_agents over the same timeline, exactly (no index)."""
+    n = len(world.memories)
+    importance = np.fromiter((m.importance for m in world.memories), dtype=np.float64, count=n)
+    created_h = np.fromiter((m.time_h for m in world.memories), dtype=np.float64, count=n)
+    last_access_h = created_h.copy()
+    tallies = {"plain": Tally(), "generative_agents": Tally()}
+    for start in range(0, len(events), EVENT_BLOCK):
+        block = events[start : start + EVENT_BLOCK]
+        upto = max(e.at for e in block)
+        t0 = time.perf_counter()
+        rows = vectors.events[[e.vector_row for e in block]]
+        sims_block = rows @ vectors.memories[:upto].T
+        shared_s = (time.perf_counter() - t0) / 2
+        for e, sims_full in zip(block, sims_block, strict=True):
+            sims = sims_full[: e.at]
+            t1 = time.perf_counter()
+            plain = _top(sims, TOP_K)
+            t2 = time.perf_counter()
+            recency = np.power(GA_DECAY_PER_HOUR, np.maximum(e.time_h - last_access_h[: e.at], 0.0))
+            score = _min_max(recency) + _min_max(importance[: e.at]) + _min_max(sims)
+            agents = _top(score, TOP_K)
+            last_access_h[agents] = e.time_h
+            t3 = time.perf_counter()
+            tallies["plain"].retrieval_s += t2 - t1
+            tallies["generative_agents"].retrieval_s += t3 - t2
+            for name, ranked in (("plain", plain), ("generative_agents", agents)):
+                tally = tallies[name]
+                if e.execution is not None:
+                    used = choose_strategy(world, e.execution, ranked)
+                    tally.executions += 1
+                    tally.successes += task_succeeds(world, e.execution, used)
+                elif e.query is not None:
+                    tally.add_query(world, e.query, ranked)
+        for tally in tallies.values():
+            tally.retrieval_s += shared_s
+    return tallies
+
+
+# ---- memevo --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MemevoRun:
+    """What the memevo run measured besides the tally."""
+
+    tally: Tally
+    write_s: float = 0.0
+    govern_s: float = 0.0
+    sweeps: int = 0
+    transitions: dict[str, int] = field(default_factory=dict)
+    outcomes_reported: int = 0
+    build_context: str = "not tried"
+    states: dict[str, int] = field(default_factory=dict)
+    write_outcomes: dict[str, int] = field(default_factory=dict)
+    wait_s: float = 0.0
+
+
+@contextlib.contextmanager
+def sidecar(regime: str, data: Path | None) -> Iterator[mc.MemoryClient]:
+    """A ``memevo serve`` process on a unix socket in a temporary directory, and a client of it.
+
+    ``data`` keeps the data directory there instead of in the temporary
+    directory. The sidecar is stopped (SIGTERM, then SIGKILL after two
+    minutes) on exit; if the run fails, the end of its log goes to stderr.
+    """
+    root = Path(tempfile.mkdtemp(prefix="memevo-evolving-world-"))
+    ready = root / "ready.json"
+    log_path = root / "sidecar.log"
+    embedder = ["--embedder", "local"] if regime == "real" else ["--embedder", "none", "--dimension", str(DIMENSION)]
+    args = [
+        sys.executable, "-m", "memevo.sidecar.cli", "serve", "--data", str(data or root / "data"),
+        "--listen", f"unix://{root / 'memevo.sock'}", *embedder, "--ready-file", str(ready),
+        "--sweep-interval-s", "0",
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not _ready(ready):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("memevo serve did not start")
+            time.sleep(0.05)
+        with mc.MemoryClient(f"unix://{root / 'memevo.sock'}", timeout_s=CALL_TIMEOUT_S) as client:
+            yield client
+    except BaseException:
+        with contextlib.suppress(OSError):
+            _log(f"sidecar log (end):\n{log_path.read_text(errors='replace')[-4000:]}")
+        raise
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _ready(path: Path) -> bool:
+    """Whether the ready file exists and holds JSON (it may be seen half-written)."""
+    try:
+        json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+_KINDS = {"fact": "FACT", "preference": "PREFERENCE", "strategy": "STRATEGY", "episode": "EPISODE"}
+_SOURCES = {"user": "USER_STATEMENT", "tool": "TOOL_RESULT", "agent": "AGENT_INFERENCE", "reflection": "REFLECTION"}
+
+
+def memory_input(world: World, index: int, vector: FloatMatrix) -> mc.MemoryInput:
+    """The MemoryInput an agent using memevo would write for memory ``index``."""
+    memory = world.memories[index]
+    entity = world.entities[memory.entity].id if memory.entity >= 0 else ""
+    fact = None
+    if memory.category in KEYED:
+        fact = (ATTRIBUTES[world.keys[memory.key].attribute].name, memory.value)
+    signature = world.signatures[memory.signature].id if memory.category == Category.STRATEGY else ""
+    topic = world.topics[memory.topic] if memory.topic >= 0 else ""
+    return mc.MemoryInput(
+        content=memory.text,
+        vector=vector,
+        kind=getattr(mc.MemoryKind, _KINDS[memory.kind]),
+        entity=entity,
+        topic=topic,
+        fact=fact,
+        source=getattr(mc.MemorySource, _SOURCES[memory.source]),
+        importance=memory.importance,
+        valid_from=world.time_of(memory.valid_from_h),
+        task_signature=signature,
+    )
+
+
+def run_memevo(world: World, vectors: Vectors, events: Sequence[Event], keep: Path | None, budget: int) -> MemevoRun:
+    """Drive a real sidecar through the life; see the module docstring."""
+    run = MemevoRun(Tally())
+    n = len(world.memories)
+    id_to_index: dict[int, int] = {}
+    govern_every = max(1, n // GOVERN_FRACTION)
+    next_govern = govern_every
+    written = 0
+    context_available: bool | None = None
+    with sidecar(vectors.regime, keep) as client:
+
+        def write_until(at: int) -> None:
+            nonlocal written, next_govern
+            while written < at:
+                stop = min(at, written + WRITE_BATCH, next_govern)
+                items = [memory_input(world, i, vectors.memories[i]) for i in range(written, stop)]
+                t0 = time.perf_counter()
+                results = _remember_batch(client, items, f"w{written}", stop, run)
+                run.write_s += time.perf_counter() - t0
+                for offset, result in enumerate(results):
+                    id_to_index.setdefault(result.id, written + offset)
+                    outcome = result.outcome.name.lower()
+                    run.write_outcomes[outcome] = run.write_outcomes.get(outcome, 0) + 1
+                written = stop
+                if written >= next_govern:
+                    t0 = time.perf_counter()
+                    sweep = client.govern(turn=written)
+                    run.govern_s += time.perf_counter() - t0
+                    run.sweeps += 1
+                    for transition in sweep.transitions:
+                        name = f"{transition.from_state.name.lower()}->{transition.to_state.name.lower()}"
+                        run.transitions[name] = run.transitions.get(name, 0) + transition.count
+                    next_govern += govern_every
+                _progress(f"  memevo: {written:,}/{n:,} written")
+
+        for e in events:
+            write_until(e.at)
+            query_text = e.execution.query if e.execution is not None else e.query.text if e.query else ""
+            vector = vectors.events[e.vector_row]
+            t0 = time.perf_counter()
+            result = client.recall(query_text, vector=vector, k=TOP_K, turn=max(e.at, 1))
+            run.tally.retrieval_s += time.perf_counter() - t0
+            ranked = [id_to_index.get(r.memory.id, -1) for r in result]
+            hints = [r.hint for r in result]
+            if e.execution is not None:
+                used = choose_strategy(world, e.execution, ranked, hints)
+                success = task_succeeds(world, e.execution, used)
+                run.tally.executions += 1
+                run.tally.successes += success
+                if used >= 0:
+                    memory_id = result[ranked.index(used)].memory.id
+                    outcome = mc.Outcome.SUCCESS if success else mc.Outcome.FAILURE
+                    client.report_outcome(result.retrieval_id, outcome, used_memory_ids=[memory_id], turn=e.at)
+                    run.outcomes_reported += 1
+            elif e.query is not None:
+                context: tuple[str, list[int]] | None = None
+                if context_available is not False:
+                    try:
+                        built = client.build_context(e.query.text, vector=vector, token_budget=budget, turn=e.at)
+                        context = (built.text, [id_to_index.get(item.memory.id, -1) for item in built.items])
+                        context_available = True
+                        run.build_context = f"build_context (token_budget={budget})"
+                    except mc.UnimplementedError:
+                        context_available = False
+                        run.build_context = "recall top 5 (BuildContext is UNIMPLEMENTED)"
+                run.tally.add_query(world, e.query, ranked, hints, context)
+        write_until(n)
+        stats = client.stats()
+        for count in stats.counts:
+            name = count.state.name.lower()
+            run.states[name] = run.states.get(name, 0) + count.count
+    return run
+
+
+def _remember_batch(
+    client: mc.MemoryClient, items: list[mc.MemoryInput], request_id: str, turn: int, run: MemevoRun
+) -> list[mc.WriteResult]:
+    """remember_batch, waiting out back-pressure (the fresh tail full) and retrying with the same request id."""
+    while True:
+        try:
+            return client.remember_batch(items, request_id=request_id, turn=turn)
+        except mc.ResourceExhaustedError:
+            t0 = time.perf_counter()
+            time.sleep(1.0)
+            run.wait_s += time.perf_counter() - t0
+
+
+# ---- driver --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SizeResult:
+    """Everything measured for one size and vector regime."""
+
+    n_memories: int
+    regime: str
+    metrics: dict[str, dict[str, float]]
+    counts: dict[str, dict[str, int]]
+    """Per system and metric: the questions, tasks or items the value averages over."""
+    timings_s: dict[str, float]
+    details: dict[str, Any]
+
+
+def run_size(n: int, regime: str, args: argparse.Namespace) -> SizeResult:
+    """Generate the world of size ``n``, build its vectors and run every system on it."""
+    t0 = time.perf_counter()
+    world = generate_world(n, args.seed, n_checkpoints=args.checkpoints, n_queries=args.queries)
+    generate_s = time.perf_counter() - t0
+    _log(
+        f"n={n:,} ({regime} vectors): {len(world.entities)} entities, {len(world.keys)} fact keys, "
+        f"{len(world.signatures)} task signatures, {len(world.executions)} task executions, "
+        f"{sum(len(c.queries) for c in world.checkpoints)} questions; generated in {generate_s:.1f} s"
+    )
+    vectors = real_vectors(world, args.embed_cache) if regime == "real" else fake_vectors(world)
+    if regime == "real" and vectors.texts_embedded == 0:
+        _log(f"  vectors: real, read from the cache in {vectors.seconds:.1f} s")
+    elif regime == "real":
+        rate = vectors.texts_embedded / vectors.seconds
+        _log(f"  vectors: {vectors.texts_embedded:,} distinct texts embedded in {vectors.seconds:.1f} s ({rate:.0f}/s)")
+    else:
+        _log(f"  vectors: synthetic, built in {vectors.seconds:.1f} s")
+    events = timeline(world)
+    metrics: dict[str, dict[str, float]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    stale_kinds: dict[str, dict[str, int]] = {}
+    timings: dict[str, float] = {"generate": generate_s, "vectors": vectors.seconds}
+    details: dict[str, Any] = {
+        "entities": len(world.entities),
+        "fact_keys": len(world.keys),
+        "task_signatures": len(world.signatures),
+        "task_executions": len(world.executions),
+        "questions": sum(len(c.queries) for c in world.checkpoints),
+        "checkpoints": [c.at for c in world.checkpoints],
+        "categories": world.category_counts(),
+        "world_span_days": round(world.memories[-1].time_h / 24.0, 1),
+        "texts_embedded": vectors.texts_embedded,
+    }
+    t0 = time.perf_counter()
+    details["similarity_profile"] = similarity_profile(world, vectors)
+    timings["profile"] = time.perf_counter() - t0
+    if "plain" in args.systems or "generative_agents" in args.systems:
+        t0 = time.perf_counter()
+        tallies = run_baselines(world, vectors, events)
+        timings["baselines"] = time.perf_counter() - t0
+        for name, tally in tallies.items():
+            if name in args.systems:
+                metrics[name] = tally.metrics()
+                counts[name] = tally.counts()
+                stale_kinds[name] = tally.outdated_by_category
+                timings[f"{name}_retrieval"] = tally.retrieval_s
+        _log(f"  plain + generative_agents: {timings['baselines']:.1f} s")
+    if "memevo" in args.systems:
+        t0 = time.perf_counter()
+        keep = args.keep_data / f"{n}-{regime}" if args.keep_data is not None else None
+        run = run_memevo(world, vectors, events, keep, args.context_budget)
+        timings["memevo"] = time.perf_counter() - t0
+        timings["memevo_write"] = run.write_s
+        timings["memevo_recall"] = run.tally.retrieval_s
+        timings["memevo_govern"] = run.govern_s
+        timings["memevo_backpressure_wait"] = run.wait_s
+        metrics["memevo"] = run.tally.metrics()
+        counts["memevo"] = run.tally.counts()
+        stale_kinds["memevo"] = run.tally.outdated_by_category
+        details["memevo"] = {
+            "build_context": run.build_context,
+            "sweeps": run.sweeps,
+            "transitions": run.transitions,
+            "outcomes_reported": run.outcomes_reported,
+            "states_at_end": run.states,
+            "write_outcomes": run.write_outcomes,
+        }
+        _log(f"  memevo: {timings['memevo']:.1f} s (writes {run.write_s:.1f} s, recall {run.tally.retrieval_s:.1f} s)")
+    details["outdated_top5_by_category"] = stale_kinds
+    return SizeResult(n, regime, metrics, counts, timings, details)
+
+
+_COLUMNS = (
+    ("hit_at_1", "hit@1", "{:.3f}"),
+    ("stale_top5", "stale top5", "{:.1%}"),
+    ("context_tokens", "ctx tokens", "{:.0f}"),
+    ("hit_at_1_fact", "hit@1 fact", "{:.3f}"),
+    ("hit_at_1_strategy", "hit@1 strat", "{:.3f}"),
+    ("recall_at_5", "recall@5", "{:.3f}"),
+    ("stale_top5_unflagged", "stale unflagged", "{:.1%}"),
+    ("context_tokens_top5", "top5 tokens", "{:.0f}"),
+    ("answer_in_context", "ans in ctx", "{:.3f}"),
+    ("stale_in_context", "stale in ctx", "{:.1%}"),
+    ("task_success", "task success", "{:.3f}"),
+)
+
+
+def format_table(results: Sequence[SizeResult]) -> str:
+    """The system x size x metric table, one row per (size, vectors, system)."""
+    header = ["n_memories", "vectors", "system", *(title for _, title, _ in _COLUMNS)]
+    rows = [header]
+    for result in results:
+        for system in SYSTEMS:
+            values = result.metrics.get(system)
+            if values is None:
+                continue
+            cells = [f"{result.n_memories:,}", result.regime, system]
+            for name, _, fmt in _COLUMNS:
+                value = values.get(name, float("nan"))
+                cells.append("-" if math.isnan(value) else fmt.format(value))
+            rows.append(cells)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for position, row in enumerate(rows):
+        lines.append(
+            "  ".join(
+                cell.rjust(width) if i >= 3 else cell.ljust(width)
+                for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if position == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def _parse_sizes(text: str) -> list[int]:
+    sizes = []
+    for part in text.split(","):
+        part = part.strip().lower().replace("_", "")
+        multiplier = 1
+        if part.endswith("k"):
+            multiplier, part = 1_000, part[:-1]
+        elif part.endswith("m"):
+            multiplier, part = 1_000_000, part[:-1]
+        sizes.append(int(float(part) * multiplier))
+    if any(s < 100 for s in sizes):
+        raise argparse.ArgumentTypeError("every size must be at least 100")
+    return sizes
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--sizes", type=_parse_sizes, default=_parse_sizes("1000,10000,100000"), help="memories per life (1k, 1M ok)"
+    )
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="write the rows and run details here")
+    parser.add_argument(
+        "--real-max", type=int, default=100_000, help="largest size embedded with the real model (above: synthetic)"
+    )
+    parser.add_argument("--synthetic-all", action="store_true", help="also run synthetic vectors at the real sizes")
+    parser.add_argument("--queries", type=int, default=800, help="questions per life, spread over the checkpoints")
+    parser.add_argument("--checkpoints", type=int, default=8)
+    parser.add_argument(
+        "--systems", type=lambda s: tuple(x.strip() for x in s.split(",")), default=SYSTEMS, help="subset of systems"
+    )
+    parser.add_argument("--context-budget", type=int, default=128, help="token budget of build_context when available")
+    parser.add_argument("--embed-cache", type=Path, help="cache real embeddings in this directory")
+    parser.add_argument("--keep-data", type=Path, help="keep memevo's data directories here, one per size")
+    parser.add_argument(
+        "--fit-synthetic",
+        action="store_true",
+        help="only fit the synthetic vector weights to real embeddings at the first size, and print them",
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.systems) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems {sorted(unknown)}; pick from {', '.join(SYSTEMS)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; prints the table and writes JSON with ``--json``."""
+    args = parse_args(argv)
+    if args.fit_synthetic:
+        world = generate_world(args.sizes[0], args.seed, n_checkpoints=args.checkpoints, n_queries=args.queries)
+        weights = fit_synthetic_weights(world, real_vectors(world, args.embed_cache))
+        print(weights)
+        return 0
+    started = time.perf_counter()
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    machine = common.machine()
+    plan: list[tuple[int, str]] = []
+    for n in args.sizes:
+        if n <= args.real_max:
+            plan.append((n, "real"))
+            if args.synthetic_all:
+                plan.append((n, "synthetic"))
+        else:
+            plan.append((n, "synthetic"))
+    results: list[SizeResult] = []
+    for n, regime in plan:
+        t0 = time.perf_counter()
+        result = run_size(n, regime, args)
+        result.timings_s["total"] = time.perf_counter() - t0
+        results.append(result)
+        _log(f"  size {n:,} ({regime}) done in {result.timings_s['total']:.1f} s")
+    total_s = time.perf_counter() - started
+
+    print()
+    print(format_table(results))
+    print()
+    print("Vectors: 'real' = all-MiniLM-L6-v2 (int8 ONNX, the sidecar's bundled model) embeddings of the texts;")
+    print("'synthetic' = structured random vectors (world.synthetic_vectors), sidecar with --embedder none.")
+    print(f"Tokens are estimated as ceil(chars / {CHARS_PER_TOKEN}). memevo context: ", end="")
+    print("; ".join(sorted({r.details.get("memevo", {}).get("build_context", "-") for r in results})))
+    print()
+    print("Vector structure: share of questions where a group's best memory outranks the answer by cosine")
+    for r in results:
+        for kind, summary in r.details["similarity_profile"].items():
+            cells = ", ".join(f"{k.removeprefix('beats:')} {v:.2f}" for k, v in summary.items() if k != "questions")
+            print(f"  {r.n_memories:>9,} {r.regime:<9} {kind:<8} {cells}")
+    print()
+    print("Times (s):")
+    for r in results:
+        timing = ", ".join(f"{k} {v:.1f}" for k, v in r.timings_s.items())
+        print(f"  {r.n_memories:>9,} {r.regime:<9} {timing}")
+    print(f"Total: {total_s:.1f} s on {machine['cores']} cores ({machine['cpu']}), load {machine['load_average']}")
+
+    if args.json is not None:
+        rows = [
+            {
+                "benchmark": BENCHMARK,
+                "system": system,
+                "n_memories": r.n_memories,
+                "metric": metric,
+                "value": None if math.isnan(value) else round(value, 6),
+                "n_queries": r.counts[system][metric],
+                "vectors": r.regime,
+            }
+            for r in results
+            for system, values in r.metrics.items()
+            for metric, value in values.items()
+        ]
+        document = {
+            "rows": rows,
+            "command": common.command_line(argv),
+            "date": date,
+            "machine": machine,
+            "versions": common.versions(),
+            "settings": {
+                "seed": args.seed,
+                "sizes": args.sizes,
+                "real_max": args.real_max,
+                "queries": args.queries,
+                "checkpoints": args.checkpoints,
+                "top_k": TOP_K,
+                "exploration": EXPLORATION,
+                "generative_agents_decay_per_hour": GA_DECAY_PER_HOUR,
+                "governance_sweeps_per_life": GOVERN_FRACTION,
+                "token_estimate": f"ceil(chars / {CHARS_PER_TOKEN})",
+                "context_budget": args.context_budget,
+            },
+            "runs": [
+                {"n_memories": r.n_memories, "vectors": r.regime, "timings_s": r.timings_s, "details": r.details}
+                for r in results
+            ],
+            "total_s": total_s,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=2) + "\n")
+        _log(f"wrote {args.json}")
+    return 0
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+_last_progress = [0.0]
+
+
+def _progress(message: str) -> None:
+    """A progress line on stderr, at most every 5 s."""
+    now = time.monotonic()
+    if now - _last_progress[0] >= 5.0:
+        _last_progress[0] = now
+        _log(message)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
