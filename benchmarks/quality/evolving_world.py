@@ -525,46 +525,65 @@ def similarity_profile(world: World, vectors: Vectors, per_kind: int = 200) -> d
     return profile
 
 
-def fit_synthetic_weights(world: World, real: Vectors, *, rounds: int = 4) -> SyntheticWeights:
-    """Fit ``SyntheticWeights`` so that synthetic vectors of ``world`` compete with answers as ``real`` ones do.
+NOISE_FIELDS = (
+    "rank", "common", "isotropic", "noise_spread", "name_share", "fact_noise", "ask_noise", "how_noise",
+    "mention_entity", "mention_noise", "noise_topic", "noise_noise",
+)  # fmt: skip
+"""The weights that shape how the competition grows with size (the tails); the rest shape one size."""
 
-    Coordinate descent from the current defaults (each weight tried at x0.6,
-    x0.8, x1.25, x1.6, the rank at 12/16/24) on the squared differences of,
-    per (kind, group), the share of questions where the group beats the
-    answer, and the mean and spread of the margin; fact questions weigh 3x.
-    How the defaults were made (``--fit-synthetic``); takes ~15 minutes at 10k.
+
+def fit_synthetic_weights(
+    worlds: Sequence[tuple[World, Vectors]],
+    *,
+    start: SyntheticWeights | None = None,
+    fields: Sequence[str] | None = None,
+    rounds: int = 4,
+    per_kind: int = 400,
+) -> SyntheticWeights:
+    """Fit ``SyntheticWeights`` so that synthetic vectors compete with answers as real ones do.
+
+    ``worlds`` pairs worlds with their real vectors (several sizes fit how
+    the competition grows). Coordinate descent from ``start`` (default: the
+    current defaults) over ``fields`` (default: all; each weight tried at
+    x0.6, x0.8, x1.25, x1.6, the rank at 12, 16, 24, 32, 48) on the squared
+    differences of, per world and (kind, group), the share of questions where
+    the group beats the answer and the mean and spread of the margin; fact
+    questions weigh 3x. Slow: ~15 minutes per round at 10k with every field.
     """
-    probes = structure_probes(world, per_kind=400)
-    target = competitor_margins(world, probes, real.memories, real.events)
+    probes = [(world, structure_probes(world, per_kind), real) for world, real in worlds]
+    targets = [competitor_margins(world, ps, real.memories, real.events) for world, ps, real in probes]
 
     def loss(weights: SyntheticWeights) -> float:
-        memories, questions, executions = synthetic_vectors(world, DIMENSION, weights)
-        got = competitor_margins(world, probes, memories, np.concatenate([executions, questions]))
         total = 0.0
-        for name, want in target.items():
-            have = got.get(name, np.zeros(1))
-            weight = 3.0 if name[0] == "fact" else 1.0
-            if name[1] == "answer":
-                total += weight * (4 * (have.mean() - want.mean()) ** 2 + (have.std() - want.std()) ** 2)
-            else:
-                beats = float((have > 0).mean() - (want > 0).mean())
-                total += weight * (2 * beats**2 + (have.mean() - want.mean()) ** 2 + (have.std() - want.std()) ** 2)
+        for (world, ps, _), target in zip(probes, targets, strict=True):
+            memories, questions, executions = synthetic_vectors(world, DIMENSION, weights)
+            got = competitor_margins(world, ps, memories, np.concatenate([executions, questions]))
+            for name, want in target.items():
+                have = got.get(name, np.zeros(1))
+                weight = 3.0 if name[0] == "fact" else 1.0
+                spread = (have.std() - want.std()) ** 2
+                if name[1] == "answer":
+                    total += weight * (4 * (have.mean() - want.mean()) ** 2 + spread)
+                else:
+                    beats = float((have > 0).mean() - (want > 0).mean())
+                    total += weight * (2 * beats**2 + (have.mean() - want.mean()) ** 2 + spread)
         return float(total)
 
-    best = SyntheticWeights()
+    best = start or SyntheticWeights()
     best_loss = loss(best)
-    names = [f.name for f in dataclasses.fields(best) if f.name != "rank"]
+    names = [f.name for f in dataclasses.fields(best) if fields is None or f.name in fields]
     for round_number in range(rounds):
         improved = False
-        candidates = [dataclasses.replace(best, rank=r) for r in (12, 16, 24) if r != best.rank]
         for name in names:
-            candidates += [
-                dataclasses.replace(best, **{name: round(getattr(best, name) * f, 3)}) for f in (0.6, 0.8, 1.25, 1.6)
-            ]
-        for candidate in candidates:
-            value = loss(candidate)
-            if value < best_loss - 1e-6:
-                best, best_loss, improved = candidate, value, True
+            if name == "rank":
+                candidates = [dataclasses.replace(best, rank=r) for r in (12, 16, 24, 32, 48) if r != best.rank]
+            else:
+                value = getattr(best, name)
+                candidates = [dataclasses.replace(best, **{name: round(value * f, 3)}) for f in (0.6, 0.8, 1.25, 1.6)]
+            for candidate in candidates:
+                value = loss(candidate)
+                if value < best_loss - 1e-6:
+                    best, best_loss, improved = candidate, value, True
         _log(f"  fit round {round_number + 1}: loss {best_loss:.4f}")
         if not improved:
             break
@@ -982,9 +1001,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fit-synthetic",
         action="store_true",
-        help="only fit the synthetic vector weights to real embeddings at the first size, and print them",
+        help="only fit the synthetic vector weights to real embeddings at --sizes (all real), and print them",
+    )
+    parser.add_argument(
+        "--fit-fields",
+        type=lambda s: tuple(x.strip() for x in s.split(",")),
+        help="with --fit-synthetic: the weights to fit (default all; 'noise' for the size-dependent ones)",
     )
     args = parser.parse_args(argv)
+    if args.fit_fields == ("noise",):
+        args.fit_fields = NOISE_FIELDS
     unknown = set(args.systems) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; pick from {', '.join(SYSTEMS)}")
@@ -995,9 +1021,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; prints the table and writes JSON with ``--json``."""
     args = parse_args(argv)
     if args.fit_synthetic:
-        world = generate_world(args.sizes[0], args.seed, n_checkpoints=args.checkpoints, n_queries=args.queries)
-        weights = fit_synthetic_weights(world, real_vectors(world, args.embed_cache))
-        print(weights)
+        worlds = []
+        for n in args.sizes:
+            world = generate_world(n, args.seed, n_checkpoints=args.checkpoints, n_queries=args.queries)
+            worlds.append((world, real_vectors(world, args.embed_cache)))
+        print(fit_synthetic_weights(worlds, fields=args.fit_fields))
         return 0
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
