@@ -963,6 +963,70 @@ def format_table(results: Sequence[SizeResult]) -> str:
     return "\n".join(lines)
 
 
+HIT_TARGET = 0.95
+STALE_TARGET = 0.02
+DROP_TARGET = 0.02
+
+
+def target_check(results: Sequence[SizeResult]) -> list[dict[str, Any]]:
+    """Issue 5's targets for memevo, checked per vector regime.
+
+    hit@1 >= 0.95 and stale_top5 <= 2 % at every size; hit@1 falling by at
+    most 2 points from the smallest to the largest size; the plain store's
+    hit@1 falling over the same sizes.
+    """
+    checks: list[dict[str, Any]] = []
+    for regime in sorted({r.regime for r in results}):
+        runs = sorted((r for r in results if r.regime == regime and "memevo" in r.metrics), key=lambda r: r.n_memories)
+        if not runs:
+            continue
+        hits = {r.n_memories: r.metrics["memevo"]["hit_at_1"] for r in runs}
+        stale = {r.n_memories: r.metrics["memevo"]["stale_top5"] for r in runs}
+        check: dict[str, Any] = {
+            "vectors": regime,
+            "sizes": [r.n_memories for r in runs],
+            "memevo_hit_at_1_min": min(hits.values()),
+            "hit_at_1_met": all(v >= HIT_TARGET for v in hits.values()),
+            "memevo_stale_top5_max": max(stale.values()),
+            "stale_top5_met": all(v <= STALE_TARGET for v in stale.values()),
+        }
+        if len(runs) > 1:
+            drop = runs[0].metrics["memevo"]["hit_at_1"] - runs[-1].metrics["memevo"]["hit_at_1"]
+            check["memevo_hit_at_1_drop"] = drop
+            check["memevo_hit_at_1_first_last"] = [runs[0].metrics["memevo"]["hit_at_1"], hits[runs[-1].n_memories]]
+            check["drop_met"] = drop <= DROP_TARGET
+            if all("plain" in r.metrics for r in (runs[0], runs[-1])):
+                plain_drop = runs[0].metrics["plain"]["hit_at_1"] - runs[-1].metrics["plain"]["hit_at_1"]
+                check["plain_hit_at_1_drop"] = plain_drop
+                check["plain_hit_at_1_first_last"] = [r.metrics["plain"]["hit_at_1"] for r in (runs[0], runs[-1])]
+                check["plain_degrades"] = plain_drop > 0
+        checks.append(check)
+    return checks
+
+
+def format_targets(checks: Sequence[dict[str, Any]]) -> str:
+    """One line per regime: each of issue 5's targets, met or missed."""
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    lines = []
+    for c in checks:
+        sizes = "/".join(f"{n:,}" for n in c["sizes"])
+        parts = [
+            f"hit@1 >= {HIT_TARGET:.2f}: {mark(c['hit_at_1_met'])} (min {c['memevo_hit_at_1_min']:.3f})",
+            f"stale <= {STALE_TARGET:.0%}: {mark(c['stale_top5_met'])} (max {c['memevo_stale_top5_max']:.1%})",
+        ]
+        if "drop_met" in c:
+            first, last = c["memevo_hit_at_1_first_last"]
+            parts.append(f"drop <= {DROP_TARGET * 100:.0f} points: {mark(c['drop_met'])} ({first:.3f} -> {last:.3f})")
+        if "plain_degrades" in c:
+            first, last = c["plain_hit_at_1_first_last"]
+            parts.append(f"plain degrades: {'yes' if c['plain_degrades'] else 'NO'} ({first:.3f} -> {last:.3f})")
+        lines.append(f"  {c['vectors']:<9} {sizes}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def _parse_sizes(text: str) -> list[int]:
     sizes = []
     for part in text.split(","):
@@ -1049,6 +1113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print()
     print(format_table(results))
+    checks = target_check(results)
+    print()
+    print("Issue 5 targets for memevo, per vector regime (drop: hit@1 from the smallest to the largest size):")
+    print(format_targets(checks))
     print()
     print("Vectors: 'real' = all-MiniLM-L6-v2 (int8 ONNX, the sidecar's bundled model) embeddings of the texts;")
     print("'synthetic' = structured random vectors (world.synthetic_vectors), sidecar with --embedder none.")
@@ -1101,6 +1169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "token_estimate": f"ceil(chars / {CHARS_PER_TOKEN})",
                 "context_budget": args.context_budget,
             },
+            "targets": checks,
             "runs": [
                 {"n_memories": r.n_memories, "vectors": r.regime, "timings_s": r.timings_s, "details": r.details}
                 for r in results

@@ -643,12 +643,12 @@ ATTRIBUTES: tuple[Attribute, ...] = (
         0.3,
         _pool(ROLES),
         (
-            "{e} is now a {v}.",
+            "{e}'s role is now {v}.",
             "{e} took on the role of {v}.",
             "New title for {e}: {v}.",
         ),
-        ("{e} is still working as a {v}.",),
-        ("HR records show {e} became a {v} on {d}.",),
+        ("{e} still has the role of {v}.",),
+        ("HR records show {e} took the role of {v} on {d}.",),
         ("What is {e}'s role?", "What's the job title of {e}?"),
     ),
     Attribute(
@@ -1005,7 +1005,7 @@ NOISE_TOPICS: dict[str, tuple[str, ...]] = {
         "Half the team has seen {movie}; no spoilers in #random please.",
     ),
     "sports": (
-        "{name} is excited about the {team} game on {day}.",
+        "{name} is excited about the game of {team} on {day}.",
         "The office five-a-side lost {n}-{n2} on {day}.",
         "{team} won again; {name} is unbearable today.",
     ),
@@ -1121,7 +1121,7 @@ MENTION_TEMPLATES = (
     "{proj} demo went fine; people asked good questions.",
     "Put {proj} on the agenda for the next all-hands.",
     "{proj} has a new logo proposal from the design team.",
-    "Read through the {proj} retro notes.",
+    "Read through the retro notes of {proj}.",
 )
 FILLERS: dict[str, tuple[str, ...]] = {
     "name": FIRST_NAMES,
@@ -1971,23 +1971,27 @@ class SyntheticWeights:
     words and themes by chance), plus a small isotropic part. Then a common
     direction (real embedding spaces are anisotropic) and normalisation.
 
-    The defaults were fitted once (coordinate descent over these fields, on
-    the world of 10,000 memories with seed 7) so that the chance that the
-    best memory of each group outranks the answer under plain cosine — and
-    the mean and spread of that margin — match what the real all-MiniLM-L6-v2
-    embeddings of this generator's texts give, within a few points (groups:
-    outdated versions of the fact, other facts of the entity, the attribute on
-    other entities, remarks naming the entity, irrelevant memories; for tasks:
-    other versions, task logs, facts of the entity). ``similarity_profile`` in
-    the benchmark prints both regimes side by side.
+    The defaults were fitted with ``evolving_world.py --fit-synthetic``
+    (coordinate descent; seed 7): every field on the world of 10,000
+    memories, then the size-dependent ones (``NOISE_FIELDS``) on the worlds
+    of 10,000 and 100,000 together, so that the chance that the best memory
+    of each group outranks the answer under plain cosine — and the mean and
+    spread of that margin — match what the real all-MiniLM-L6-v2 embeddings
+    of this generator's texts give. At 10k and 100k the fact groups agree
+    within about 5 points (outdated versions, other facts of the entity, the
+    attribute on other entities, remarks naming the entity, irrelevant
+    memories; for tasks: older versions, task logs, facts of the entity);
+    the irrelevant tail grows a little faster with size than the real one,
+    so the synthetic 1M errs on the hard side. The benchmark prints both
+    regimes side by side.
     """
 
     rank: int = 16
-    common: float = 0.3
-    isotropic: float = 0.04
-    noise_spread: float = 0.144
+    common: float = 0.375
+    isotropic: float = 0.076
+    noise_spread: float = 0.288
     """Sigma of a log-normal factor on each vector's semantic noise: some texts are vaguer than others."""
-    name_share: float = 3.2
+    name_share: float = 1.536
     """Weight, relative to its own, of the component an entity shares with others of the same first name word.
 
     Real embeddings confuse "the billing API" with "the billing store", and Alice Moreau with Alice Silva.
@@ -2016,8 +2020,8 @@ class SyntheticWeights:
     mention_entity: float = 0.525
     mention_chatter: float = 0.3
     mention_noise: float = 0.6
-    noise_topic: float = 0.196
-    noise_noise: float = 0.538
+    noise_topic: float = 0.402
+    noise_noise: float = 0.323
 
 
 @dataclass(frozen=True)
