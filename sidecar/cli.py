@@ -12,10 +12,25 @@ import time
 from collections import Counter
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from .config import GovernanceConfig, Limits, SidecarConfig, default_data_dir, default_listen
+from .config import (
+    GovernanceConfig,
+    IndexConfig,
+    Limits,
+    LlmConfig,
+    SidecarConfig,
+    TlsConfig,
+    default_data_dir,
+    default_listen,
+)
 from .embedding import EmbedderConfig
-from .errors import MemevoError
+from .errors import FailedPrecondition, MemevoError
+
+if TYPE_CHECKING:
+    from memevo.v1 import policy_pb2
+
+    from .replay.replay import ReplayOptions
 
 log = logging.getLogger("memevo")
 
@@ -45,6 +60,16 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--openai-model", default="", help="embedding model name for --embedder openai")
     parser.add_argument(
+        "--llm-url",
+        default="",
+        help="base URL of an OpenAI-compatible chat-completions endpoint that writes abstractions when the "
+        "policy's consolidation mode is LLM, e.g. http://127.0.0.1:8080/v1 (API key from $MEMEVO_LLM_API_KEY)",
+    )
+    parser.add_argument("--llm-model", default="", help="chat model name for --llm-url")
+    parser.add_argument(
+        "--llm-timeout-s", type=float, default=60.0, help="seconds one abstraction request may take (default 60)"
+    )
+    parser.add_argument(
         "--dimension",
         type=int,
         default=0,
@@ -52,6 +77,12 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-content-bytes", type=int, default=Limits().max_content_bytes)
     parser.add_argument("--max-batch-items", type=int, default=Limits().max_batch_items)
+    parser.add_argument(
+        "--max-memories",
+        type=int,
+        default=Limits().max_memories,
+        help="most memories (not evicted) the data directory may hold; 0 = no limit (default: %(default)s)",
+    )
     parser.add_argument(
         "--max-future-skew-s",
         type=float,
@@ -71,9 +102,39 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=GovernanceConfig().checkpoint_interval_s,
         help="seconds between checkpoints of access statistics (default: %(default)s)",
     )
+    parser.add_argument(
+        "--index-save-interval-s",
+        type=float,
+        default=IndexConfig().save_interval_s,
+        help="seconds between saves of the ANN index while it changes; also saved at shutdown (default: %(default)s)",
+    )
     parser.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period, seconds")
     parser.add_argument(
         "--token-file", type=Path, default=None, help=f"require this bearer token (or set ${TOKEN_ENV})"
+    )
+    parser.add_argument(
+        "--tokens-file",
+        type=Path,
+        default=None,
+        help="bearer tokens scoped to namespaces, one per line: '<token> <ns>[,<ns>...]' or '<token> *'",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow listen addresses beyond loopback (requires --tls-cert/--tls-key and tokens or --tls-client-ca)",
+    )
+    parser.add_argument("--tls-cert", type=Path, default=None, help="PEM server certificate: TLS on every TCP address")
+    parser.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
+    parser.add_argument(
+        "--tls-client-ca", type=Path, default=None, help="PEM CA: require client certificates it signed (mutual TLS)"
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        default="",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics, loopback only, e.g. 127.0.0.1:9464 (default: off)",
+    )
+    parser.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="log lines as text or JSON (with request ids)"
     )
     parser.add_argument("--ready-file", type=Path, default=None, help="write JSON {pid, listen} here once serving")
 
@@ -85,6 +146,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         max_content_bytes=args.max_content_bytes,
         max_batch_items=args.max_batch_items,
         max_future_skew_s=args.max_future_skew_s,
+        max_memories=args.max_memories,
     )
     return SidecarConfig(
         data_dir=args.data,
@@ -92,13 +154,28 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         embedder=embedder,
         dimension=args.dimension,
         limits=limits,
+        index=IndexConfig(save_interval_s=args.index_save_interval_s),
         workers=args.workers,
+        llm=LlmConfig(url=args.llm_url, model=args.llm_model, timeout_s=args.llm_timeout_s),
         governance=GovernanceConfig(
             sweep_interval_s=args.sweep_interval_s, checkpoint_interval_s=args.checkpoint_interval_s
         ),
         grace_s=args.grace_s,
         ready_file=args.ready_file,
+        tls=_tls(args),
+        allow_remote=args.allow_remote,
+        metrics_listen=args.metrics_listen,
     )
+
+
+def _tls(args: argparse.Namespace) -> TlsConfig | None:
+    if args.tls_cert is None and args.tls_key is None:
+        if args.tls_client_ca is not None:
+            raise FailedPrecondition("--tls-client-ca needs --tls-cert and --tls-key", reason="BAD_FLAGS")
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        raise FailedPrecondition("--tls-cert and --tls-key go together", reason="BAD_FLAGS")
+    return TlsConfig(cert_file=args.tls_cert, key_file=args.tls_key, client_ca_file=args.tls_client_ca)
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -109,9 +186,13 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def serve(args: argparse.Namespace) -> int:
     """Run a sidecar until SIGTERM or SIGINT."""
+    from .service.auth import TokenTable
+    from .service.metrics import configure_logging
     from .service.server import Sidecar
 
-    sidecar = Sidecar(config_from_args(args), token=_token(args))
+    configure_logging(json_format=args.log_format == "json", level=logging.getLogger().level)
+    tokens = TokenTable.from_file(args.tokens_file) if args.tokens_file is not None else None
+    sidecar = Sidecar(config_from_args(args), token=_token(args), tokens=tokens)
     signals: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -193,6 +274,134 @@ def demo(args: argparse.Namespace) -> int:
     return int(run_demo(embedder=args.embedder))
 
 
+def export(args: argparse.Namespace) -> int:
+    """Write a data directory's change log, retrievals and outcomes as a replay log (JSON lines)."""
+    from .replay.export import export_log
+
+    summary = export_log(args.data, args.out)
+    print(
+        f"wrote {summary.path}: {summary.memories} memories, {summary.events} events, "
+        f"{summary.retrievals} retrievals, {summary.outcomes} outcomes"
+    )
+    return 0
+
+
+def _read_policy(path: Path) -> policy_pb2.Policy:
+    from google.protobuf import json_format
+
+    from .errors import InvalidArgument
+    from .replay.export import policy_from_json
+
+    try:
+        return policy_from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, json_format.ParseError) as exc:
+        raise InvalidArgument.field("policy", f"{path} is not a memevo.v1.Policy JSON file: {exc}") from exc
+
+
+def _replay_options(args: argparse.Namespace) -> ReplayOptions:
+    from .replay.replay import ReplayOptions
+
+    return ReplayOptions(
+        sweep_interval_s=args.sweep_interval_s,
+        sweep_interval_turns=args.sweep_interval_turns,
+        stale_penalty=args.stale_penalty,
+    )
+
+
+def _add_replay_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sweep-interval-s",
+        type=float,
+        default=GovernanceConfig().sweep_interval_s,
+        help="log seconds between replayed lifecycle sweeps; 0 = before every retrieval (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sweep-interval-turns", type=float, default=1.0, help="the same in turns, for agent-turn policies"
+    )
+    parser.add_argument(
+        "--stale-penalty", type=float, default=0.5, help="objective's weight of stale_share (default: %(default)s)"
+    )
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    """Replay a log under a policy and print what it would have done."""
+    from .replay.replay import load_log, replay
+
+    log = load_log(args.log)
+    policy = _read_policy(args.policy) if args.policy else log.policy
+    report = replay(log, policy, _replay_options(args))
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+        return 0
+    for name, value in report.as_dict().items():
+        if name != "store_series":
+            print(f"{name}: {round(value, 4) if isinstance(value, float) else value}")
+    return 0
+
+
+def tune_command(args: argparse.Namespace) -> int:
+    """Search policies over replays of a log; print and write the best one."""
+    from .replay.export import policy_to_json
+    from .replay.tune import describe, tune
+
+    result = tune(
+        args.log,
+        baseline=_read_policy(args.policy) if args.policy else None,
+        candidates=[_read_policy(path) for path in args.candidate],
+        trials=args.trials,
+        seed=args.seed,
+        workers=args.workers,
+        ray_address=args.ray_address,
+        options=_replay_options(args),
+        progress=not args.no_progress,
+    )
+    args.out.write_text(json.dumps(policy_to_json(result.best_policy), indent=2) + "\n")
+    summary = {
+        "best": describe(result.best),
+        "baseline": describe(result.baseline),
+        "gain": round(result.gain, 4),
+        "evaluated": len(result.reports),
+        "written_to": str(args.out),
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _add_replay_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export_parser = commands.add_parser(
+        "export", help="write a data directory's log, retrievals and outcomes as a replay log (JSON lines)"
+    )
+    export_parser.add_argument("--data", type=Path, default=default_data_dir(), help="data directory (read-only)")
+    export_parser.add_argument("--out", type=Path, required=True, help="replay log to write")
+    export_parser.set_defaults(run=export)
+    replay_parser = commands.add_parser("replay", help="replay a log under a policy and report what it would do")
+    replay_parser.add_argument("--log", type=Path, required=True, help="a replay log from memevo export")
+    replay_parser.add_argument(
+        "--policy", type=Path, default=None, help="policy JSON (memevo.v1.Policy); default: the log's own"
+    )
+    _add_replay_options(replay_parser)
+    replay_parser.add_argument("--json", action="store_true", help="print JSON")
+    replay_parser.set_defaults(run=replay_command)
+    tune_parser = commands.add_parser("tune", help="search policies by replaying a log; write the best one")
+    tune_parser.add_argument("--log", type=Path, required=True, help="a replay log from memevo export")
+    tune_parser.add_argument("--policy", type=Path, default=None, help="baseline policy JSON; default: the log's")
+    tune_parser.add_argument(
+        "--candidate", type=Path, action="append", default=[], help="also evaluate this policy JSON (repeatable)"
+    )
+    tune_parser.add_argument("--trials", type=int, default=64, help="random policies to try (default: %(default)s)")
+    tune_parser.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    tune_parser.add_argument("--workers", type=int, default=0, help="local processes; 0 = every core (default)")
+    tune_parser.add_argument(
+        "--ray-address", default=None, help="run the replays on this Ray cluster (e.g. 'auto' or host:port)"
+    )
+    _add_replay_options(tune_parser)
+    tune_parser.add_argument(
+        "--out", type=Path, default=Path("best-policy.json"), help="where to write the best policy"
+    )
+    tune_parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tune_parser.set_defaults(run=tune_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``memevo`` command."""
     parser = argparse.ArgumentParser(prog="memevo", description="A gRPC sidecar that governs LLM-agent memory.")
@@ -208,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser.add_argument("data_dir", type=Path)
     inspect_parser.add_argument("--json", action="store_true", help="print JSON")
     inspect_parser.set_defaults(run=inspect)
+    _add_replay_commands(commands)
     return parser
 
 

@@ -39,6 +39,9 @@ class Limits:
     """How far in the future a memory's world time (valid_from) may lie."""
     max_fresh_tail: int = 200_000
     """Acknowledged vectors waiting for the ANN graph; past it writes get RESOURCE_EXHAUSTED."""
+    max_memories: int = 0
+    """Memories (not evicted) one data directory may hold; 0 = no limit. Past it writes get
+    RESOURCE_EXHAUSTED and nothing of the call is written (a batch is all or nothing)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,11 +72,54 @@ class GovernanceConfig:
     """When the governance daemon works."""
 
     sweep_interval_s: float = 5.0
-    """Seconds between scheduled sweeps; 0 turns them off (Govern still sweeps on demand)."""
+    """Seconds between sweeps of the ACTIVE tier (ACTIVE memories and those near a threshold); 0 turns every
+    scheduled and event-driven sweep off (Govern still sweeps on demand)."""
+    sweep_every_writes: int = 10_000
+    """Also sweep the ACTIVE tier after this many written rows; 0 = by time only."""
+    near_interval_s: float = 1.0
+    """Seconds between sweeps of the memories the last sweep found near a threshold; 0 = with the ACTIVE tier."""
+    full_interval_s: float = 300.0
+    """Seconds between sweeps of everything, ARCHIVED memories included; 0 = never scheduled."""
+    near_margin: float = 0.05
+    """Value distance to a threshold (or a running eviction grace) that puts a memory in the near tier."""
+    sample_above_count: int = 20_000_000
+    """Stores with more slots than this are swept by samples: each scheduled sweep takes a rotating block."""
+    sample_count: int = 2_000_000
+    """Slots per sampled sweep (a block of consecutive ids; near-tier samples take this many near ids)."""
+    react_to_events: bool = True
+    """Re-evaluate at once the memories a perception event (update, supersession, outcome) names."""
     checkpoint_interval_s: float = 5.0
     """Seconds between checkpoints of access statistics: a crash loses at most this much of them."""
     retrieval_ttl_s: float = 7 * 86_400.0
     """How long a retrieval id accepts ReportOutcome; older retrieval records are deleted."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlmConfig:
+    """The OpenAI-compatible chat-completions endpoint that writes abstractions (policy mode LLM)."""
+
+    url: str = ""
+    """Base URL, e.g. ``http://127.0.0.1:8080/v1`` (we POST ``{url}/chat/completions``); empty = none configured."""
+    model: str = ""
+    """Model name sent with each request."""
+    api_key_env: str = "MEMEVO_LLM_API_KEY"
+    """Environment variable holding the API key (sent as ``Authorization: Bearer``); unset sends none."""
+    timeout_s: float = 60.0
+    """Seconds one request may take before the consolidation is left for later."""
+    max_output_tokens: int = 300
+    """Upper bound on the abstraction's length, in the model's tokens."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TlsConfig:
+    """Server certificate for TCP listen addresses, and optionally a CA whose client certificates are required."""
+
+    cert_file: Path
+    """PEM certificate chain of the server."""
+    key_file: Path
+    """PEM private key of the server."""
+    client_ca_file: Path | None = None
+    """PEM CA bundle; when set, callers must present a certificate it signed (mutual TLS)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +137,8 @@ class SidecarConfig:
     limits: Limits = field(default_factory=Limits)
     index: IndexConfig = field(default_factory=IndexConfig)
     governance: GovernanceConfig = field(default_factory=GovernanceConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    """Chat-completions endpoint for consolidations decided by policy mode LLM."""
     commit_group_max: int = 4096
     """Most mutations one synced RocksDB write groups together."""
     grace_s: float = 5.0
@@ -99,3 +147,9 @@ class SidecarConfig:
     """gRPC worker threads; each open Watch or Review stream holds one."""
     ready_file: Path | None = None
     """Written (JSON: pid, listen addresses) once the server is serving."""
+    tls: TlsConfig | None = None
+    """TLS for every TCP listen address (unix sockets stay plain); None = plaintext."""
+    allow_remote: bool = False
+    """Allow listen addresses beyond loopback (then TLS and caller authentication are required too)."""
+    metrics_listen: str = ""
+    """Loopback ``host:port`` of the Prometheus text endpoint (``/metrics``); empty = off."""

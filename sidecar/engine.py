@@ -7,12 +7,13 @@ fsynced) and updates the columns and the index only after it is durable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import sys
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,13 +21,16 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from memevo.kernels.value import Scores
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from .config import SidecarConfig
 from .domain import NewMemory, from_timestamp, now_s, to_timestamp
 from .embedding import Embedder, EmbedderError, LocalEmbedder, make_embedder
-from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unavailable
+from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, StorageError, Unavailable
 from .evaluation.scoring import clock_for, score
+from .experiments.arms import Experiments
+from .governance.abstraction import ChatAbstractor
 from .perception.conflicts import Perceiver, fact_key
 from .perception.feedback import (
     Demotion,
@@ -38,6 +42,7 @@ from .perception.feedback import (
 )
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
 from .retrieval.lexical import NamespacedLexicalIndex
+from .store import snapshot
 from .store.columns import STATE_EVICTED, MemoryColumns
 from .store.rocks import (
     CF_CHANGELOG,
@@ -131,12 +136,33 @@ class Engine:
         self.lexical = NamespacedLexicalIndex()
         self.strategies: dict[tuple[str, str], list[int]] = {}
         """(namespace, task_signature) -> ids of its STRATEGY memories."""
+        self.eviction_gate: Callable[[npt.NDArray[np.int64], npt.NDArray[np.float32]], npt.NDArray[np.bool_]] | None = (
+            None
+        )
+        """Set by the review broker: which of a sweep's evictions wait for a reviewer (True = hold)."""
+        self.llm: ChatAbstractor | None = ChatAbstractor(config.llm) if config.llm.url else None
+        """The chat model that writes abstractions in policy mode LLM, when one is configured."""
+        self.experiments = Experiments(self.store)
+        """The online experiment, if one runs: which policy ranks which retrieval, outcomes per arm."""
+        self._scoring = threading.local()
         self._closed = False
-        self._load_columns()
+        if not self._restore_snapshot():
+            self._load_columns()
         self._reconcile_index()
         self.index.start(lambda: self.store.last_sequence)
 
     # ---- start-up ---------------------------------------------------------------------------
+
+    def _restore_snapshot(self) -> bool:
+        """Take the columns, lexical index and strategies from a clean close's snapshot, if it is current."""
+        parts = snapshot.take(Path(self.config.data_dir), sequence=self.store.last_sequence, next_id=self.store.next_id)
+        if parts is None:
+            return False
+        # Update in place: the perceiver and others already hold these objects.
+        self.columns.__dict__.update(parts["columns"].__dict__)
+        self.lexical.__dict__.update(parts["lexical"].__dict__)
+        self.strategies.update(parts["strategies"])
+        return True
 
     def _load_columns(self) -> None:
         record = memory_pb2.Memory()
@@ -290,6 +316,7 @@ class Engine:
                 affected = tuple(o.id for o, _, _ in decision.updated if o.id != decision.confirm.id)
                 written.append(Written(decision.confirm, memory_service_pb2.WRITE_OUTCOME_CONFIRMED, False, affected))
                 continue
+            self._claim_room(txn, len(items))
             self.save(
                 txn,
                 record,
@@ -329,6 +356,26 @@ class Engine:
 
         txn.on_commit(publish)
         return written
+
+    def _claim_room(self, txn: Txn, asked: int) -> None:
+        """Count one more new memory against ``--max-memories``; ResourceExhausted past it.
+
+        Runs inside the mutation, so a refused call writes nothing (a batch is all
+        or nothing) and replays and confirmations, which add no memory, still pass.
+        """
+        limit = self.limits.max_memories
+        if limit <= 0:
+            return
+        # Columns hold what earlier groups committed; this group's new memories are pending.
+        held = self.columns.live_count + len(txn.pending("new_memories", None))
+        if held + 1 > limit:
+            raise ResourceExhausted(
+                f"the data directory is at its limit of {limit} memories (--max-memories) and this call "
+                f"would add up to {asked}: nothing was written. Forget memories or raise the limit",
+                reason="MAX_MEMORIES",
+                metadata={"held": str(held), "limit": str(limit)},
+            )
+        txn.add_pending("new_memories", None, 1)
 
     def save(
         self,
@@ -535,8 +582,24 @@ class Engine:
         targets: npt.NDArray[np.uint8],
         values: npt.NDArray[np.float32],
         reasons: Sequence[str],
+        *,
+        review: bool = True,
     ) -> int:
-        """Move memories to the states a sweep proposed, if they are still in the state it saw."""
+        """Move memories to the states a sweep proposed, if they are still in the state it saw.
+
+        With ``review`` (the default) evictions pass the review broker's gate
+        first: those it holds stay where they are until a reviewer (or the
+        policy, at the proposal's deadline) decides.
+        """
+        if review and self.eviction_gate is not None:
+            evicting = np.flatnonzero(targets == memory_pb2.MEMORY_STATE_EVICTED)
+            if evicting.size:
+                hold = np.zeros(ids.size, dtype=bool)
+                hold[evicting] = self.eviction_gate(ids[evicting], values[evicting])
+                if hold.any():
+                    keep = ~hold
+                    ids, observed, targets, values = ids[keep], observed[keep], targets[keep], values[keep]
+                    reasons = [r for r, k in zip(reasons, keep.tolist(), strict=True) if k]
 
         def mutation(txn: Txn) -> int:
             now = now_s()
@@ -577,6 +640,80 @@ class Engine:
 
         return self.store.apply(mutation)
 
+    def evict_reviewed(self, ids: Sequence[int], *, reason: str, hook: Callable[[Txn], None] | None = None) -> int:
+        """Evict those of ``ids`` still ACTIVE or ARCHIVED (a reviewed eviction); returns how many."""
+        live = [i for i in ids if 0 < i < self.columns.size]
+        observed = self.columns.state[np.asarray(live, dtype=np.int64)] if live else np.zeros(0, dtype=np.uint8)
+        movable = [
+            (i, int(s))
+            for i, s in zip(live, observed.tolist(), strict=True)
+            if s in (memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED)
+        ]
+
+        def mutation(txn: Txn) -> int:
+            if hook is not None:
+                hook(txn)
+            now = now_s()
+            evicted: list[memory_pb2.Memory] = []
+            for memory_id, seen in movable:
+                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+                if raw is None:
+                    continue
+                record = memory_pb2.Memory.FromString(raw)
+                if record.state != seen:
+                    continue
+                record.updated_at.CopyFrom(to_timestamp(now))
+                self._evict(txn, record, reason=reason, turn=None)
+                evicted.append(record)
+
+            def publish() -> None:
+                for record in evicted:
+                    self.columns.set_state(record.id, STATE_EVICTED)
+                    self.lexical.remove(record.namespace, record.id)
+                self.index.remove(np.asarray([r.id for r in evicted], dtype=np.int64))
+
+            txn.on_commit(publish)
+            return len(evicted)
+
+        return self.store.apply(mutation)
+
+    def spare(self, ids: Sequence[int]) -> None:
+        """A reviewer kept these memories: their eviction grace period starts over."""
+        rows = np.asarray([i for i in ids if 0 < i < self.columns.size], dtype=np.int64)
+        if rows.size:
+            with self.columns.lock:
+                self.columns.below[rows] = np.nan
+
+    def reaffirm_framework(self, ids: Sequence[int], *, reason: str, hook: Callable[[Txn], None] | None = None) -> int:
+        """Mark memories as re-read under the current framework version; returns how many changed."""
+        version = self.framework_version
+
+        def mutation(txn: Txn) -> int:
+            if hook is not None:
+                hook(txn)
+            now = now_s()
+            changed: list[memory_pb2.Memory] = []
+            for memory_id in dict.fromkeys(ids):
+                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+                if raw is None:
+                    continue
+                record = memory_pb2.Memory.FromString(raw)
+                if record.framework_version == version or record.state == memory_pb2.MEMORY_STATE_EVICTED:
+                    continue
+                record.framework_version = version
+                record.updated_at.CopyFrom(to_timestamp(now))
+                self.save(txn, record, before=record.state, reason=reason, turn=None, detail=version)
+                changed.append(record)
+
+            def publish() -> None:
+                for record in changed:
+                    self.columns.set_record(record)
+
+            txn.on_commit(publish)
+            return len(changed)
+
+        return self.store.apply(mutation)
+
     def checkpoint_statistics(self, ids: Sequence[int]) -> None:
         """Persist access statistics (and the turn clock) of ``ids``; no change-log events."""
         columns = self.columns
@@ -596,18 +733,28 @@ class Engine:
             if self.current_turn:
                 txn.put(CF_META, META_TURN, str(self.current_turn).encode())
 
-        self.store.apply(mutation)
+        try:
+            self.store.apply(mutation)
+        except StorageError as error:
+            # A full or read-only disk must not stop the daemon or the shutdown; retry at the next checkpoint.
+            log.warning("access statistics not checkpointed: %s", error.message)
+            with columns.lock:
+                columns.accessed.update(ids)
 
     # ---- outcomes, supersession, history -------------------------------------------------------
 
-    def record_retrieval(self, ids: Sequence[int], turn: int | None) -> str:
+    def new_retrieval_id(self) -> str:
+        """A fresh retrieval id (known before ranking, so an experiment arm can be assigned by it)."""
+        # Time-ordered ids (milliseconds first) let expired records go in one range delete.
+        return f"{int(now_s() * 1000):012x}{uuid.uuid4().hex[:12]}"
+
+    def record_retrieval(self, ids: Sequence[int], turn: int | None, *, retrieval_id: str = "") -> str:
         """Remember which memories a retrieval returned, for ReportOutcome; returns its id.
 
         Written without fsync and outside the committer: losing the last few
         retrievals in a crash only means their outcomes cannot be reported.
         """
-        # Time-ordered ids (milliseconds first) let expired records go in one range delete.
-        retrieval_id = f"{int(now_s() * 1000):012x}{uuid.uuid4().hex[:12]}"
+        retrieval_id = retrieval_id or self.new_retrieval_id()
         self.store.put_unsynced(CF_RETRIEVALS, retrieval_id.encode(), pack_retrieval(ids, now_s(), turn))
         return retrieval_id
 
@@ -640,6 +787,8 @@ class Engine:
                 previous = txn.get(CF_REQUESTS, _request_key("outcome", request_id))
                 if previous is not None:
                     return int(previous.decode())
+            if retrieval_id:
+                self.experiments.on_outcome(txn, retrieval_id, success, failure)
             now = now_s()
             updated: list[memory_pb2.Memory] = []
             signatures: set[tuple[str, str]] = set()
@@ -742,6 +891,7 @@ class Engine:
             fresh: list[memory_pb2.Memory] = []
             if new_item is not None:
                 assert vectors is not None
+                self._claim_room(txn, 1)
                 new = self._new_record(new_item, txn.allocate_id(), now, turn)
                 txn.put(CF_VECTORS, u64_key(new.id), vectors[0].astype("<f4").tobytes())
                 fresh.append(new)
@@ -922,8 +1072,14 @@ class Engine:
 
     # ---- reads ------------------------------------------------------------------------------
 
-    def get(self, ids: Sequence[int], *, include_vectors: bool = False) -> tuple[list[memory_pb2.Memory], list[int]]:
-        """Records by id in request order, and the ids that do not exist."""
+    def get(
+        self, ids: Sequence[int], *, include_vectors: bool = False, scores: Scores | None = None
+    ) -> tuple[list[memory_pb2.Memory], list[int]]:
+        """Records by id in request order, and the ids that do not exist.
+
+        ``scores``, when given, are the ids' scores (row i for ``ids[i]``) just computed by
+        :meth:`score_rows`: they are copied into the records instead of being computed again.
+        """
         keys = [u64_key(i) for i in ids]
         raws = self.store.multi_get(CF_MEMORIES, keys)
         found: list[memory_pb2.Memory] = []
@@ -938,19 +1094,67 @@ class Engine:
             if vector is not None:
                 record.vector = vector
             found.append(record)
-        self.fill_scores(found)
+        self.fill_scores(found, known=None if scores is None else (ids, scores))
         return found, missing
 
-    def fill_scores(self, records: Sequence[memory_pb2.Memory]) -> None:
-        """Set each record's scores as of now (the value kernel over just these rows)."""
+    @contextlib.contextmanager
+    def scoring_policy(
+        self, policy: policy_pb2.Policy | None = None, params: npt.NDArray[np.float64] | None = None
+    ) -> Iterator[list[memory_pb2.Memory]]:
+        """Within the block, this thread's reads score with ``policy`` (an experiment arm's) if given.
+
+        Yields the list of records scored in the block (a recall's re-ranked pool), for the replay log.
+        """
+        seen: list[memory_pb2.Memory] = []
+        self._scoring.override = (policy, params, seen)
+        try:
+            yield seen
+        finally:
+            self._scoring.override = None
+
+    def score_rows(self, rows: npt.NDArray[np.int64]) -> Scores:
+        """Scores of ``rows`` (ids below ``columns.size``) as of now, under this thread's scoring policy.
+
+        The same numbers :meth:`fill_scores` writes into records, without reading them: recall ranks its
+        candidate pool with these and reads only the records it returns.
+        """
+        policy, params = self.policy, self.params
+        override = getattr(self._scoring, "override", None)
+        if override is not None and override[0] is not None:
+            policy, params = override[0], override[1]
+        return score(self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows, params)
+
+    def note_scored(self, ids: Sequence[int], inconsistency: Sequence[float], demoted_by: Sequence[int]) -> None:
+        """Hand candidates ranked without being read to an open :meth:`scoring_policy` block (its replay pool).
+
+        Each becomes a record holding only its id, inconsistency and demotion; nothing happens outside a block.
+        """
+        override = getattr(self._scoring, "override", None)
+        if override is not None:
+            override[2].extend(
+                memory_pb2.Memory(id=i, inconsistency=x, demoted_by=d)
+                for i, x, d in zip(ids, inconsistency, demoted_by, strict=True)
+            )
+
+    def fill_scores(
+        self, records: Sequence[memory_pb2.Memory], *, known: tuple[Sequence[int], Scores] | None = None
+    ) -> None:
+        """Set each record's scores as of now (the value kernel over just these rows, unless ``known``)."""
         rows = np.asarray([r.id for r in records if r.id < self.columns.size], dtype=np.int64)
         if rows.size == 0:
             return
-        policy = self.policy
-        scores = score(
-            self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows, self.params
-        )
-        position = {int(memory_id): i for i, memory_id in enumerate(rows)}
+        policy, params = self.policy, self.params
+        override = getattr(self._scoring, "override", None)
+        if override is not None:
+            override[2].extend(records)
+            if override[0] is not None:
+                policy, params = override[0], override[1]
+        if known is not None:
+            scores = known[1]
+            position = {int(memory_id): i for i, memory_id in enumerate(known[0])}
+        else:
+            scores = score(self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows, params)
+            position = {int(memory_id): i for i, memory_id in enumerate(rows)}
         for record in records:
             i = position.get(record.id)
             if i is None:
@@ -1004,6 +1208,7 @@ class Engine:
             response.counts.add(state=state, kind=kind, count=count)
             total += count
         response.total_count = total
+        self.experiments.fill_stats(response)
         response.index.indexed_count = self.index.graph_count
         response.index.fresh_tail_count = self.index.tail_count
         response.index.saved_sequence = self.index.saved_sequence
@@ -1018,7 +1223,17 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        self.index.close(save=True)
+        try:
+            self.index.close(save=True)
+        except Exception as exc:  # e.g. a full disk: the index is rebuilt from RocksDB, which must still be closed
+            log.warning("the ANN index was not saved at shutdown (%s); it is rebuilt at the next start", exc)
+        # Nothing writes any more, so what start-up would rebuild is current: the next open reads it back.
+        snapshot.save(
+            Path(self.config.data_dir),
+            sequence=self.store.last_sequence,
+            next_id=self.store.next_id,
+            parts={"columns": self.columns, "lexical": self.lexical, "strategies": self.strategies},
+        )
         self.store.close()
         if self.embedder is not None:
             self.embedder.close()

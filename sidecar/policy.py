@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +53,15 @@ def default_policy() -> policy_pb2.Policy:
         duplicate_similarity=0.98,
         strategy_upgrade_probability=0.95,
         cost_budget_bytes=kp.DEFAULT_COST_BUDGET_BYTES,
+        consolidation=policy_pb2.ConsolidationPolicy(
+            similarity=CONSOLIDATION_DEFAULTS.similarity,
+            min_group_size=CONSOLIDATION_DEFAULTS.min_group_size,
+            max_group_size=CONSOLIDATION_DEFAULTS.max_group_size,
+            kinds=cast(Any, sorted(CONSOLIDATION_DEFAULTS.kinds)),
+            without_reviewer=cast(Any, CONSOLIDATION_DEFAULTS.without_reviewer),
+            review_timeout_s=CONSOLIDATION_DEFAULTS.review_timeout_s,
+            review_evictions_above=CONSOLIDATION_DEFAULTS.review_evictions_above,
+        ),
     )
     matrices = {"wall": kp.default_params("wall"), "turns": kp.default_params("turns")}
     for kind in memory_pb2.MemoryKind.values():
@@ -128,7 +138,74 @@ def validate_policy(policy: policy_pb2.Policy, field: str = "policy") -> list[tu
     for position, entry in enumerate(policy.multi_valued_attributes):
         if entry.count("/") != 1 or not all(entry.split("/")):
             problems.append((f"{field}.multi_valued_attributes[{position}]", "expected 'namespace/attribute'"))
+    problems += _consolidation_problems(policy.consolidation, f"{field}.consolidation")
     return problems
+
+
+def _consolidation_problems(c: policy_pb2.ConsolidationPolicy, field: str) -> list[tuple[str, str]]:
+    # 0 means "the default" for every field, so only set values are checked.
+    problems: list[tuple[str, str]] = []
+    if c.similarity != 0 and not (math.isfinite(c.similarity) and 0.0 < c.similarity <= 1.0):
+        problems.append((f"{field}.similarity", f"{c.similarity} is outside (0, 1]"))
+    if c.min_group_size == 1:
+        problems.append((f"{field}.min_group_size", "must be at least 2"))
+    if c.max_group_size > MAX_GROUP_SIZE:
+        problems.append((f"{field}.max_group_size", f"must be at most {MAX_GROUP_SIZE}"))
+    settings = ConsolidationSettings.from_policy(c)
+    if settings.max_group_size < settings.min_group_size:
+        problems.append(
+            (
+                f"{field}.max_group_size",
+                f"{settings.max_group_size} is below min_group_size {settings.min_group_size}",
+            )
+        )
+    for position, kind in enumerate(c.kinds):
+        if kind not in memory_pb2.MemoryKind.values() or kind in (
+            memory_pb2.MEMORY_KIND_UNSPECIFIED,
+            memory_pb2.MEMORY_KIND_ABSTRACTION,
+        ):
+            problems.append((f"{field}.kinds[{position}]", f"kind {kind} cannot be consolidated"))
+    if c.without_reviewer not in policy_pb2.ConsolidationMode.values():
+        problems.append((f"{field}.without_reviewer", f"unknown ConsolidationMode value {c.without_reviewer}"))
+    if c.review_timeout_s != 0 and not (math.isfinite(c.review_timeout_s) and c.review_timeout_s > 0):
+        problems.append((f"{field}.review_timeout_s", f"{c.review_timeout_s} must be a positive number of seconds"))
+    if not math.isfinite(c.review_evictions_above):
+        problems.append((f"{field}.review_evictions_above", "must be finite"))
+    return problems
+
+
+MAX_GROUP_SIZE = 1000
+"""The largest group one proposal may hold (its members travel in one message)."""
+
+
+@dataclass(frozen=True)
+class ConsolidationSettings:
+    """The consolidation part of the policy with its defaults filled in."""
+
+    similarity: float = 0.9
+    min_group_size: int = 5
+    max_group_size: int = 50
+    kinds: frozenset[int] = frozenset({memory_pb2.MEMORY_KIND_STRATEGY, memory_pb2.MEMORY_KIND_EPISODE})
+    without_reviewer: int = policy_pb2.CONSOLIDATION_MODE_WAIT
+    review_timeout_s: float = 300.0
+    review_evictions_above: float = 0.01
+
+    @classmethod
+    def from_policy(cls, c: policy_pb2.ConsolidationPolicy) -> ConsolidationSettings:
+        """Resolve ``c``: unset (0) fields take the defaults."""
+        d = CONSOLIDATION_DEFAULTS
+        return cls(
+            similarity=c.similarity or d.similarity,
+            min_group_size=c.min_group_size or d.min_group_size,
+            max_group_size=c.max_group_size or max(d.max_group_size, c.min_group_size),
+            kinds=frozenset(int(k) for k in c.kinds) or d.kinds,
+            without_reviewer=c.without_reviewer or d.without_reviewer,
+            review_timeout_s=c.review_timeout_s or d.review_timeout_s,
+            review_evictions_above=c.review_evictions_above if c.review_evictions_above else d.review_evictions_above,
+        )
+
+
+CONSOLIDATION_DEFAULTS = ConsolidationSettings()
 
 
 @dataclass(frozen=True)

@@ -129,3 +129,112 @@ def count_transitions(old_state: npt.NDArray[np.uint8], new_state: npt.NDArray[n
     keep = (old_state < N_STATES) & (new_state < N_STATES)
     cells = old_state[keep].astype(np.int64) * N_STATES + new_state[keep]
     return np.bincount(cells, minlength=N_STATES * N_STATES).reshape(N_STATES, N_STATES).astype(np.int64)
+
+
+def link_neighbours(
+    seeds: npt.NDArray[np.int64],
+    neighbours: npt.NDArray[np.int64],
+    similarities: npt.NDArray[np.float32],
+    groups: npt.NDArray[np.int64],
+    threshold: float,
+) -> npt.NDArray[np.int64]:
+    """Twin of memevo.kernels.clusters.link_neighbours: min-label propagation over the qualifying edges."""
+    n_nodes = groups.shape[0]
+    labels = np.arange(n_nodes, dtype=np.int64)
+    if seeds.size == 0 or neighbours.shape[1] == 0:
+        return labels
+    a = np.repeat(seeds, neighbours.shape[1])
+    b = neighbours.reshape(-1)
+    s = similarities.reshape(-1).astype(np.float64)
+    valid = (a >= 0) & (a < n_nodes) & (b >= 0) & (b < n_nodes) & (a != b)
+    a, b, s = a[valid], b[valid], s[valid]
+    keep = (groups[a] >= 0) & (groups[a] == groups[b]) & (s >= threshold)
+    a, b = a[keep], b[keep]
+    while True:
+        low = np.minimum(labels[a], labels[b])
+        before = labels.copy()
+        np.minimum.at(labels, a, low)
+        np.minimum.at(labels, b, low)
+        labels = labels[labels]  # jump to the label's label until stable
+        if np.array_equal(labels, before):
+            return labels
+
+
+def sweep(
+    state: npt.NDArray[np.uint8],
+    kind: npt.NDArray[np.uint8],
+    confidence: npt.NDArray[np.float32],
+    inconsistency: npt.NDArray[np.float32],
+    feedback: npt.NDArray[np.float32],
+    log_count: npt.NDArray[np.float32],
+    utility: npt.NDArray[np.float32],
+    stored_bytes: npt.NDArray[np.uint32],
+    touched: npt.NDArray[np.float32],
+    state_since: npt.NDArray[np.float32],
+    below: npt.NDArray[np.float32],
+    now: float,
+    params: F64,
+    cost_budget_bytes: float,
+    margin: float = 0.0,
+) -> tuple[F64, npt.NDArray[np.uint8], F64, npt.NDArray[np.uint8]]:
+    """Reference for memevo.kernels.sweep.sweep: (value, next_state, next_below, near), float64 arithmetic."""
+    row = params[_row_of(kind, params)]
+    t = touched.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        dt = now - t
+        dt = np.where(np.isfinite(t) & (dt > 0), dt, 0.0)
+        c = np.clip(np.nan_to_num(confidence.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+        floor = row[:, kp.CONFIDENCE_FLOOR]
+        decayed = floor + (c - floor) * np.exp2(-dt / row[:, kp.CONFIDENCE_DECAY_HALF_LIFE])
+        c_eff = np.where(c > floor, decayed, c)
+        inc = np.clip(np.nan_to_num(inconsistency.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+        accuracy = np.clip(
+            row[:, kp.W_CONFIDENCE] * c_eff + row[:, kp.W_FEEDBACK] * feedback - row[:, kp.W_INCONSISTENCY] * inc,
+            0.0,
+            1.0,
+        )
+        relevance = np.exp2(-dt / row[:, kp.HALF_LIFE]) + row[:, kp.ACCESS_WEIGHT] * log_count
+        cost = stored_bytes.astype(np.float64) / cost_budget_bytes
+        value = (
+            row[:, kp.ALPHA] * accuracy
+            + row[:, kp.BETA] * relevance
+            + row[:, kp.GAMMA] * utility
+            - row[:, kp.DELTA] * cost
+        )
+    # The lifecycle step on the float32 value, with times as given (float32 offsets).
+    v32 = value.astype(np.float32)
+    next_state, next_below = propose_transitions(
+        v32, state, kind, state_since.astype(np.float64), below.astype(np.float64), now, params
+    )
+    thresholds = row.astype(np.float32)
+    active = state == STATE_ACTIVE
+    archived = state == STATE_ARCHIVED
+    near = (
+        (active & (v32 < thresholds[:, kp.ARCHIVE_BELOW] + np.float32(margin)))
+        | (archived & (v32 > thresholds[:, kp.REACTIVATE_ABOVE] - np.float32(margin)))
+        | (archived & (v32 < thresholds[:, kp.EVICT_BELOW] + np.float32(margin)))
+        | ((active | archived) & np.isfinite(next_below))
+    ) & (next_state != STATE_EVICTED)
+    return value, next_state, next_below, near.astype(np.uint8)
+
+
+def derive(
+    successes: npt.NDArray[np.float32],
+    failures: npt.NDArray[np.float32],
+    access_count: npt.NDArray[np.uint32],
+    importance: npt.NDArray[np.uint8],
+    content_bytes: npt.NDArray[np.uint32],
+    uniqueness: npt.NDArray[np.float32],
+) -> tuple[F64, F64, F64]:
+    """Reference for memevo.kernels.sweep.derive: (feedback, log_count, utility)."""
+    s = np.where(np.isnan(successes), 0.0, successes.astype(np.float64))
+    f = np.where(np.isnan(failures), 0.0, failures.astype(np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = s - f
+        x = np.where(np.isnan(x), 0.0, x)
+        feedback = 1.0 / (1.0 + np.exp(-x))
+    given = (importance >= 1) & (importance <= 10)
+    proxy = np.minimum(1.0, np.log1p(content_bytes.astype(np.float64)) / np.log1p(kp.LENGTH_PROXY_BYTES))
+    u = uniqueness.astype(np.float64)
+    u = np.where(np.isnan(u), kp.UNMEASURED_UNIQUENESS, np.clip(u, 0.0, 1.0))
+    return feedback, np.log1p(access_count.astype(np.float64)), np.where(given, importance / 10.0, proxy) * u

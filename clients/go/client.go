@@ -393,10 +393,11 @@ type GovernOptions struct {
 	Turn      *int64
 }
 
-// Govern runs a governance sweep now and returns its statistics.
-func (c *Client) Govern(ctx context.Context, o GovernOptions) (*memevov1.SweepStats, error) {
-	resp, err := unary(c, ctx, c.stub.Govern, &memevov1.GovernRequest{DryRun: o.DryRun, Namespace: o.Namespace, Turn: o.Turn})
-	return resp.GetSweep(), err
+// Govern runs a governance sweep now. The response has the sweep's statistics (GetSweep) and,
+// unless DryRun, those of the consolidation pass run with it (GetConsolidation: groups found,
+// proposals opened for review, abstractions written by policy, proposals expired).
+func (c *Client) Govern(ctx context.Context, o GovernOptions) (*memevov1.GovernResponse, error) {
+	return unary(c, ctx, c.stub.Govern, &memevov1.GovernRequest{DryRun: o.DryRun, Namespace: o.Namespace, Turn: o.Turn})
 }
 
 // --- reads -----------------------------------------------------------------------------------
@@ -647,9 +648,32 @@ func (r *ReviewStream) Hello(reviewer string, kinds ...memevov1.ProposalKind) er
 	return r.Send(&memevov1.ReviewRequest{Message: &memevov1.ReviewRequest_Hello{Hello: &memevov1.ReviewerHello{Reviewer: reviewer, Kinds: kinds}}})
 }
 
-// Decide answers one proposal.
+// Decide answers one proposal. The sidecar answers with a ReviewResponse whose
+// SettledProposalId is the proposal's id (also for a late decision on a proposal already settled).
 func (r *ReviewStream) Decide(d *memevov1.Decision) error {
 	return r.Send(&memevov1.ReviewRequest{Message: &memevov1.ReviewRequest_Decision{Decision: d}})
+}
+
+// Accept applies a proposal whole. For a consolidation, abstractionText is the abstraction's
+// text (written by the agent's LLM); for other kinds it is ignored. note goes to the change log.
+func (r *ReviewStream) Accept(proposalID, abstractionText, note string) error {
+	return r.Decide(&memevov1.Decision{
+		ProposalId: proposalID, Verdict: memevov1.Verdict_VERDICT_ACCEPT, AbstractionText: abstractionText, Note: note,
+	})
+}
+
+// Reject declines a proposal: its memories stay as they are.
+func (r *ReviewStream) Reject(proposalID, note string) error {
+	return r.Decide(&memevov1.Decision{ProposalId: proposalID, Verdict: memevov1.Verdict_VERDICT_REJECT, Note: note})
+}
+
+// Modify applies a proposal to memoryIDs only (a subset of its memories); abstractionText as for Accept.
+// An id outside the proposal ends the stream with InvalidArgument (field decision.memory_ids).
+func (r *ReviewStream) Modify(proposalID string, memoryIDs []uint64, abstractionText, note string) error {
+	return r.Decide(&memevov1.Decision{
+		ProposalId: proposalID, Verdict: memevov1.Verdict_VERDICT_MODIFY, MemoryIds: memoryIDs,
+		AbstractionText: abstractionText, Note: note,
+	})
 }
 
 // Send sends a raw ReviewRequest. An io.EOF means the sidecar ended the stream: Recv says why.

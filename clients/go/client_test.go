@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -422,17 +421,6 @@ func TestReflection(t *testing.T) {
 	}
 }
 
-// skipIfNotBuilt skips the test when err is the sidecar's own UNIMPLEMENTED for rpc, so tests
-// of RPCs being built elsewhere run as soon as the sidecar has them. Any other error is the test's.
-func skipIfNotBuilt(t *testing.T, rpc string, err error) {
-	t.Helper()
-	var merr *memevo.Error
-	if errors.As(err, &merr) && merr.Code == codes.Unimplemented && merr.Reason == "UNIMPLEMENTED" &&
-		strings.HasPrefix(merr.Message, rpc+" ") {
-		t.Skipf("%s is not implemented by this sidecar yet", rpc)
-	}
-}
-
 func TestSupersedeAndHistory(t *testing.T) {
 	ctx := ctxT(t)
 	fact := func(value string) memevo.Input {
@@ -446,7 +434,6 @@ func TestSupersedeAndHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := client.SupersedeWith(ctx, old.Memory.GetId(), fact("helix"), memevo.SupersedeOptions{Reason: "user switched"})
-	skipIfNotBuilt(t, "Supersede", err)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +444,6 @@ func TestSupersedeAndHistory(t *testing.T) {
 	}
 
 	byKey, err := client.HistoryOfFact(ctx, &memevov1.FactKey{Entity: "user:dana", Attribute: "editor"})
-	skipIfNotBuilt(t, "History", err)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +476,6 @@ func TestReportOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := client.ReportOutcome(ctx, found.GetRetrievalId(), memevov1.Outcome_OUTCOME_SUCCESS, memevo.ReportOutcomeOptions{Note: "worked"})
-	skipIfNotBuilt(t, "ReportOutcome", err)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,14 +491,12 @@ func TestReportOutcome(t *testing.T) {
 func TestPolicyAndFramework(t *testing.T) {
 	ctx := ctxT(t)
 	policy, err := client.GetPolicy(ctx)
-	skipIfNotBuilt(t, "GetPolicy", err)
 	if err != nil {
 		t.Fatal(err)
 	}
 	changed := proto.Clone(policy).(*memevov1.Policy)
 	changed.Name = "go-test-arm"
 	updated, err := client.UpdatePolicy(ctx, changed, memevo.WriteOptions{RequestID: "go-policy-1"})
-	skipIfNotBuilt(t, "UpdatePolicy", err)
 	if err != nil || updated.GetName() != "go-test-arm" {
 		t.Fatalf("update policy = %v, %v", updated, err)
 	}
@@ -530,63 +513,11 @@ func TestPolicyAndFramework(t *testing.T) {
 		t.Fatal(err)
 	}
 	declared, err := client.DeclareFramework(ctx, "go-planner-v2", "new planner", memevo.WriteOptions{RequestID: "go-framework-1"})
-	skipIfNotBuilt(t, "DeclareFramework", err)
 	if err != nil || declared.GetPreviousVersion() != before.GetFrameworkVersion() {
 		t.Fatalf("declare framework = %v, %v (previous was %q)", declared, err, before.GetFrameworkVersion())
 	}
 	after, err := client.Stats(ctx)
 	if err != nil || after.GetFrameworkVersion() != "go-planner-v2" {
 		t.Fatalf("framework after declare = %q, %v", after.GetFrameworkVersion(), err)
-	}
-}
-
-// notYetBuilt calls the RPCs the sidecar does not implement yet. The sidecar's own UNIMPLEMENTED
-// (ErrorInfo reason UNIMPLEMENTED, message naming the RPC) proves the wrapper reached the method.
-// When one is built, its entry starts getting a result or a domain error: the test logs that,
-// and the RPC should move to a real test above.
-var notYetBuilt = map[string]func(context.Context, *memevo.Client) error{
-	"BuildContext": func(ctx context.Context, c *memevo.Client) error {
-		_, err := c.BuildContext(ctx, memevo.VectorQuery(axis(0, 0)), memevo.BuildContextOptions{TokenBudget: 500})
-		return err
-	},
-	"Govern": func(ctx context.Context, c *memevo.Client) error {
-		_, err := c.Govern(ctx, memevo.GovernOptions{DryRun: true})
-		return err
-	},
-	"Unconsolidate": func(ctx context.Context, c *memevo.Client) error {
-		_, err := c.Unconsolidate(ctx, 1, memevo.WriteOptions{})
-		return err
-	},
-	"Review": func(ctx context.Context, c *memevo.Client) error {
-		r, err := c.Review(ctx)
-		if err != nil {
-			return err
-		}
-		if err := r.Hello("go-test"); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		_, err = r.Recv()
-		return err
-	},
-}
-
-func TestRPCsNotBuiltYet(t *testing.T) {
-	for rpc, call := range notYetBuilt {
-		t.Run(rpc, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			err := call(ctx, client)
-			var merr *memevo.Error
-			switch {
-			case errors.As(err, &merr) && merr.Code == codes.Unimplemented:
-				if merr.Reason != "UNIMPLEMENTED" || !strings.HasPrefix(merr.Message, rpc+" ") {
-					t.Fatalf("%v: not the sidecar's own UNIMPLEMENTED (a wrong method path?)", err)
-				}
-			case errors.As(err, &merr) && merr.Code == codes.Internal:
-				t.Fatalf("%s is implemented now but failed: %v", rpc, err)
-			default:
-				t.Logf("%s is implemented now (%v): move it out of notYetBuilt and give it a real test", rpc, err)
-			}
-		})
 	}
 }

@@ -52,9 +52,10 @@ const (
 	socketFileName = "memevo.sock"
 )
 
-// startSidecar runs `python -m memevo.sidecar.cli serve` ($MEMEVO_PYTHON, else python) and waits
-// for its ready file. memevo must be importable (pip install -e '.[test]' at the repository root).
-func startSidecar() (*sidecar, error) {
+// startSidecar runs `python -m memevo.sidecar.cli serve` ($MEMEVO_PYTHON, else python) with the
+// extra serve arguments and waits for its ready file. memevo must be importable
+// (pip install -e '.[test]' at the repository root).
+func startSidecar(extra ...string) (*sidecar, error) {
 	dir, err := os.MkdirTemp("", "memevo-go-")
 	if err != nil {
 		return nil, err
@@ -72,6 +73,7 @@ func startSidecar() (*sidecar, error) {
 		"--dimension", fmt.Sprint(dimension),
 		"--ready-file", ready,
 	)
+	cmd.Args = append(cmd.Args, extra...)
 	s := &sidecar{cmd: cmd, dir: dir, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {

@@ -18,10 +18,14 @@ from google.protobuf import timestamp_pb2
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from .types import (
+    ArmStats,
     ChangeEvent,
     ChangeEventType,
     ContextItem,
     ContextResult,
+    Experiment,
+    ExperimentArm,
+    ExperimentStats,
     Fact,
     FactKey,
     ForgetResult,
@@ -434,7 +438,9 @@ def recall_result_to_proto(result: RecallResult) -> memory_service_pb2.RecallRes
 
 def recall_result_from_proto(msg: memory_service_pb2.RecallResponse) -> RecallResult:
     """Proto -> RecallResult."""
-    return RecallResult(memories=[recalled_from_proto(m) for m in msg.memories], retrieval_id=msg.retrieval_id)
+    return RecallResult(
+        memories=[recalled_from_proto(m) for m in msg.memories], retrieval_id=msg.retrieval_id, arm=msg.arm
+    )
 
 
 def context_item_to_proto(item: ContextItem) -> memory_service_pb2.ContextItem:
@@ -466,6 +472,7 @@ def context_result_from_proto(msg: memory_service_pb2.BuildContextResponse) -> C
         items=[context_item_from_proto(i) for i in msg.items],
         tokens_used=msg.tokens_used,
         retrieval_id=msg.retrieval_id,
+        arm=msg.arm,
     )
 
 
@@ -629,6 +636,7 @@ def stats_from_proto(msg: memory_service_pb2.GetStatsResponse) -> Stats:
         schema_version=msg.schema_version,
         recent_sweeps=tuple(sweep_from_proto(s) for s in msg.recent_sweeps),
         framework_version=msg.framework_version,
+        experiment=experiment_stats_from_proto(msg.experiment) if msg.HasField("experiment") else None,
     )
 
 
@@ -648,6 +656,11 @@ _KIND_POLICY_FIELDS = (
     "evict_below",
     "evict_grace_s",
     "min_time_in_state_s",
+    "evict_grace_turns",
+    "min_time_in_state_turns",
+    "confidence_floor",
+    "confidence_decay_half_life_s",
+    "confidence_decay_half_life_turns",
 )
 
 
@@ -707,4 +720,44 @@ def policy_from_proto(msg: policy_pb2.Policy) -> Policy:
         strategy_upgrade_probability=msg.strategy_upgrade_probability,
         cost_budget_bytes=msg.cost_budget_bytes,
         multi_valued_attributes=tuple(msg.multi_valued_attributes),
+    )
+
+
+def experiment_to_proto(experiment: Experiment) -> policy_pb2.Experiment:
+    """Experiment -> proto."""
+    return policy_pb2.Experiment(
+        name=experiment.name,
+        arms=[
+            policy_pb2.ExperimentArm(name=a.name, policy=policy_to_proto(a.policy), weight=a.weight)
+            for a in experiment.arms
+        ],
+    )
+
+
+def experiment_from_proto(msg: policy_pb2.Experiment) -> Experiment:
+    """Proto -> Experiment."""
+    return Experiment(
+        name=msg.name,
+        arms=tuple(ExperimentArm(name=a.name, policy=policy_from_proto(a.policy), weight=a.weight) for a in msg.arms),
+    )
+
+
+def experiment_stats_from_proto(msg: policy_pb2.ExperimentStats) -> ExperimentStats:
+    """Proto -> ExperimentStats."""
+    return ExperimentStats(
+        name=msg.name,
+        arms=tuple(
+            ArmStats(
+                name=a.name,
+                share=a.share,
+                retrieval_count=a.retrieval_count,
+                outcome_count=a.outcome_count,
+                successes=a.successes,
+                failures=a.failures,
+                success_rate=a.success_rate,
+                success_low=a.success_low,
+                success_high=a.success_high,
+            )
+            for a in msg.arms
+        ),
     )

@@ -16,6 +16,7 @@ from . import _convert as cv
 from ._channel import ids_list
 from .types import (
     ChangeEventType,
+    Experiment,
     Fact,
     FactKey,
     MemoryInput,
@@ -291,3 +292,13 @@ def declare_framework(
 def update_policy(policy: Policy, *, request_id: str | None) -> pb.UpdatePolicyRequest:
     """UpdatePolicyRequest."""
     return pb.UpdatePolicyRequest(policy=cv.policy_to_proto(policy), request_id=request_id or "")
+
+
+def set_experiment(experiment: Experiment, *, request_id: str | None) -> pb.SetExperimentRequest:
+    """SetExperimentRequest."""
+    return pb.SetExperimentRequest(experiment=cv.experiment_to_proto(experiment), request_id=request_id or "")
+
+
+def promote_arm(arm: str, *, request_id: str | None) -> pb.PromoteArmRequest:
+    """PromoteArmRequest."""
+    return pb.PromoteArmRequest(arm=arm, request_id=request_id or "")

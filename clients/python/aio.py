@@ -31,6 +31,7 @@ from .types import (
     ChangeEvent,
     ChangeEventType,
     ContextResult,
+    Experiment,
     Fact,
     FactKey,
     ForgetResult,
@@ -42,6 +43,7 @@ from .types import (
     MemorySource,
     Outcome,
     Policy,
+    PromotedArm,
     ReasoningContext,
     RecallMode,
     RecallResult,
@@ -511,6 +513,21 @@ class AsyncMemoryClient:
         """Replace the whole governance policy; returns the policy now in force (InvalidArgumentError if bad)."""
         request = rq.update_policy(policy, request_id=request_id)
         return cv.policy_from_proto((await self._unary(self._stub.UpdatePolicy, request, timeout_s)).policy)
+
+    async def set_experiment(
+        self, experiment: Experiment, *, request_id: str | None = None, timeout_s: float | None = None
+    ) -> Experiment:
+        """Run ``experiment`` (an experiment with no arms ends it); see MemoryClient.set_experiment."""
+        request = rq.set_experiment(experiment, request_id=request_id)
+        response = await self._unary(self._stub.SetExperiment, request, timeout_s)
+        return cv.experiment_from_proto(response.experiment)
+
+    async def promote_arm(
+        self, arm: str, *, request_id: str | None = None, timeout_s: float | None = None
+    ) -> PromotedArm:
+        """Make ``arm``'s policy the data directory's policy and end the experiment (NotFoundError: no such arm)."""
+        response = await self._unary(self._stub.PromoteArm, rq.promote_arm(arm, request_id=request_id), timeout_s)
+        return PromotedArm(cv.policy_from_proto(response.policy), cv.experiment_stats_from_proto(response.final_stats))
 
     # --- streams -------------------------------------------------------------------------------
 

@@ -25,10 +25,12 @@ from ._channel import (
     check_timeout,
 )
 from .errors import NotFoundError, from_rpc_error
+from .review import ReviewSession
 from .types import (
     ChangeEvent,
     ChangeEventType,
     ContextResult,
+    Experiment,
     Fact,
     FactKey,
     ForgetResult,
@@ -40,6 +42,7 @@ from .types import (
     MemorySource,
     Outcome,
     Policy,
+    PromotedArm,
     ReasoningContext,
     RecallMode,
     RecallResult,
@@ -523,6 +526,23 @@ class MemoryClient:
         request = rq.update_policy(policy, request_id=request_id)
         return cv.policy_from_proto(self._unary(self._stub.UpdatePolicy, request, timeout_s).policy)
 
+    def set_experiment(
+        self, experiment: Experiment, *, request_id: str | None = None, timeout_s: float | None = None
+    ) -> Experiment:
+        """Run ``experiment`` (its arms rank retrievals side by side); an experiment with no arms ends it.
+
+        Replaces the running experiment and resets the per-arm counts; GetStats
+        (``stats().experiment``) shows how each arm does. An invalid experiment
+        raises InvalidArgumentError and changes nothing.
+        """
+        request = rq.set_experiment(experiment, request_id=request_id)
+        return cv.experiment_from_proto(self._unary(self._stub.SetExperiment, request, timeout_s).experiment)
+
+    def promote_arm(self, arm: str, *, request_id: str | None = None, timeout_s: float | None = None) -> PromotedArm:
+        """Make ``arm``'s policy the data directory's policy and end the experiment (NotFoundError: no such arm)."""
+        response = self._unary(self._stub.PromoteArm, rq.promote_arm(arm, request_id=request_id), timeout_s)
+        return PromotedArm(cv.policy_from_proto(response.policy), cv.experiment_stats_from_proto(response.final_stats))
+
     # --- streams -------------------------------------------------------------------------------
 
     def watch(
@@ -593,6 +613,15 @@ class MemoryClient:
 
         return Stream(body)
 
+    def reviewer(self, name: str, *, kinds: Sequence[int] = (), timeout_s: float | None = None) -> ReviewSession:
+        """Attach as a reviewer named ``name``: iterate ``proposals()`` and answer accept/reject/modify.
+
+        ``kinds``: ``memevo.v1.ProposalKind`` values to receive (default all).
+        No deadline unless ``timeout_s`` is given. See :mod:`memevo.client.review`.
+        """
+        timeout = None if timeout_s is None else check_timeout(timeout_s)
+        return ReviewSession(self._stub, name, kinds, metadata=self._metadata, timeout_s=timeout)
+
     def review(
         self, requests: Iterable[pb.ReviewRequest], *, timeout_s: float | None = None
     ) -> Stream[pb.ReviewResponse]:
@@ -600,8 +629,7 @@ class MemoryClient:
 
         Send a ``ReviewRequest(hello=ReviewerHello(...))`` first, then one
         ``Decision`` per ``Proposal`` received. ``requests`` is consumed on a gRPC
-        thread. No deadline unless ``timeout_s`` is given. A typed API will replace
-        this once the review protocol settles.
+        thread. No deadline unless ``timeout_s`` is given. See :meth:`reviewer` for the typed session.
         """
         timeout = None if timeout_s is None else check_timeout(timeout_s)
 

@@ -390,6 +390,8 @@ class RecallResult:
     memories: list[RecalledMemory]
     retrieval_id: str = ""
     """Identifies this retrieval for ``report_outcome``."""
+    arm: str = ""
+    """The experiment arm that ranked this retrieval; empty when no experiment runs."""
 
     def __iter__(self) -> Iterator[RecalledMemory]:
         return iter(self.memories)
@@ -435,6 +437,8 @@ class ContextResult:
     """Estimated tokens of ``text``."""
     retrieval_id: str = ""
     """Identifies this retrieval for ``report_outcome``."""
+    arm: str = ""
+    """The experiment arm that ranked this retrieval; empty when no experiment runs."""
 
 
 @dataclass(frozen=True)
@@ -560,6 +564,8 @@ class Stats:
     """The most recent sweeps, newest first."""
     framework_version: str = ""
     """The current declared framework version."""
+    experiment: ExperimentStats | None = None
+    """The running experiment with per-arm outcomes; ``None`` when none runs."""
 
     def count(self, state: MemoryState | None = None, kind: MemoryKind | None = None) -> int:
         """Memories in the given state and/or of the given kind; ``None`` matches any."""
@@ -609,6 +615,16 @@ class KindPolicy:
     """Seconds V must stay below evict_below before eviction."""
     min_time_in_state_s: float = 3600.0
     """Minimum seconds in a state before governance moves it again."""
+    evict_grace_turns: float = 2000.0
+    """Turns V must stay below evict_below before eviction (agent-turn mode)."""
+    min_time_in_state_turns: float = 20.0
+    """Minimum turns in a state before governance moves it again (agent-turn mode)."""
+    confidence_floor: float = 0.02
+    """Confidence of an unused, unverified memory decays toward this, in [0, 1]."""
+    confidence_decay_half_life_s: float = 2592000.0
+    """Half-life of that decay, seconds."""
+    confidence_decay_half_life_turns: float = 1000.0
+    """Half-life of that decay, turns (agent-turn mode)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -642,3 +658,67 @@ class Policy:
     """Stored bytes at which cost reaches 1."""
     multi_valued_attributes: tuple[str, ...] = ()
     """Attributes that may hold several values at once, as ``"namespace/attribute"`` or ``"*/attribute"``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentArm:
+    """One arm of an online experiment: a policy that ranks the retrievals assigned to it."""
+
+    name: str
+    """1 to 64 bytes, unique within the experiment."""
+    policy: Policy
+    weight: float = 0.0
+    """Relative share of retrievals, >= 0; 0 means 1 (an equal split)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    """Several policies ranking retrievals side by side; each retrieval's arm is a hash of its id."""
+
+    name: str = ""
+    """At most 64 bytes; part of the assignment hash."""
+    arms: tuple[ExperimentArm, ...] = ()
+    """2 to 16 arms; none ends the experiment."""
+
+
+@dataclass(frozen=True)
+class ArmStats:
+    """How one arm has done so far."""
+
+    name: str
+    share: float
+    """Its share of retrievals in [0, 1]."""
+    retrieval_count: int
+    outcome_count: int
+    successes: float
+    """Sum of success weights (SUCCESS 1, PARTIAL 0.5, reward r > 0 counts r)."""
+    failures: float
+    success_rate: float
+    """successes / (successes + failures); 0 without outcomes."""
+    success_low: float
+    """Lower bound of the 95% Wilson interval."""
+    success_high: float
+    """Upper bound of the 95% Wilson interval."""
+
+
+@dataclass(frozen=True)
+class ExperimentStats:
+    """The running experiment's per-arm outcomes."""
+
+    name: str
+    arms: tuple[ArmStats, ...]
+
+    def arm(self, name: str) -> ArmStats:
+        """The stats of the arm called ``name``; KeyError when there is none."""
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class PromotedArm:
+    """The result of promoting an arm: the policy now in force and the experiment's final stats."""
+
+    policy: Policy
+    final_stats: ExperimentStats

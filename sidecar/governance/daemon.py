@@ -1,9 +1,24 @@
-"""The governance daemon: periodic sweeps that score every memory and move it through its lifecycle.
+"""The governance daemon: tiered, sampled and event-driven sweeps that move memories through their lifecycle.
 
-A sweep runs the evaluation kernels over the hot columns (no Python object
-per memory), then applies the proposed transitions through the committer,
-each with a change-log event. It also checkpoints access statistics, which
-recall only counts in memory. ``Govern`` runs a sweep on demand.
+A sweep runs the fused kernel of ``kernels/sweep.py`` over the compact hot
+columns (no Python object per memory), then applies the proposed
+transitions through the committer, each with a change-log event. Which
+memories a scheduled sweep evaluates depends on the tier that is due:
+
+- ``near`` (every ``near_interval_s``): the memories the last sweep flagged
+  close to a threshold or in an eviction grace period;
+- ``active`` (every ``sweep_interval_s`` or ``sweep_every_writes`` rows):
+  ACTIVE memories plus the near ones;
+- ``full`` (every ``full_interval_s``): everything, ARCHIVED included.
+
+Above ``sample_above_count`` slots each scheduled sweep takes a rotating
+block of ``sample_count`` slots instead of the whole tier. Perception events
+(updates, supersessions, outcomes) re-evaluate the memories they name at
+once; a policy update triggers a full sweep. ``Govern`` always runs a full
+sweep. The daemon also checkpoints access statistics, which recall only
+counts in memory. The trigger of each sweep in GetStats says which path ran:
+"request", "schedule" (full), "schedule: active", "schedule: near",
+"writes: active", "event".
 """
 
 from __future__ import annotations
@@ -12,28 +27,124 @@ import logging
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from memevo.kernels.lifecycle import count_transitions, propose_transitions
-from memevo.v1 import memory_pb2, memory_service_pb2
+from memevo.kernels.lifecycle import STATE_ACTIVE, STATE_ARCHIVED, STATE_EVICTED, count_transitions
+from memevo.kernels.params import CHUNK
+from memevo.kernels.sweep import COUNT_EVALUATED, COUNT_MOVED, SweepResult, sweep, sweep_coefficients, sweep_rows
+from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from ..config import GovernanceConfig
 from ..domain import to_timestamp
 from ..engine import Engine
-from ..evaluation.scoring import clock_for, score
-from ..store.columns import NO_CODE
+from ..store.columns import NO_CODE, REBASE_AFTER, MemoryColumns
 
 log = logging.getLogger(__name__)
 
 TRANSITIONS_PER_COMMIT = 1024
 """Transitions applied per committer mutation: bounds how long one sweep holds up writers."""
 RECENT_SWEEPS = 16
+TIER_NEAR = "near"
+TIER_ACTIVE = "active"
+TIER_FULL = "full"
+EVENT_TYPES = frozenset(
+    {
+        events_pb2.CHANGE_EVENT_TYPE_UPDATED,
+        events_pb2.CHANGE_EVENT_TYPE_SUPERSEDED,
+        events_pb2.CHANGE_EVENT_TYPE_OUTCOME_REPORTED,
+        events_pb2.CHANGE_EVENT_TYPE_UNCONSOLIDATED,
+    }
+)
+"""Change events whose memories (memory_id and related_ids) a sweep re-evaluates at once."""
+EVENT_BATCH_WAIT_S = 0.05
+"""How long the event thread gathers more events before sweeping them together."""
+_VALID_MOVES = frozenset(
+    {
+        (STATE_ACTIVE, STATE_ARCHIVED),
+        (STATE_ARCHIVED, STATE_ACTIVE),
+        (STATE_ACTIVE, STATE_EVICTED),
+        (STATE_ARCHIVED, STATE_EVICTED),
+    }
+)
+
+
+@dataclass
+class TierClock:
+    """When each tier last ran (monotonic seconds) and the write count then; decides which tier is due."""
+
+    config: GovernanceConfig
+    last_near: float
+    last_active: float
+    last_full: float
+    writes_at_active: int = 0
+
+    def due(self, now: float, writes: int) -> tuple[str, str] | None:
+        """(tier, trigger) of the most inclusive tier due at ``now``, or None; the caller then calls ``ran``."""
+        config = self.config
+        if config.full_interval_s > 0 and now - self.last_full >= config.full_interval_s:
+            return TIER_FULL, "schedule"
+        if config.sweep_interval_s > 0 and now - self.last_active >= config.sweep_interval_s:
+            return TIER_ACTIVE, "schedule: active"
+        if config.sweep_every_writes > 0 and writes - self.writes_at_active >= config.sweep_every_writes:
+            return TIER_ACTIVE, "writes: active"
+        if config.near_interval_s > 0 and now - self.last_near >= config.near_interval_s:
+            return TIER_NEAR, "schedule: near"
+        return None
+
+    def ran(self, tier: str, now: float, writes: int) -> None:
+        """Record that ``tier`` ran; a tier includes the ones below it (full > active > near)."""
+        self.last_near = now
+        if tier in (TIER_ACTIVE, TIER_FULL):
+            self.last_active = now
+            self.writes_at_active = writes
+        if tier == TIER_FULL:
+            self.last_full = now
+
+
+def tier_rows(
+    tier: str,
+    state: npt.NDArray[np.uint8],
+    near: npt.NDArray[np.uint8],
+    cursor: int,
+    *,
+    sample_above_count: int,
+    sample_count: int,
+) -> tuple[slice | npt.NDArray[np.int64], int]:
+    """The slots a ``tier`` sweep evaluates, and the next sampling cursor.
+
+    ``state`` and ``near`` are the first ``size`` slots. A full tier is the
+    whole slice; above ``sample_above_count`` slots it is the block of
+    ``sample_count`` slots at ``cursor`` (wrapping to 1 past the end). The
+    active tier is the ACTIVE or near ids (of that block, when sampling);
+    the near tier is the near ids (at most ``sample_count`` of them from
+    ``cursor`` on, when sampling).
+    """
+    size = state.shape[0]
+    sampling = size > sample_above_count
+    start, stop = 1, size
+    next_cursor = cursor
+    if sampling and tier != TIER_NEAR:
+        start = cursor if 1 <= cursor < size else 1
+        stop = min(size, start + sample_count)
+        next_cursor = stop if stop < size else 1
+    if tier == TIER_FULL:
+        return slice(start, stop), next_cursor
+    if tier == TIER_ACTIVE:
+        picked = (state[start:stop] == STATE_ACTIVE) | (near[start:stop] != 0)
+        return (np.flatnonzero(picked) + start).astype(np.int64), next_cursor
+    ids = np.flatnonzero(near).astype(np.int64)
+    if sampling and ids.size > sample_count:
+        first = int(np.searchsorted(ids, cursor))
+        taken = np.take(ids, np.arange(first, first + sample_count), mode="wrap")
+        return np.sort(taken), int(taken[-1]) + 1
+    return ids, next_cursor
 
 
 class GovernanceDaemon:
-    """Sweeps on a schedule and on request; thread-safe, one sweep at a time."""
+    """Sweeps on a schedule, on events and on request; thread-safe, one sweep at a time."""
 
     def __init__(self, engine: Engine, config: GovernanceConfig) -> None:
         self.engine = engine
@@ -41,36 +152,83 @@ class GovernanceDaemon:
         self.recent: deque[memory_service_pb2.SweepStats] = deque(maxlen=RECENT_SWEEPS)
         self._sweep_lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._buffers: SweepResult | None = None
+        self._coef_key: tuple[bytes, float] | None = None
+        self._coef = np.zeros((0, 0), dtype=np.uint64)
+        self._cursors = {TIER_NEAR: 1, TIER_ACTIVE: 1, TIER_FULL: 1}
+        now = time.monotonic()
+        self.tiers = TierClock(config, now, now, now, engine.columns.writes)
 
     def start(self) -> None:
-        """Start the background thread (unless the interval is 0)."""
+        """Start the background threads (none when both the sweep and checkpoint intervals are 0)."""
         if self.config.sweep_interval_s <= 0 and self.config.checkpoint_interval_s <= 0:
             return
-        self._thread = threading.Thread(target=self._run, name="memevo-governance", daemon=True)
-        self._thread.start()
+        self._threads.append(threading.Thread(target=self._run, name="memevo-governance", daemon=True))
+        if self.config.sweep_interval_s > 0 and self.config.react_to_events:
+            self._threads.append(threading.Thread(target=self._follow_events, name="memevo-events", daemon=True))
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
-        """Stop the thread and write a last checkpoint of access statistics."""
+        """Stop the threads and write a last checkpoint of access statistics."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        for thread in self._threads:
+            thread.join()
         self.checkpoint()
 
     def _run(self) -> None:
-        last_sweep = last_checkpoint = time.monotonic()
-        tick = min(x for x in (self.config.sweep_interval_s, self.config.checkpoint_interval_s, 1.0) if x > 0)
+        last_checkpoint = time.monotonic()
+        intervals = (
+            self.config.sweep_interval_s,
+            self.config.near_interval_s if self.config.sweep_interval_s > 0 else 0.0,
+            self.config.checkpoint_interval_s,
+            1.0,
+        )
+        tick = min(x for x in intervals if x > 0)
         while not self._stop.wait(tick):
             now = time.monotonic()
             try:
                 if self.config.checkpoint_interval_s > 0 and now - last_checkpoint >= self.config.checkpoint_interval_s:
                     self.checkpoint()
                     last_checkpoint = now
-                if self.config.sweep_interval_s > 0 and now - last_sweep >= self.config.sweep_interval_s:
-                    self.sweep("schedule")
-                    last_sweep = time.monotonic()
+                if self.config.sweep_interval_s > 0:
+                    writes = self.engine.columns.writes
+                    due = self.tiers.due(now, writes)
+                    if due is not None:
+                        self.sweep_tier(*due)
+                        self.tiers.ran(due[0], time.monotonic(), writes)
             except Exception:  # the daemon must outlive a bad sweep; the next one retries
                 log.exception("governance step failed")
+
+    def _follow_events(self) -> None:
+        """Re-evaluate the memories named by perception events as they are committed."""
+        after = self.engine.store.last_sequence
+        while not self._stop.is_set():
+            try:
+                ids: set[int] = set()
+                policy_changed = False
+                deadline: float | None = None
+                for event in self.engine.events(after, self._stop):
+                    after = event.sequence
+                    if event.type == events_pb2.CHANGE_EVENT_TYPE_POLICY_UPDATED:
+                        policy_changed = True
+                    elif event.type in EVENT_TYPES:
+                        ids.add(event.memory_id)
+                        ids.update(event.related_ids)
+                    if (ids or policy_changed) and deadline is None:
+                        deadline = time.monotonic() + EVENT_BATCH_WAIT_S
+                    if deadline is not None and (
+                        time.monotonic() >= deadline or self.engine.store.last_sequence <= after
+                    ):
+                        break
+                if policy_changed:
+                    self.sweep("event")
+                elif ids:
+                    self.sweep_ids(np.asarray(sorted(ids), dtype=np.int64), "event")
+            except Exception:
+                log.exception("event-driven sweep failed")
+                self._stop.wait(1.0)
 
     def checkpoint(self) -> int:
         """Write the access statistics that changed since the last checkpoint; returns how many."""
@@ -80,52 +238,148 @@ class GovernanceDaemon:
         self.engine.expire_retrievals(self.config.retrieval_ttl_s)
         return len(ids)
 
-    def sweep(self, trigger: str, *, dry_run: bool = False, namespace: str = "") -> memory_service_pb2.SweepStats:
-        """Score every memory, propose transitions and (unless ``dry_run``) apply them."""
-        with self._sweep_lock:
-            return self._sweep(trigger, dry_run=dry_run, namespace=namespace)
+    # ---- sweeps ------------------------------------------------------------------------------
 
-    def _sweep(self, trigger: str, *, dry_run: bool, namespace: str) -> memory_service_pb2.SweepStats:
+    def sweep(self, trigger: str, *, dry_run: bool = False, namespace: str = "") -> memory_service_pb2.SweepStats:
+        """Score every memory (of ``namespace``, if given), propose transitions and (unless ``dry_run``) apply them."""
+        with self._sweep_lock:
+            columns = self.engine.columns
+            if namespace:
+                code = columns.namespaces.lookup(namespace)
+                ids = columns.namespace_ids(code) if code != NO_CODE else np.zeros(0, dtype=np.int64)
+                return self._sweep(ids, trigger, dry_run=dry_run)
+            return self._sweep(slice(1, columns.size), trigger, dry_run=dry_run)
+
+    def sweep_tier(self, tier: str, trigger: str) -> memory_service_pb2.SweepStats:
+        """Sweep the slots of ``tier`` (TIER_NEAR, TIER_ACTIVE, TIER_FULL), sampled in a very large store."""
+        with self._sweep_lock:
+            columns = self.engine.columns
+            rows, self._cursors[tier] = tier_rows(
+                tier,
+                columns.state[: columns.size],
+                columns.near[: columns.size],
+                self._cursors[tier],
+                sample_above_count=self.config.sample_above_count,
+                sample_count=self.config.sample_count,
+            )
+            if isinstance(rows, slice) and (rows.start, rows.stop) != (1, columns.size):
+                trigger = f"{trigger} (sample)"
+            return self._sweep(rows, trigger, dry_run=False)
+
+    def sweep_ids(self, ids: npt.NDArray[np.int64], trigger: str) -> memory_service_pb2.SweepStats:
+        """Sweep just ``ids`` (ids past the last slot are ignored)."""
+        with self._sweep_lock:
+            ids = ids[(ids > 0) & (ids < self.engine.columns.size)]
+            return self._sweep(ids, trigger, dry_run=False)
+
+    def _prepare(self) -> tuple[float, npt.NDArray[np.uint64]]:
+        """The current time as an offset on the columns' clock (rebasing it if needed), and the coefficients."""
+        engine = self.engine
+        columns = engine.columns
+        policy = engine.policy
+        if policy.time_mode == policy_pb2.TIME_MODE_AGENT_TURNS:
+            clock, now = "turns", float(engine.current_turn)
+        else:
+            clock, now = "wall", time.time()
+        if clock != columns.clock or abs(now - columns.epoch) > REBASE_AFTER[clock]:
+            columns.set_clock(clock, now)
+        budget = policy.cost_budget_bytes or 1.0
+        params = engine.params
+        key = (params.tobytes(), budget)
+        if key != self._coef_key:
+            self._coef = sweep_coefficients(params, budget)
+            self._coef_key = key
+        return now - columns.epoch, self._coef
+
+    def _kernel(
+        self, rows: slice | npt.NDArray[np.int64], now: float, coef: npt.NDArray[np.uint64], *, dry_run: bool
+    ) -> SweepResult:
+        columns: MemoryColumns = self.engine.columns
+        margin = self.config.near_margin
+        if isinstance(rows, slice):
+            a, b = rows.start, rows.stop
+            n = b - a
+            if self._buffers is None or self._buffers.value.shape[0] < n:
+                capacity = max(n, 1024)
+                self._buffers = SweepResult(
+                    np.empty(capacity, dtype=np.float32),
+                    np.empty(capacity, dtype=np.uint8),
+                    np.empty(capacity, dtype=np.float32),
+                    np.empty(capacity, dtype=np.uint8),
+                    np.zeros(((capacity + CHUNK - 1) // CHUNK, 3), dtype=np.int64),
+                )
+            buffers = self._buffers
+            # A scheduled sweep writes below and near in place: the only columns it changes besides states.
+            out = SweepResult(
+                buffers.value[:n],
+                buffers.next_state[:n],
+                buffers.next_below[:n] if dry_run else columns.below[a:b],
+                buffers.near[:n] if dry_run else columns.near[a:b],
+                np.zeros(((n + CHUNK - 1) // CHUNK, 3), dtype=np.int64),
+            )
+            return sweep(
+                columns.state[a:b],
+                columns.kind[a:b],
+                columns.confidence[a:b],
+                columns.inconsistency[a:b],
+                columns.feedback[a:b],
+                columns.log_count[a:b],
+                columns.utility[a:b],
+                columns.stored_bytes[a:b],
+                columns.touched[a:b],
+                columns.since[a:b],
+                columns.below[a:b],
+                now,
+                coef,
+                margin=margin,
+                out=out,
+            )
+        n = columns.size
+        result = sweep_rows(
+            rows,
+            columns.state[:n],
+            columns.kind[:n],
+            columns.confidence[:n],
+            columns.inconsistency[:n],
+            columns.feedback[:n],
+            columns.log_count[:n],
+            columns.utility[:n],
+            columns.stored_bytes[:n],
+            columns.touched[:n],
+            columns.since[:n],
+            columns.below[:n],
+            now,
+            coef,
+            margin=margin,
+        )
+        if not dry_run:
+            columns.below[rows] = result.next_below
+            columns.near[rows] = result.near
+        return result
+
+    def _sweep(
+        self, rows: slice | npt.NDArray[np.int64], trigger: str, *, dry_run: bool
+    ) -> memory_service_pb2.SweepStats:
         started = time.time()
         t0 = time.perf_counter()
         engine = self.engine
         columns = engine.columns
-        policy = engine.policy
-        n = columns.size
-        params = engine.params
-        rows = slice(0, n)
-        clock = clock_for(columns, policy, engine.current_turn, rows)
-        now = clock.now
-        state = columns.state[:n].copy()
+        now, coef = self._prepare()
         kernel_start = time.perf_counter()
-        scores = score(columns, policy, clock, rows, params)
-        next_state, next_below = propose_transitions(
-            scores.value,
-            state,
-            columns.kind[:n],
-            clock.state_since,
-            columns.below_since[:n],
-            now,
-            params,
-        )
+        result = self._kernel(rows, now, coef, dry_run=dry_run)
         kernel_ms = (time.perf_counter() - kernel_start) * 1e3
-        if namespace:
-            code = columns.namespaces.lookup(namespace)
-            outside = columns.namespace[:n] != code if code != NO_CODE else np.ones(n, dtype=bool)
-            next_state[outside] = state[outside]
-        matrix = count_transitions(state, next_state)
+        totals = result.counts.sum(axis=0)
+        moved_ids, observed, targets, values = _moved(rows, result, columns.state)
+        matrix = count_transitions(observed, targets)
         if not dry_run:
-            columns.value[:n] = scores.value
-            columns.below_since[:n] = next_below
-            moved = np.flatnonzero(next_state != state).astype(np.int64)
-            for start in range(0, moved.size, TRANSITIONS_PER_COMMIT):
-                chunk = moved[start : start + TRANSITIONS_PER_COMMIT]
+            for start in range(0, moved_ids.size, TRANSITIONS_PER_COMMIT):
+                part = slice(start, start + TRANSITIONS_PER_COMMIT)
                 engine.apply_transitions(
-                    chunk, state[chunk], next_state[chunk], scores.value[chunk], _reasons(next_state[chunk])
+                    moved_ids[part], observed[part], targets[part], values[part], _reasons(targets[part])
                 )
         stats = memory_service_pb2.SweepStats(
             started_at=to_timestamp(started),
-            evaluated_count=int(np.count_nonzero(state)),
+            evaluated_count=int(totals[COUNT_EVALUATED]),
             kernel_ms=kernel_ms,
             total_ms=(time.perf_counter() - t0) * 1e3,
             trigger=trigger if not dry_run else f"{trigger} (dry run)",
@@ -133,12 +387,40 @@ class GovernanceDaemon:
         for from_state, to_state in zip(*np.nonzero(matrix), strict=True):
             if from_state != to_state:
                 stats.transitions.add(
-                    from_state=int(from_state),
-                    to_state=int(to_state),
-                    count=int(matrix[from_state, to_state]),
+                    from_state=int(from_state), to_state=int(to_state), count=int(matrix[from_state, to_state])
                 )
         self.recent.appendleft(stats)
         return stats
+
+
+def _moved(
+    rows: slice | npt.NDArray[np.int64], result: SweepResult, state: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+    """Ids, observed state, target state and value of the slots a sweep moves.
+
+    Only chunks whose kernel count says something moved are compared. The observed state is read
+    again now: a pair that is no longer a sweep transition (a writer changed the memory meanwhile)
+    is dropped, and the committer re-checks each against the stored record.
+    """
+    chunks = np.flatnonzero(result.counts[:, COUNT_MOVED])
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
+    if chunks.size == 0:
+        return (*empty, np.zeros(0, dtype=np.float32))
+    positions = []
+    for chunk in chunks.tolist():
+        part = slice(chunk * CHUNK, min((chunk + 1) * CHUNK, result.next_state.shape[0]))
+        ids = np.arange(part.start, part.stop, dtype=np.int64)
+        ids = ids + rows.start if isinstance(rows, slice) else rows[part]
+        changed = np.flatnonzero(result.next_state[part] != state[ids]) + part.start
+        positions.append(changed)
+    where = np.concatenate(positions)
+    ids = (where + rows.start) if isinstance(rows, slice) else rows[where]
+    observed = state[ids]
+    targets = result.next_state[where]
+    keep = np.fromiter(
+        ((int(o), int(t)) in _VALID_MOVES for o, t in zip(observed, targets, strict=True)), dtype=bool, count=ids.size
+    )
+    return ids[keep].astype(np.int64), observed[keep], targets[keep], result.value[where][keep]
 
 
 _REASONS: dict[int, str] = {

@@ -17,6 +17,7 @@ _TEXTS: dict[str, tuple[str, str]] = {
     "as_of": ("valid at the requested time, replaced since", "在所询问的时间有效，之后已被取代"),
     "consolidated": ("absorbed into pattern memory {id}", "已并入模式记忆 {id}"),
     "pattern": ("pattern distilled from {n} successful experiences", "从 {n} 次成功经验中提炼的模式"),
+    "pattern_unproven": ("pattern distilled from {n} experiences", "从 {n} 次经验中提炼的模式"),
     "counter_example": (
         "historical reference / counter-example (strategy {id} did better)",
         "历史参考／反例（策略 {id} 效果更好）",
@@ -56,7 +57,9 @@ def hint_keys(record: memory_pb2.Memory, query: RecallQuery, framework_version: 
     elif record.demoted_by:
         parts.append(("counter_example", {"id": record.demoted_by}))
     elif record.kind == memory_pb2.MEMORY_KIND_ABSTRACTION and record.members:
-        parts.append(("pattern", {"n": len(record.members)}))
+        # "Successful" only when the members' outcomes say so.
+        proven = record.successes > record.failures
+        parts.append(("pattern" if proven else "pattern_unproven", {"n": len(record.members)}))
     elif state == memory_pb2.MEMORY_STATE_ARCHIVED:
         parts.append(("archived", {}))
     else:

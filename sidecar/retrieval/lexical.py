@@ -144,34 +144,41 @@ class LexicalIndex:
         terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
         if not terms:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        views: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint16], npt.NDArray[np.uint32]]] = []
         with self._lock:
             documents = max(self._documents, 1)
             average = self._total_length / documents if self._total_length else 1.0
-            postings = [(self._ids.get(t), self._counts.get(t)) for t in terms]
-            lengths = np.frombuffer(self._length, dtype=np.uint32).copy() if len(self._length) else None
-            sizes = [(len(ids) if ids is not None else 0) for ids, _ in postings]
-            views = [
-                (np.frombuffer(ids, dtype=np.uint64)[:n].astype(np.int64), np.frombuffer(counts, dtype=np.uint16)[:n])
-                for (ids, counts), n in zip(postings, sizes, strict=True)
-                if ids is not None and counts is not None and n
-            ]
-        if not views or lengths is None:
+            # Copy out only the postings' rows, never the whole length array (4 bytes per memory, per query);
+            # every view of a growing array is gone before the lock is released (an export blocks appends).
+            all_lengths = np.frombuffer(self._length, dtype=np.uint32) if len(self._length) else None
+            for term in terms:
+                ids_array, counts_array = self._ids.get(term), self._counts.get(term)
+                if all_lengths is None or ids_array is None or counts_array is None or not len(ids_array):
+                    continue
+                ids = np.frombuffer(ids_array, dtype=np.uint64).astype(np.int64)
+                counts = np.frombuffer(counts_array, dtype=np.uint16).copy()
+                views.append((ids, counts, all_lengths[ids]))
+            del all_lengths
+        if not views:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         all_ids = []
         all_scores = []
-        for ids, counts in views:
+        for ids, counts, lengths in views:
             frequency = ids.size
             idf = math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
             tf = counts.astype(np.float32)
-            norm = K1 * (1.0 - B + B * lengths[ids].astype(np.float32) / average)
+            norm = K1 * (1.0 - B + B * lengths.astype(np.float32) / average)
             all_ids.append(ids)
             all_scores.append((idf * tf * (K1 + 1.0) / (tf + norm)).astype(np.float32))
+        if len(all_ids) == 1:  # postings hold each id once
+            return all_ids[0], all_scores[0]
         ids = np.concatenate(all_ids)
         scores = np.concatenate(all_scores)
-        unique, inverse = np.unique(ids, return_inverse=True)
-        totals = np.zeros(unique.size, dtype=np.float32)
-        np.add.at(totals, inverse, scores)
-        return unique, totals
+        # Sum per id: sort once and add runs (np.unique's inverse and np.add.at cost several times more).
+        order = np.argsort(ids, kind="stable")
+        ids, scores = ids[order], scores[order]
+        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        return ids[starts], np.add.reduceat(scores, starts).astype(np.float32)
 
 
 class NamespacedLexicalIndex:

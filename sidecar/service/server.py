@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import os
 import socket
 import stat
 import threading
-from collections.abc import Callable
+import time
+from collections import deque
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -23,15 +23,16 @@ from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc
 
 from ..config import SidecarConfig
 from ..engine import Engine
-from ..errors import FailedPrecondition, Unauthenticated
+from ..errors import FailedPrecondition
 from ..governance.daemon import GovernanceDaemon
-from .servicer import MemoryServicer, to_status
+from .auth import EVERYTHING, AuthInterceptor, TokenTable, check_listen_policy, server_credentials
+from .metrics import Metrics, MetricsEndpoint, ObservingInterceptor, sweep_trigger
+from .servicer import MemoryServicer
+from .validation import DecodingInterceptor
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME: str = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
-HEALTH_METHOD_PREFIX = "/grpc.health.v1.Health/"
-DENIED_MESSAGE = "missing or wrong sidecar token: send metadata 'authorization: Bearer <token>'"
 
 # Keepalive: answer client pings every 20 s, tolerate idle Watch/Review streams.
 KEEPALIVE_OPTIONS = [
@@ -43,49 +44,20 @@ KEEPALIVE_OPTIONS = [
 ]
 
 
-class TokenInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
-    """Refuses every call without ``authorization: Bearer <token>``, except health checks."""
+class _TimedSweeps(deque[memory_service_pb2.SweepStats]):
+    """The daemon's list of recent sweeps, timing each sweep into the metrics as it is recorded.
 
-    def __init__(self, token: str) -> None:
-        self._token = token.encode()
+    Every sweep (scheduled tier, event-driven, requested) ends by recording its
+    stats here, so this one place sees them all without reaching into the daemon.
+    """
 
-        self._deny = grpc.unary_unary_rpc_method_handler(self._deny_unary)
+    def __init__(self, recent: deque[memory_service_pb2.SweepStats], metrics: Metrics) -> None:
+        super().__init__(recent, maxlen=recent.maxlen)
+        self._metrics = metrics
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        if handler_call_details.method.startswith(HEALTH_METHOD_PREFIX):
-            return continuation(handler_call_details)
-        for key, value in handler_call_details.invocation_metadata or ():
-            if (
-                key == "authorization"
-                and isinstance(value, str)
-                and value.startswith("Bearer ")
-                and hmac.compare_digest(value[len("Bearer ") :].encode(), self._token)
-            ):
-                return continuation(handler_call_details)
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        # Answer with the same streaming shape as the real method, so the client reads the status.
-        if handler.request_streaming and handler.response_streaming:
-            return grpc.stream_stream_rpc_method_handler(self._deny_stream)
-        if handler.request_streaming:
-            return grpc.stream_unary_rpc_method_handler(self._deny_unary)
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(self._deny_stream)
-        return self._deny
-
-    @staticmethod
-    def _deny_unary(request: Any, context: grpc.ServicerContext) -> None:
-        context.abort_with_status(to_status(Unauthenticated(DENIED_MESSAGE)))
-
-    @staticmethod
-    def _deny_stream(request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort_with_status(to_status(Unauthenticated(DENIED_MESSAGE)))
-        yield  # pragma: no cover
+    def appendleft(self, stats: memory_service_pb2.SweepStats) -> None:
+        self._metrics.observe_sweep(sweep_trigger(stats.trigger), stats.total_ms / 1e3)
+        super().appendleft(stats)
 
 
 def _prepare_unix_socket(address: str) -> Path:
@@ -107,13 +79,28 @@ def _prepare_unix_socket(address: str) -> Path:
 
 
 class Sidecar:
-    """A running sidecar: engine + gRPC server. ``start`` it; ``stop`` is idempotent."""
+    """A running sidecar: engine + gRPC server. ``start`` it; ``stop`` is idempotent.
 
-    def __init__(self, config: SidecarConfig, *, token: str | None = None) -> None:
+    ``token`` (one token for every namespace) and ``tokens`` (a table of scoped
+    tokens) switch authentication on; listen addresses beyond loopback are
+    refused unless the config allows them (see :func:`check_listen_policy`).
+    """
+
+    def __init__(self, config: SidecarConfig, *, token: str | None = None, tokens: TokenTable | None = None) -> None:
+        table = tokens if tokens is not None else TokenTable()
+        if token:
+            table.add(token, EVERYTHING)
+        # Refused before the data directory is opened: a misconfiguration must not touch the data.
+        check_listen_policy(config, has_tokens=bool(table))
+        credentials = server_credentials(config)
         self.config = config
+        self.tokens = table
+        self.metrics = Metrics()
         self.engine = Engine(config)
         self.daemon = GovernanceDaemon(self.engine, config.governance)
+        self.daemon.recent = _TimedSweeps(self.daemon.recent, self.metrics)
         self.servicer = MemoryServicer(self.engine, self.daemon)
+        self.servicer.tokens = table if table else None
         self.health = health.HealthServicer()
         limit = config.limits.max_message_bytes
         options = [
@@ -122,7 +109,14 @@ class Sidecar:
             ("grpc.so_reuseport", 0),
             *KEEPALIVE_OPTIONS,
         ]
-        interceptors: list[grpc.ServerInterceptor[Any, Any]] = [TokenInterceptor(token)] if token else []
+        # Observing first: it also counts the calls authentication refuses.
+        # Decoding outermost, so a message that does not parse gets INVALID_ARGUMENT, not INTERNAL.
+        interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
+            DecodingInterceptor(),
+            ObservingInterceptor(self.metrics),
+        ]
+        if table:
+            interceptors.append(AuthInterceptor(table))
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="memevo-rpc"),
             options=options,
@@ -139,6 +133,8 @@ class Sidecar:
             ),
             self.server,
         )
+        self._credentials = credentials
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.addresses: list[str] = []
         self._sockets: list[Path] = []
         self._stopped = threading.Event()
@@ -154,39 +150,67 @@ class Sidecar:
                     self._sockets.append(path)
                     self.addresses.append(address)
                 else:
-                    port = self.server.add_insecure_port(address)
+                    if self._credentials is not None:
+                        port = self.server.add_secure_port(address, self._credentials)
+                    else:
+                        port = self.server.add_insecure_port(address)
                     if port == 0:
                         raise FailedPrecondition(f"cannot listen on {address}", reason="LISTEN_FAILED")
                     host = address.rsplit(":", 1)[0]
                     self.addresses.append(f"{host}:{port}")
+            if self.config.metrics_listen:
+                self.metrics_endpoint = MetricsEndpoint(
+                    self.config.metrics_listen, lambda: self.metrics.render(self.engine)
+                )
             self.server.start()
         except Exception:
             self.engine.close()
             raise
         for path in self._sockets:
             os.chmod(path, 0o600)  # only this user may talk to the sidecar
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.start()
         self.daemon.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if self.config.ready_file is not None:
+            ready: dict[str, Any] = {"pid": os.getpid(), "listen": self.addresses}
+            if self.metrics_endpoint is not None:
+                ready["metrics"] = self.metrics_endpoint.address
             tmp = Path(str(self.config.ready_file) + ".tmp")
-            tmp.write_text(json.dumps({"pid": os.getpid(), "listen": self.addresses}))
+            tmp.write_text(json.dumps(ready))
             os.replace(tmp, self.config.ready_file)
-        log.info("memevo serving %s on %s", self.config.data_dir, ", ".join(self.addresses))
+        log.info(
+            "memevo serving %s on %s%s%s",
+            self.config.data_dir,
+            ", ".join(self.addresses),
+            " (TLS on TCP)" if self._credentials is not None else "",
+            f"; metrics on http://{self.metrics_endpoint.address}/metrics" if self.metrics_endpoint else "",
+        )
         return self.addresses
 
     def stop(self) -> None:
-        """NOT_SERVING, stop taking calls, drain for the grace period, save the index, close RocksDB."""
+        """NOT_SERVING, refuse new calls, drain in-flight ones for the grace period, checkpoint, save, close."""
         with self._stop_lock:
             if self._stopped.is_set():
                 return
+            started = time.perf_counter()
             self.health.enter_graceful_shutdown()
             self.servicer.stopping.set()
+            # New calls are refused from here on; calls still running after grace_s are cancelled.
             self.server.stop(self.config.grace_s).wait()
-            self.daemon.stop()
+            drained = time.perf_counter()
+            self.servicer.close()  # the review worker, before the engine it uses closes
+            self.daemon.stop()  # its last step checkpoints the access statistics
             self.engine.close()
+            if self.metrics_endpoint is not None:
+                self.metrics_endpoint.stop()
             for path in self._sockets:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
             self._stopped.set()
-            log.info("memevo stopped")
+            log.info(
+                "memevo stopped (drained in %.2f s, checkpointed and closed in %.2f s)",
+                drained - started,
+                time.perf_counter() - drained,
+            )

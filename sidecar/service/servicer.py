@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import queue
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar, cast
 
@@ -16,18 +18,22 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc
+from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc, policy_pb2, review_pb2
 
 from ..domain import NewMemory, RecallQuery
 from ..engine import Engine, Written
-from ..errors import InvalidArgument, MemevoError, NotFound, Unavailable, Unimplemented
+from ..errors import InvalidArgument, MemevoError, NotFound, Unavailable
+from ..experiments.arms import observed_retrieval
+from ..governance.consolidation import unconsolidate
 from ..governance.daemon import GovernanceDaemon
+from ..governance.review import ReviewBroker
 from ..perception.feedback import is_finite_reward
 from ..retrieval.context import build_context
 from ..retrieval.hints import LANGUAGES
 from ..retrieval.recall import Recaller
 from ..store.vector_index import normalize_rows
 from . import validation
+from .auth import Scope, TokenTable, authorize, caller_scope, ids_of
 from .validation import Violations
 
 log = logging.getLogger(__name__)
@@ -37,6 +43,11 @@ DEFAULT_TOKEN_BUDGET = 2_000
 MAX_TOKEN_BUDGET = 200_000
 CONTEXT_CANDIDATES = 50
 STREAM_CHUNK_ITEMS = 512
+REVIEW_POLL_S = 0.2
+"""How often a Review stream with nothing to send checks whether its reviewer is still there."""
+REVIEW_TICK_S = 1.0
+"""How often expired review proposals are decided by policy."""
+MAX_REVIEWER_BYTES = 128
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -112,8 +123,22 @@ def _write_result(written: Written) -> memory_service_pb2.WriteResult:
     )
 
 
-def _not_yet(name: str) -> Unimplemented:
-    return Unimplemented(f"{name} is part of the memevo.v1 contract but not implemented in this version yet")
+CALL_END_MARGIN_S = 0.05
+"""How close to its deadline a client stream's end is double-checked (see :func:`_call_ended`)."""
+
+
+def _call_ended(context: grpc.ServicerContext) -> bool:
+    """Whether the call is over (deadline passed, cancelled) rather than its client having closed the stream.
+
+    The client's deadline fires a moment before the server's, and gRPC may end the
+    request iterator before it marks the call cancelled; so near the deadline this
+    waits a moment for the cancellation to show.
+    """
+    remaining = context.time_remaining()
+    if remaining is not None and remaining < CALL_END_MARGIN_S:
+        time.sleep(CALL_END_MARGIN_S)
+        remaining = context.time_remaining()
+    return not context.is_active() or (remaining is not None and remaining <= 0)
 
 
 class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
@@ -124,6 +149,46 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         self.daemon = daemon
         self.recaller = Recaller(engine)
         self.stopping = threading.Event()
+        self.review = ReviewBroker(engine)
+        self._review_worker = threading.Thread(target=self._review_loop, name="memevo-review", daemon=True)
+        self._review_worker.start()
+
+    def _review_loop(self) -> None:
+        """Decide expired proposals every second; look for new groups at the sweep interval."""
+        interval_s = self.engine.config.governance.sweep_interval_s
+        last_pass = time.monotonic()
+        while not self.stopping.wait(REVIEW_TICK_S):
+            try:
+                if interval_s > 0 and time.monotonic() - last_pass >= interval_s:
+                    self.review.consolidation_pass()
+                    last_pass = time.monotonic()
+                else:
+                    self.review.expire()
+            except Exception:  # the loop must outlive a bad pass; the next one retries
+                if not self.stopping.is_set():
+                    log.exception("consolidation pass failed")
+
+    def close(self) -> None:
+        """Stop the review worker (before the engine closes)."""
+        self.stopping.set()
+        self._review_worker.join(timeout=30)
+        self.tokens: TokenTable | None = None
+        """Scoped bearer tokens (set by the server); None = every caller may touch everything."""
+
+    def _authorize(
+        self,
+        context: grpc.ServicerContext,
+        *,
+        namespaces: Iterable[tuple[str, str]] = (),
+        ids: Iterable[tuple[str, int]] = (),
+        sidecar_wide: str = "",
+        scope: Scope | None = None,
+    ) -> Scope:
+        """PERMISSION_DENIED unless the caller's token covers the (field, namespace) and (field, memory id)
+        pairs, or, for a non-empty ``sidecar_wide`` operation name, every namespace. Returns the scope."""
+        scope = scope if scope is not None else caller_scope(self.tokens, context)
+        authorize(scope, self.engine.columns, namespaces=namespaces, ids=ids, sidecar_wide=sidecar_wide)
+        return scope
 
     def _memory(self, v: Violations, field: str, memory: Any, request_id: str = "") -> NewMemory | None:
         return validation.memory_input(
@@ -165,6 +230,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
         assert item is not None
+        self._authorize(context, namespaces=[("memory.namespace", item.namespace)])
         written = self.engine.remember([item], batch_request_id=request.request_id, turn=turn, rpc="remember")
         return memory_service_pb2.RememberResponse(result=_write_result(written[0]), replayed=written[0].replayed)
 
@@ -183,6 +249,10 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         v.raise_if_any()
         items = [self._memory(v, f"memories[{i}]", m) for i, m in enumerate(request.memories)]
         v.raise_if_any()
+        self._authorize(
+            context,
+            namespaces=((f"memories[{i}].namespace", m.namespace) for i, m in enumerate(cast(list[NewMemory], items))),
+        )
         written = self.engine.remember(
             cast(list[NewMemory], items), batch_request_id=request.request_id, turn=turn, rpc="batch"
         )
@@ -215,6 +285,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                     break
             return total
 
+        scope = self._authorize(context)
         for position, message in enumerate(request_iterator):
             v = Violations()
             if not message.HasField("memory"):
@@ -228,12 +299,22 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                 error.metadata["failed_index"] = str(position)
                 raise error
             assert item is not None
+            try:
+                self._authorize(context, namespaces=[(f"[{position}].memory.namespace", item.namespace)], scope=scope)
+            except MemevoError as denied:
+                denied.metadata["committed_count"] = str(committed())
+                denied.metadata["failed_index"] = str(position)
+                raise
             if turn != chunk_turn:
                 flush()
                 chunk_turn = turn
             chunk.append(item)
             if len(chunk) >= STREAM_CHUNK_ITEMS:
                 flush()
+        if _call_ended(context):
+            # The requests ended because the call did (deadline passed, client cancelled), not because the
+            # client closed the stream: store nothing more, nobody would learn the ids.
+            raise Unavailable("the call ended before its stream was complete", reason="CALL_ENDED")
         flush()
         response = memory_service_pb2.RememberStreamResponse()
         for future in futures:
@@ -257,6 +338,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_request_id(v, "request_id", request.request_id)
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
+        self._authorize(context, ids=ids_of("ids", ids))
         forgotten, missing = self.engine.forget(
             ids,
             reason=request.reason,
@@ -273,9 +355,12 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         self, request: memory_service_pb2.RecallRequest, context: grpc.ServicerContext
     ) -> memory_service_pb2.RecallResponse:
         query = self._recall_query(Violations(), request)
-        hits = self.recaller.recall(query)
-        retrieval_id = self.engine.record_retrieval([h.memory.id for h in hits], query.turn)
-        response = memory_service_pb2.RecallResponse(retrieval_id=retrieval_id)
+        self._authorize(context, namespaces=[("filter.namespace", query.namespace)])
+        with observed_retrieval(self.engine, query) as observed:
+            hits = self.recaller.recall(query)
+            observed.returned_ids = [h.memory.id for h in hits]
+            observed.hits = [(h.memory.id, h.similarity, h.score) for h in hits]
+        response = memory_service_pb2.RecallResponse(retrieval_id=observed.retrieval_id, arm=observed.arm)
         for hit in hits:
             response.memories.add(memory=hit.memory, similarity=hit.similarity, score=hit.score, hint=hit.hint)
         return response
@@ -287,6 +372,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         v = Violations()
         ids = validation.check_ids(v, "ids", request.ids, self.engine.limits.max_k)
         v.raise_if_any()
+        self._authorize(context, ids=ids_of("ids", ids))
         found, missing = self.engine.get(ids, include_vectors=request.include_vectors)
         return memory_service_pb2.GetResponse(memories=found, missing_ids=missing)
 
@@ -301,6 +387,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             if kind not in known or kind == events_pb2.CHANGE_EVENT_TYPE_UNSPECIFIED:
                 v.add(f"types[{position}]", f"unknown ChangeEventType value {kind}")
         v.raise_if_any()
+        scope = self._authorize(context, namespaces=[("namespace", namespace)] if namespace else ())
         after = request.after_sequence if request.HasField("after_sequence") else self.engine.store.last_sequence
         types = set(request.types)
         done = threading.Event()
@@ -309,6 +396,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         for event in self.engine.events(after, stop):
             if namespace and event.namespace and event.namespace != namespace:
                 continue
+            if event.namespace and not scope.allows(event.namespace):
+                continue  # another tenant's change: a scoped token never sees it
             if types and event.type not in types:
                 continue
             yield memory_service_pb2.WatchResponse(event=event)
@@ -320,8 +409,10 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     def GetStats(
         self, request: memory_service_pb2.GetStatsRequest, context: grpc.ServicerContext
     ) -> memory_service_pb2.GetStatsResponse:
+        self._authorize(context, sidecar_wide="GetStats")
         response = self.engine.stats()
         response.recent_sweeps.extend(self.daemon.recent)
+        response.review.CopyFrom(self.review.stats())
         return response
 
     # ---- not built yet ----------------------------------------------------------------------
@@ -349,16 +440,19 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         if language not in LANGUAGES:
             v.add("language", f"{language!r}; one of {', '.join(LANGUAGES)}")
         query = self._recall_query(v, as_recall)
-        built = build_context(
-            self.recaller,
-            query,
-            token_budget=budget,
-            language=language,
-            framework_version=self.engine.framework_version,
-        )
-        retrieval_id = self.engine.record_retrieval([line.hit.memory.id for line in built.lines], query.turn)
+        self._authorize(context, namespaces=[("filter.namespace", query.namespace)])
+        with observed_retrieval(self.engine, query) as observed:
+            built = build_context(
+                self.recaller,
+                query,
+                token_budget=budget,
+                language=language,
+                framework_version=self.engine.framework_version,
+            )
+            observed.returned_ids = [line.hit.memory.id for line in built.lines]
+            observed.hits = [(line.hit.memory.id, line.hit.similarity, line.hit.score) for line in built.lines]
         response = memory_service_pb2.BuildContextResponse(
-            text=built.text, tokens_used=built.tokens, retrieval_id=retrieval_id
+            text=built.text, tokens_used=built.tokens, retrieval_id=observed.retrieval_id, arm=observed.arm
         )
         for line in built.lines:
             response.items.add(memory=line.hit.memory, group=line.group, hint=line.hint, tokens=line.tokens)
@@ -399,6 +493,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             if outside:
                 raise InvalidArgument.field("used_memory_ids", f"ids {outside} were not returned by this retrieval")
             used = used or returned
+        self._authorize(context, ids=ids_of("used_memory_ids", used))
         updated = self.engine.report_outcome(
             used,
             outcome=request.outcome,
@@ -408,6 +503,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             request_id=request.request_id,
             turn=turn,
         )
+        # New evidence: a group rejected or left open before may be worth proposing again.
+        self.review.finder.note_changed(used)
         return memory_service_pb2.ReportOutcomeResponse(updated_count=updated)
 
     @unary
@@ -429,9 +526,12 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             v.add("memory_id", "0 is not a memory id")
         v.raise_if_any()
         if subject == "fact_key":
+            scope = self._authorize(context, namespaces=[("fact_key.namespace", namespace)])
             versions = self.engine.history_of_fact(namespace, request.fact_key.entity, request.fact_key.attribute)
         else:
+            scope = self._authorize(context, ids=[("memory_id", request.memory_id)])
             versions = self.engine.lineage(request.memory_id)
+        versions = [r for r in versions if scope.allows(r.namespace)]
         events = self.engine.events_about(r.id for r in versions)
         return memory_service_pb2.HistoryResponse(versions=versions, events=events)
 
@@ -454,6 +554,11 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_request_id(v, "request_id", request.request_id)
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
+        self._authorize(
+            context,
+            namespaces=[("new_memory.namespace", item.namespace)] if item is not None else (),
+            ids=[("old_id", request.old_id), ("new_id", request.new_id)],
+        )
         old, new = self.engine.supersede(
             request.old_id,
             new_id=request.new_id,
@@ -472,18 +577,86 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         namespace = validation.check_namespace(v, "namespace", request.namespace) if request.namespace else ""
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
+        if namespace:
+            self._authorize(context, namespaces=[("namespace", namespace)])
+        else:
+            self._authorize(context, sidecar_wide="Govern without a namespace")
         self.engine.note_turn(turn)
         stats = self.daemon.sweep("request", dry_run=request.dry_run, namespace=namespace)
-        return memory_service_pb2.GovernResponse(sweep=stats)
+        response = memory_service_pb2.GovernResponse(sweep=stats)
+        if not request.dry_run:
+            response.consolidation.CopyFrom(self.review.consolidation_pass())
+        return response
 
     @streaming
-    def Review(self, request_iterator: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        raise _not_yet("Review")
-        yield  # pragma: no cover - makes this a generator like the real stream
+    def Review(
+        self, request_iterator: Iterator[memory_service_pb2.ReviewRequest], context: grpc.ServicerContext
+    ) -> Iterator[memory_service_pb2.ReviewResponse]:
+        self._authorize(context, sidecar_wide="Review")  # proposals span every namespace
+        first = next(request_iterator, None)
+        if first is None:
+            return
+        if first.WhichOneof("message") != "hello":
+            raise InvalidArgument.field("hello", "the first message of a Review stream must be hello")
+        v = Violations()
+        if not first.hello.reviewer:
+            v.add("hello.reviewer", "required: a name for the change log")
+        validation.check_text(v, "hello.reviewer", first.hello.reviewer, MAX_REVIEWER_BYTES)
+        for position, kind in enumerate(first.hello.kinds):
+            if kind not in review_pb2.ProposalKind.values() or kind == review_pb2.PROPOSAL_KIND_UNSPECIFIED:
+                v.add(f"hello.kinds[{position}]", f"unknown ProposalKind value {kind}")
+        v.raise_if_any()
+        reviewer = self.review.attach(first.hello.reviewer, list(first.hello.kinds))
+        failure: list[MemevoError] = []
+        reading = threading.Event()
+        reading.set()
+
+        def read_decisions() -> None:
+            # The responses go out from this RPC's thread; decisions arrive on this one.
+            try:
+                for message in request_iterator:
+                    if message.WhichOneof("message") != "decision":
+                        raise InvalidArgument.field("hello", "hello may only be the first message")
+                    self.review.decide(reviewer, message.decision)
+            except MemevoError as error:
+                failure.append(error)
+            except Exception:  # the client went away (cancelled stream): nothing to report to it
+                log.debug("review stream of %s ended", reviewer.name, exc_info=True)
+            finally:
+                reading.clear()
+
+        threading.Thread(target=read_decisions, name=f"memevo-review-{reviewer.name[:16]}", daemon=True).start()
+        try:
+            while True:
+                try:
+                    yield reviewer.outbox.get(timeout=REVIEW_POLL_S)
+                    continue
+                except queue.Empty:
+                    pass
+                if failure:
+                    raise failure[0]
+                # A half-closed stream ends once everything queued for it was sent.
+                if not reading.is_set() or not context.is_active() or self.stopping.is_set():
+                    break
+        finally:
+            self.review.detach(reviewer)
+        if failure:
+            raise failure[0]
+        if self.stopping.is_set():
+            raise Unavailable("the sidecar is shutting down; attach again after it restarts", reason="SHUTTING_DOWN")
 
     @unary
-    def Unconsolidate(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise _not_yet("Unconsolidate")
+    def Unconsolidate(
+        self, request: memory_service_pb2.UnconsolidateRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.UnconsolidateResponse:
+        v = Violations()
+        if request.abstraction_id == 0:
+            v.add("abstraction_id", "required: the id of an ABSTRACTION memory")
+        validation.check_request_id(v, "request_id", request.request_id)
+        v.raise_if_any()
+        self._authorize(context, ids=[("abstraction_id", int(request.abstraction_id))])
+        restored = unconsolidate(self.engine, request.abstraction_id, request_id=request.request_id)
+        return memory_service_pb2.UnconsolidateResponse(restored_ids=restored)
 
     @unary
     def DeclareFramework(
@@ -497,9 +670,12 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_request_id(v, "request_id", request.request_id)
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
+        self._authorize(context, sidecar_wide="DeclareFramework")
         previous, flagged = self.engine.declare_framework(
             request.version, request.description, request_id=request.request_id, turn=turn
         )
+        if previous != request.version:
+            self.review.propose_reinterpretation(request.version)
         return memory_service_pb2.DeclareFrameworkResponse(previous_version=previous, flagged_count=flagged)
 
     @unary
@@ -515,10 +691,43 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         v = Violations()
         if not request.HasField("policy"):
             v.add("policy", "required")
+        if (
+            request.policy.consolidation.without_reviewer == policy_pb2.CONSOLIDATION_MODE_LLM
+            and self.engine.llm is None
+        ):
+            v.add(
+                "policy.consolidation.without_reviewer",
+                "CONSOLIDATION_MODE_LLM needs a chat endpoint: start the sidecar with --llm-url and --llm-model",
+            )
         validation.check_request_id(v, "request_id", request.request_id)
         v.raise_if_any()
+        self._authorize(context, sidecar_wide="UpdatePolicy")
         policy = self.engine.update_policy(request.policy, request_id=request.request_id)
         return memory_service_pb2.UpdatePolicyResponse(policy=policy)
+
+    @unary
+    def SetExperiment(
+        self, request: memory_service_pb2.SetExperimentRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.SetExperimentResponse:
+        v = Violations()
+        validation.check_request_id(v, "request_id", request.request_id)
+        v.raise_if_any()
+        self._authorize(context, sidecar_wide="SetExperiment")
+        experiment = self.engine.experiments.set(request.experiment, request_id=request.request_id)
+        return memory_service_pb2.SetExperimentResponse(experiment=experiment)
+
+    @unary
+    def PromoteArm(
+        self, request: memory_service_pb2.PromoteArmRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.PromoteArmResponse:
+        v = Violations()
+        if not request.arm:
+            v.add("arm", "required")
+        validation.check_request_id(v, "request_id", request.request_id)
+        v.raise_if_any()
+        self._authorize(context, sidecar_wide="PromoteArm")
+        policy, final = self.engine.experiments.promote(self.engine, request.arm, request_id=request.request_id)
+        return memory_service_pb2.PromoteArmResponse(policy=policy, final_stats=final)
 
 
 class _AnyEvent(threading.Event):

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
+import grpc
 import numpy as np
 import numpy.typing as npt
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -31,6 +33,9 @@ MAX_FRAMEWORK_BYTES = 64
 # Protobuf Timestamp's own range: 0001-01-01 to 9999-12-31.
 MIN_TIMESTAMP_S = -62_135_596_800
 MAX_TIMESTAMP_S = 253_402_300_799
+MIN_VECTOR_NORM = 1e-18
+MAX_VECTOR_NORM = 1e18
+"""Vector lengths whose squares stay normal float32 numbers, so that normalising is exact enough."""
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9_.:\-]+")
 
 _KINDS = frozenset(memory_pb2.MemoryKind.values())
@@ -106,6 +111,15 @@ def decode_vector(v: Violations, field: str, raw: bytes, dimension: int) -> npt.
         return None
     if not np.any(vector):
         v.add(field, "is all zeros; a direction is needed")
+        return None
+    with np.errstate(over="ignore", under="ignore"):
+        norm = float(np.linalg.norm(vector))  # in float32, as the index normalises it
+    if not (MIN_VECTOR_NORM <= norm <= MAX_VECTOR_NORM):
+        v.add(
+            field,
+            f"its length {norm:g} cannot be normalised in float32 (overflow or underflow); "
+            f"scale it to a length between {MIN_VECTOR_NORM:g} and {MAX_VECTOR_NORM:g}",
+        )
         return None
     return vector
 
@@ -288,3 +302,57 @@ def check_ids(v: Violations, field: str, ids: Iterable[int], max_count: int) -> 
     elif any(i == 0 for i in values):
         v.add(field, "0 is not a memory id")
     return values
+
+
+class DecodingInterceptor(grpc.ServerInterceptor):  # type: ignore[type-arg]
+    """Parses request messages itself: bytes that are not a valid message get INVALID_ARGUMENT naming it.
+
+    gRPC's own deserialization answers a corrupt message, or a string field
+    holding invalid UTF-8 (which another language's client can send), with
+    INTERNAL "Exception deserializing request!". Install it outermost.
+    """
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        parse = handler.request_deserializer
+        method = handler_call_details.method
+
+        def decode(raw: bytes) -> Any:
+            try:
+                return parse(raw)
+            except Exception as exc:  # DecodeError, or whatever a corrupt message makes the parser raise
+                raise InvalidArgument.field("request", f"not a valid request message for {method}: {exc}") from exc
+
+        def decoded(raws: Iterator[bytes]) -> Iterator[Any]:
+            for raw in raws:  # raising here ends the call through the servicer's error handling
+                yield decode(raw)
+
+        def first(raw: bytes, context: grpc.ServicerContext) -> Any:
+            try:
+                return decode(raw)
+            except InvalidArgument as error:
+                from .servicer import to_status  # the servicer imports this module
+
+                context.abort_with_status(to_status(error))
+                raise  # pragma: no cover - abort_with_status raises
+
+        serialize = handler.response_serializer
+        if handler.unary_unary is not None:
+            uu = handler.unary_unary
+            return grpc.unary_unary_rpc_method_handler(lambda raw, ctx: uu(first(raw, ctx), ctx), None, serialize)
+        if handler.unary_stream is not None:
+            us = handler.unary_stream
+            return grpc.unary_stream_rpc_method_handler(lambda raw, ctx: us(first(raw, ctx), ctx), None, serialize)
+        if handler.stream_unary is not None:
+            su = handler.stream_unary
+            return grpc.stream_unary_rpc_method_handler(lambda raws, ctx: su(decoded(raws), ctx), None, serialize)
+        ss = handler.stream_stream
+        if ss is None:
+            return handler
+        return grpc.stream_stream_rpc_method_handler(lambda raws, ctx: ss(decoded(raws), ctx), None, serialize)

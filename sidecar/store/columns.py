@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from memevo.kernels.sweep import derive_one
 from memevo.v1 import memory_pb2
 
 STATE_UNSPECIFIED = memory_pb2.MEMORY_STATE_UNSPECIFIED
@@ -25,6 +26,10 @@ STATE_OBSOLETE = memory_pb2.MEMORY_STATE_OBSOLETE
 STATE_EVICTED = memory_pb2.MEMORY_STATE_EVICTED
 
 NO_CODE = -1
+
+
+def _is_live(state: int) -> int:
+    return int(state not in (STATE_UNSPECIFIED, STATE_EVICTED))
 
 
 def _seconds(stamp: Timestamp) -> float:
@@ -82,10 +87,30 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "created_turn": (np.float64, np.nan),
     "state_since": (np.float64, np.nan),
     "state_since_turn": (np.float64, np.nan),
-    "below_since": (np.float64, np.nan),
     "uniqueness": (np.float32, np.nan),
-    "value": (np.float32, np.nan),
+    # The sweep's compact columns (kernels/sweep.py): float32 caches and float32 time offsets from ``epoch`` in
+    # the clock the policy runs on. Derived from the columns above when those change.
+    "feedback": (np.float32, 0.5),
+    "log_count": (np.float32, 0.0),
+    "utility": (np.float32, 0.0),
+    "touched": (np.float32, np.nan),
+    "since": (np.float32, np.nan),
+    "below": (np.float32, np.nan),
+    "near": (np.uint8, 0),
 }
+HOT_COLUMNS = (
+    *("state", "kind", "confidence", "inconsistency", "feedback", "log_count", "utility", "stored_bytes"),
+    *("touched", "since", "below", "near", "namespace", "entity", "valid_from", "valid_to"),
+)
+"""The columns a sweep (kernels/sweep.py) or a recall filter scans; the others are read per record only."""
+HOT_BYTES_PER_MEMORY = sum(np.dtype(_COLUMN_SPECS[name][0]).itemsize for name in HOT_COLUMNS)
+ALL_BYTES_PER_MEMORY = sum(np.dtype(dtype).itemsize for dtype, _ in _COLUMN_SPECS.values())
+REBASE_AFTER = {"wall": 7 * 86_400.0, "turns": 1_000_000.0}
+"""How far (clock units) now may move from the epoch before the time offsets are rebased on it.
+
+A float32 offset x is exact to |x| * 2**-24: within 7 days of the epoch that is 0.03 s, and a time 10
+years back still resolves to 16 s (its decay is 0 at any half-life under a year). Turn offsets are exact
+integers up to 2**24 turns from the epoch."""
 # Bytes a memory costs besides its text and vector: record fields, keys, index entries.
 RECORD_OVERHEAD_BYTES = 256
 
@@ -124,12 +149,22 @@ class MemoryColumns:
     state_since: npt.NDArray[np.float64]
     """System time (epoch s) the current state was entered."""
     state_since_turn: npt.NDArray[np.float64]
-    below_since: npt.NDArray[np.float64]
-    """When the value first fell below the eviction threshold (clock units); NaN when not below. Not persisted."""
     uniqueness: npt.NDArray[np.float32]
     """1 - similarity to the nearest other memory of its entity; NaN when unmeasured. Not persisted."""
-    value: npt.NDArray[np.float32]
-    """V at the last sweep; NaN before the first."""
+    feedback: npt.NDArray[np.float32]
+    """sigmoid(successes - failures), cached for the sweep."""
+    log_count: npt.NDArray[np.float32]
+    """log1p(access_count), cached for the sweep."""
+    utility: npt.NDArray[np.float32]
+    """density * uniqueness, cached for the sweep."""
+    touched: npt.NDArray[np.float32]
+    """Last access (or creation, when never accessed) as an offset from ``epoch`` in ``clock`` units; NaN = unknown."""
+    since: npt.NDArray[np.float32]
+    """When the current state was entered, offset from ``epoch`` in ``clock`` units; NaN = unknown."""
+    below: npt.NDArray[np.float32]
+    """When the value first fell below the eviction threshold, offset from ``epoch``; NaN when not. Not persisted."""
+    near: npt.NDArray[np.uint8]
+    """1 when the last sweep found the memory close to a threshold (the daemon's frequent tier)."""
 
     def __init__(self, capacity: int = 1024, *, vector_bytes: int = 0) -> None:
         self.lock = threading.Lock()
@@ -143,6 +178,13 @@ class MemoryColumns:
         self._by_entity: dict[int, array[int]] = {}
         """Ids whose access statistics changed since the last checkpoint."""
         self._size = 1  # slot 0 is never a memory
+        self._live = 0
+        self.clock = "wall"
+        """The clock of the offset columns: "wall" (seconds) or "turns"."""
+        self.epoch = 0.0
+        """What offset 0 means on that clock (epoch seconds or a turn); moved by ``set_clock``."""
+        self.writes = 0
+        """Rows written by set_record since start (the daemon sweeps its frequent tier every N writes)."""
         self._allocate(max(capacity, 16))
 
     def _allocate(self, capacity: int) -> None:
@@ -157,6 +199,14 @@ class MemoryColumns:
     def size(self) -> int:
         """One past the highest id stored."""
         return self._size
+
+    @property
+    def live_count(self) -> int:
+        """Memories stored and not evicted (kept up to date by set_record and set_state)."""
+        return self._live
+
+    def _count_change(self, before: int, after: int) -> None:
+        self._live += _is_live(after) - _is_live(before)
 
     def set_record(self, record: memory_pb2.Memory) -> None:
         """Write (or overwrite) the row of ``record.id`` from the stored record."""
@@ -206,13 +256,17 @@ class MemoryColumns:
                 self.tags[memory_id] = tag_set
             else:
                 self.tags.pop(memory_id, None)
+            self._derive_row(memory_id)
+            self.writes += 1
             # State last: a row becomes visible to filters only once it is complete.
+            self._count_change(int(self.state[memory_id]), record.state)
             self.state[memory_id] = record.state
             self._size = max(self._size, memory_id + 1)
 
     def set_state(self, memory_id: int, state: int, *, valid_to: float | None = None) -> None:
         """Change one memory's state (and validity end)."""
         with self.lock:
+            self._count_change(int(self.state[memory_id]), state)
             self.state[memory_id] = state
             if valid_to is not None:
                 self.valid_to[memory_id] = valid_to
@@ -228,7 +282,57 @@ class MemoryColumns:
             self.last_access_at[ids] = now_s
             if turn is not None:
                 self.last_access_turn[ids] = turn
+            self.log_count[ids] = np.log1p(self.access_count[ids].astype(np.float64))
+            if self.clock == "wall":
+                self.touched[ids] = now_s - self.epoch
+            elif turn is not None and turn > 0:
+                self.touched[ids] = turn - self.epoch
             self.accessed.update(ids.tolist())
+
+    def _derive_row(self, memory_id: int) -> None:
+        """Refresh the sweep's caches and offsets of one row from its raw columns (lock held)."""
+        i = memory_id
+        self.feedback[i], self.log_count[i], self.utility[i] = derive_one(
+            float(self.successes[i]),
+            float(self.failures[i]),
+            int(self.access_count[i]),
+            int(self.importance[i]),
+            int(self.content_bytes[i]),
+            float(self.uniqueness[i]),
+        )
+        rows = slice(i, i + 1)
+        self.touched[rows], self.since[rows] = self._offsets(rows)
+
+    def _offsets(self, rows: slice) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """touched and since of ``rows`` on the current clock, from the float64 columns."""
+        if self.clock == "wall":
+            last = self.last_access_at[rows]
+            touched = np.where(np.isfinite(last), last, self.recorded_at[rows])
+            since = self.state_since[rows]
+        else:
+            last_turn = self.last_access_turn[rows]
+            touched = np.where(last_turn > 0, last_turn.astype(np.float64), self.created_turn[rows])
+            since = self.state_since_turn[rows]
+        return (touched - self.epoch).astype(np.float32), (since - self.epoch).astype(np.float32)
+
+    def set_clock(self, clock: str, epoch: float) -> None:
+        """Put the offset columns on ``clock`` ("wall" or "turns") relative to ``epoch``; O(n), under the lock.
+
+        The sweep calls it when the policy's time mode changed and when now drifted more than
+        REBASE_AFTER from the epoch. ``below`` (no float64 twin) is shifted on a rebase and cleared on a
+        clock change (the next sweep starts the grace period again).
+        """
+        if clock not in REBASE_AFTER:
+            raise ValueError(f"clock must be 'wall' or 'turns', not {clock!r}")
+        with self.lock:
+            n = self._size
+            if clock == self.clock:
+                self.below[:n] = (self.below[:n].astype(np.float64) + (self.epoch - epoch)).astype(np.float32)
+            else:
+                self.below[:n] = np.nan
+            self.clock = clock
+            self.epoch = float(epoch)
+            self.touched[:n], self.since[:n] = self._offsets(slice(0, n))
 
     def take_accessed(self) -> list[int]:
         """The ids accessed since the last call (for the statistics checkpoint)."""

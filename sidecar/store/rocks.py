@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import queue
 import struct
 import threading
@@ -26,6 +27,8 @@ from typing import Any, Generic, TypeVar, cast
 import rocksdict
 
 from ..errors import FailedPrecondition, StorageError, Unavailable
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 
@@ -78,6 +81,24 @@ def u64_key(value: int) -> bytes:
 def key_u64(key: bytes) -> int:
     """Inverse of :func:`u64_key`."""
     return int(_U64.unpack(key)[0])
+
+
+def _storage_error(exc: Exception) -> StorageError:
+    """A StorageError that says what went wrong in words a caller can act on (full disk, read-only)."""
+    text = str(exc)
+    if "No space left" in text:
+        why, reason = "the data directory's disk is full", "DISK_FULL"
+    elif "Read-only file system" in text:
+        why, reason = "the data directory is read-only", "DATA_DIR_READ_ONLY"
+    elif "File too large" in text:
+        why, reason = "a file of the data directory reached the process's file size limit", "FILE_TOO_LARGE"
+    else:
+        why, reason = "RocksDB write failed", "STORAGE_WRITE_FAILED"
+    return StorageError(
+        f"{why}; nothing of this call was stored, reads keep working. RocksDB refuses writes after a failed "
+        f"log write until the sidecar restarts with the problem fixed. ({text})",
+        reason=reason,
+    )
 
 
 def _cf_options() -> rocksdict.Options:
@@ -316,13 +337,30 @@ class RocksStore:
             step()
         return keys
 
-    def put_unsynced(self, cf: str, key: bytes, value: bytes) -> None:
-        """Write without fsync, outside the committer: for data a crash may lose (retrieval records)."""
-        self._cfs[cf].put(key, value, self._unsynced)
+    def put_unsynced(self, cf: str, key: bytes, value: bytes) -> bool:
+        """Write without fsync, outside the committer: for data a crash may lose (retrieval records).
 
-    def delete_range_unsynced(self, cf: str, begin: bytes, end: bytes) -> None:
-        """Delete keys in [begin, end) without fsync, outside the committer (expiring retrieval records)."""
-        self._cfs[cf].delete_range(begin, end, self._unsynced)
+        Best effort: when RocksDB refuses the write (full or read-only disk) it is
+        logged and dropped, as a crash would drop it, so reads keep working; False then.
+        """
+        try:
+            self._cfs[cf].put(key, value, self._unsynced)
+        except Exception as exc:
+            log.warning("unsynced write to %s dropped: %s", cf, exc)
+            return False
+        return True
+
+    def delete_range_unsynced(self, cf: str, begin: bytes, end: bytes) -> bool:
+        """Delete keys in [begin, end) without fsync, outside the committer (expiring retrieval records).
+
+        Best effort like :meth:`put_unsynced`: a refused delete is logged and retried by the next caller.
+        """
+        try:
+            self._cfs[cf].delete_range(begin, end, self._unsynced)
+        except Exception as exc:
+            log.warning("unsynced range delete in %s dropped: %s", cf, exc)
+            return False
+        return True
 
     def iterate(self, cf: str, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Key/value pairs in key order, from ``start`` (inclusive) to ``stop`` (exclusive)."""
@@ -445,7 +483,7 @@ class RocksStore:
             self._db.write(batch, self._sync)
         except Exception as exc:
             self._next_id, self._last_sequence = start_id, start_sequence
-            error = StorageError(f"RocksDB write failed, nothing of this call was stored: {exc}")
+            error = _storage_error(exc)
             for pending, _, _ in done:
                 pending.future.set_exception(error)
             return
@@ -482,9 +520,12 @@ class RocksStore:
         self._release()
 
     def _release(self) -> None:
-        for cf in self._cfs.values():
-            cf.close()
-        self._db.close()
+        try:
+            for cf in self._cfs.values():
+                cf.close()
+            self._db.close()
+        except Exception as exc:  # e.g. a full disk: every acknowledged write is in the synced WAL already
+            log.warning("RocksDB did not close cleanly (%s); its WAL is replayed at the next open", exc)
         # RocksDB's lock is released only when every handle object is gone.
         self._cfs.clear()
         self._handles.clear()

@@ -178,7 +178,11 @@ class VectorIndex:
             sequence = self._sequence_source()
             count = len(self._graph)
             tmp = self.directory / (INDEX_FILE + ".tmp")
-            self._graph.save(str(tmp))
+            try:
+                self._graph.save(str(tmp))
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # a half-written file would only take disk space
+                raise
             os.replace(tmp, self.directory / INDEX_FILE)
             meta_tmp = self.directory / (INDEX_META_FILE + ".tmp")
             now = time.time()
@@ -310,8 +314,8 @@ class VectorIndex:
                     if self._stop.is_set():
                         break
                 if self._dirty and time.monotonic() - last_save >= self.config.save_interval_s:
+                    last_save = time.monotonic()  # a failed save (full disk) waits a whole interval too
                     self.save()
-                    last_save = time.monotonic()
             except Exception:  # keep building: a failed step leaves its vectors in the tail
                 log.exception("index builder step failed")
                 time.sleep(1.0)

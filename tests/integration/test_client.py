@@ -6,7 +6,7 @@ import importlib.util
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import ModuleType
@@ -21,7 +21,6 @@ from memevo.client import (
     DeadlineExceededError,
     Fact,
     InvalidArgumentError,
-    MemevoError,
     MemoryClient,
     MemoryInput,
     MemoryKind,
@@ -30,7 +29,6 @@ from memevo.client import (
     NotFoundError,
     ReasoningContext,
     UnauthenticatedError,
-    UnimplementedError,
     WriteOutcome,
 )
 
@@ -431,31 +429,6 @@ def test_bad_namespace_is_an_invalid_argument(client: MemoryClient) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         client.remember("x", vector=vec(16), namespace="no spaces allowed")
     assert "memory.namespace" in [f for f, _ in info.value.field_violations]
-
-
-def test_an_unimplemented_rpc_is_not_retryable(client: MemoryClient) -> None:
-    # Whichever of these the sidecar has not built yet; the list shrinks as it grows.
-    attempts: list[Callable[[], object]] = [
-        lambda: client.unconsolidate(1),
-        lambda: client.declare_framework("v-test"),
-        lambda: client.get_policy(),
-        lambda: client.govern(dry_run=True),
-        lambda: client.history(1),
-        lambda: list(client.review([], timeout_s=5)),
-    ]
-    unimplemented: UnimplementedError | None = None
-    for attempt in attempts:
-        try:
-            attempt()
-        except UnimplementedError as err:
-            unimplemented = err
-            break
-        except MemevoError:
-            continue
-    if unimplemented is None:
-        pytest.skip("every RPC tried is implemented now")
-    assert unimplemented.retryable is False
-    assert unimplemented.code.name == "UNIMPLEMENTED"
 
 
 def test_per_call_deadline(client: MemoryClient, ns: str) -> None:

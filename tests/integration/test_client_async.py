@@ -19,13 +19,11 @@ from memevo.client import (
     ChangeEventType,
     DeadlineExceededError,
     InvalidArgumentError,
-    MemevoError,
     MemoryInput,
     MemoryKind,
     MemoryState,
     NotFoundError,
     UnavailableError,
-    UnimplementedError,
     WriteOutcome,
 )
 
@@ -208,30 +206,6 @@ def test_invalid_vector_names_the_field(target: str, ns: str) -> None:
         assert info.value.retryable is False
 
     with_client(target, body)
-
-
-def test_an_unimplemented_rpc_is_not_retryable(target: str) -> None:
-    async def body(client: AsyncMemoryClient) -> UnimplementedError | None:
-        attempts: list[Callable[[], Awaitable[object]]] = [
-            lambda: client.unconsolidate(1),
-            lambda: client.declare_framework("v-test"),
-            lambda: client.get_policy(),
-            lambda: client.govern(dry_run=True),
-            lambda: client.history(1),
-        ]
-        for attempt in attempts:
-            try:
-                await attempt()
-            except UnimplementedError as err:
-                return err
-            except MemevoError:
-                continue
-        return None
-
-    err = with_client(target, body)
-    if err is None:
-        pytest.skip("every RPC tried is implemented now")
-    assert err.retryable is False
 
 
 def test_per_call_deadline(target: str, ns: str) -> None:

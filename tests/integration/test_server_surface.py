@@ -1,4 +1,4 @@
-"""The server's surface: health, reflection, UNIMPLEMENTED stubs, token auth, lock, socket, shutdown, recall filters."""
+"""The server's surface: health, reflection, token auth, lock, socket, shutdown, recall filters."""
 
 from __future__ import annotations
 
@@ -82,34 +82,6 @@ def test_reflection_describes_the_service(shared_sidecar: Sidecar) -> None:
     assert stream.client_streaming
     assert not stream.server_streaming
     assert service.methods_by_name["Watch"].server_streaming
-
-
-# ---- not built yet --------------------------------------------------------------------------
-
-UNIMPLEMENTED_UNARY: list[tuple[str, Any]] = [
-    ("Unconsolidate", memory_service_pb2.UnconsolidateRequest(abstraction_id=1)),
-]
-
-
-@pytest.mark.parametrize(("method", "request_"), UNIMPLEMENTED_UNARY, ids=[m for m, _ in UNIMPLEMENTED_UNARY])
-def test_unimplemented_rpcs_say_so(shared_sidecar: Sidecar, method: str, request_: Any) -> None:
-    service = stub(shared_sidecar.unix_target)
-    with pytest.raises(grpc.RpcError) as caught:
-        getattr(service, method)(request_)
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert method in caught.value.details(), caught.value.details()
-    assert "not implemented" in caught.value.details()
-
-
-def test_review_is_unimplemented(shared_sidecar: Sidecar) -> None:
-    service = stub(shared_sidecar.unix_target)
-    call = service.Review(
-        iter([memory_service_pb2.ReviewRequest(hello=memory_service_pb2.ReviewerHello(reviewer="t"))])
-    )
-    with pytest.raises(grpc.RpcError) as caught:
-        next(iter(call))
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "Review" in caught.value.details()
 
 
 # ---- token auth -----------------------------------------------------------------------------

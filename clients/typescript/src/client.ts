@@ -29,6 +29,7 @@ import {
   type GetResponse,
   type GetStatsResponse,
   type GovernRequestSchema,
+  type GovernResponse,
   type HistoryResponse,
   type RecallFilter,
   type RecallRequestSchema,
@@ -40,12 +41,11 @@ import {
   type ReviewRequestSchema,
   type ReviewResponse,
   type SupersedeResponse,
-  type SweepStats,
   type UnconsolidateResponse,
   type WriteOutcome,
 } from "./gen/memevo/v1/memory_service_pb.js";
 import { PolicySchema, type Policy } from "./gen/memevo/v1/policy_pb.js";
-import { DecisionSchema, type ProposalKind } from "./gen/memevo/v1/review_pb.js";
+import { DecisionSchema, Verdict, type ProposalKind } from "./gen/memevo/v1/review_pb.js";
 import { CancelledError, NotFoundError, Status, UnavailableError, toMemevoError } from "./errors.js";
 import { encodeVector, type VectorLike } from "./vectors.js";
 
@@ -526,15 +526,14 @@ export class MemoryClient {
     return response.policy ?? create(PolicySchema);
   }
 
-  /** Run a governance sweep now; resolves with its statistics. */
-  async govern(options: GovernOptions = {}): Promise<SweepStats | undefined> {
+  /**
+   * Run a governance sweep now. Resolves with the sweep's statistics (`sweep`) and, unless
+   * `dryRun`, those of the consolidation pass run with it (`consolidation`: groups found,
+   * proposals opened for review, abstractions written by policy, proposals expired).
+   */
+  govern(options: GovernOptions = {}): Promise<GovernResponse> {
     const { timeoutMs, signal, turn, ...fields } = options;
-    const response = await this.unary(
-      MemoryService.method.govern,
-      { ...fields, turn: toTurn(turn) },
-      { timeoutMs, signal },
-    );
-    return response.sweep;
+    return this.unary(MemoryService.method.govern, { ...fields, turn: toTurn(turn) }, { timeoutMs, signal });
   }
 
   // --- reads ---------------------------------------------------------------------------------
@@ -753,9 +752,27 @@ export class ReviewSession implements AsyncIterable<ReviewResponse> {
     this.send({ message: { case: "hello", value: { reviewer, kinds: Array.from(kinds) } } });
   }
 
-  /** Answer one proposal. */
+  /**
+   * Answer one proposal (`{proposalId, verdict, abstractionText, memoryIds, note}`). The sidecar
+   * answers with a response whose `message` is `{case: "settledProposalId"}` once it is settled.
+   */
   decide(decision: Init<typeof DecisionSchema>): void {
     this.send({ message: { case: "decision", value: create(DecisionSchema, decision) } });
+  }
+
+  /** Apply a proposal whole; for a consolidation, `abstractionText` is the abstraction's text. */
+  accept(proposalId: string, abstractionText = "", note = ""): void {
+    this.decide({ proposalId, verdict: Verdict.ACCEPT, abstractionText, note });
+  }
+
+  /** Decline a proposal: its memories stay as they are. */
+  reject(proposalId: string, note = ""): void {
+    this.decide({ proposalId, verdict: Verdict.REJECT, note });
+  }
+
+  /** Apply a proposal to `memoryIds` only (a subset of its memories); an id outside it ends the stream. */
+  modify(proposalId: string, memoryIds: Iterable<Id>, abstractionText = "", note = ""): void {
+    this.decide({ proposalId, verdict: Verdict.MODIFY, memoryIds: toIds(memoryIds), abstractionText, note });
   }
 
   /** Send a raw ReviewRequest. */

@@ -1,20 +1,21 @@
 /**
  * The TypeScript client against a live sidecar (started here, stopped with SIGTERM at the end).
  *
- * Every RPC the sidecar implements has a test below. The RPCs still answering UNIMPLEMENTED are
- * listed in NOT_YET_BUILT: when one is built, move it out of that table and give it a real test.
+ * Every RPC has a test below. Consolidation and review run on a second sidecar of their own whose
+ * sweeps run only on govern (`--sweep-interval-s 0`), so their counts are exact.
  */
 
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { after, before, describe, test } from "node:test";
 
 import {
   ChangeEventType,
   DeadlineExceededError,
   CancelledError,
+  FailedPreconditionError,
   InvalidArgumentError,
   MemevoError,
   MemoryClient,
@@ -23,14 +24,17 @@ import {
   MemoryState,
   NotFoundError,
   Outcome,
+  ProposalKind,
   RecallMode,
   Status,
-  UnimplementedError,
   WriteOutcome,
   decodeVector,
   encodeVector,
   startSidecar,
   type ChangeEvent,
+  type Proposal,
+  type ReviewResponse,
+  type ReviewSession,
   type Sidecar,
 } from "../src/index.js";
 
@@ -382,22 +386,6 @@ describe("errors", () => {
   });
 });
 
-/**
- * Run `call`; when it fails with the sidecar's own UNIMPLEMENTED for `rpc`, skip the test instead,
- * so tests of RPCs being built elsewhere run as soon as the sidecar has them.
- */
-async function orSkip<T>(t: TestContext, rpc: string, call: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await call();
-  } catch (error) {
-    if (error instanceof UnimplementedError && error.reason === "UNIMPLEMENTED" && error.details.startsWith(`${rpc} `)) {
-      t.skip(`${rpc} is not implemented by this sidecar yet`);
-      return undefined;
-    }
-    throw error;
-  }
-}
-
 describe("lifecycle and feedback", () => {
   const fact = (value: string) => ({
     content: `Dana's editor is ${value}`,
@@ -407,18 +395,17 @@ describe("lifecycle and feedback", () => {
     fact: { attribute: "editor", value },
   });
 
-  test("supersede makes the old memory OBSOLETE and links it to its replacement", async (t) => {
+  test("supersede makes the old memory OBSOLETE and links it to its replacement", async () => {
     const old = await client.remember(fact("vim"));
-    const response = await orSkip(t, "Supersede", () =>
-      client.supersede(old.memory.id, fact("helix"), { reason: "user switched", requestId: "ts-supersede-1" }),
-    );
-    if (response === undefined) return;
+    const response = await client.supersede(old.memory.id, fact("helix"), {
+      reason: "user switched",
+      requestId: "ts-supersede-1",
+    });
     assert.equal(response.oldMemory?.state, MemoryState.OBSOLETE);
     assert.equal(response.newMemory?.state, MemoryState.ACTIVE);
     assert.equal(response.oldMemory?.supersededBy, response.newMemory?.id);
 
-    const byKey = await orSkip(t, "History", () => client.history({ entity: "user:dana", attribute: "editor" }));
-    if (byKey === undefined) return;
+    const byKey = await client.history({ entity: "user:dana", attribute: "editor" });
     const ids = byKey.versions.map((m) => m.id);
     const [i, j] = [ids.indexOf(old.memory.id), ids.indexOf(response.newMemory!.id)];
     assert.ok(i >= 0 && j > i, `fact-key history ${ids.join(",")}: old before new`);
@@ -427,25 +414,21 @@ describe("lifecycle and feedback", () => {
     assert.equal(lineage.versions.at(-1)?.id, response.newMemory?.id);
   });
 
-  test("reportOutcome credits the memories of a retrieval", async (t) => {
+  test("reportOutcome credits the memories of a retrieval", async () => {
     await client.remember({ content: "use the staging cluster first", vector: axisVector(6, 0.6) });
     const found = await client.recall(axisVector(6, 0.6), { k: 2 });
-    const response = await orSkip(t, "ReportOutcome", () =>
-      client.reportOutcome(found.retrievalId, Outcome.SUCCESS, { note: "worked", requestId: "ts-outcome-1" }),
-    );
-    if (response === undefined) return;
+    const response = await client.reportOutcome(found.retrievalId, Outcome.SUCCESS, {
+      note: "worked",
+      requestId: "ts-outcome-1",
+    });
     assert.ok(response.updatedCount > 0n);
     await assert.rejects(client.reportOutcome("no-such-retrieval", Outcome.FAILURE), NotFoundError);
   });
 
-  test("getPolicy and updatePolicy read and replace the policy", async (t) => {
-    const policy = await orSkip(t, "GetPolicy", () => client.getPolicy());
-    if (policy === undefined) return;
+  test("getPolicy and updatePolicy read and replace the policy", async () => {
+    const policy = await client.getPolicy();
     assert.ok(policy.name.length > 0);
-    const updated = await orSkip(t, "UpdatePolicy", () =>
-      client.updatePolicy({ ...policy, name: "ts-test-arm" }, { requestId: "ts-policy-1" }),
-    );
-    if (updated === undefined) return;
+    const updated = await client.updatePolicy({ ...policy, name: "ts-test-arm" }, { requestId: "ts-policy-1" });
     assert.equal(updated.name, "ts-test-arm");
     assert.equal((await client.getPolicy()).name, "ts-test-arm");
     const error = await client.updatePolicy({ ...policy, softConflictSimilarity: 2 }).then(
@@ -456,12 +439,12 @@ describe("lifecycle and feedback", () => {
     assert.ok(error.fieldViolations.some((v) => v.field.endsWith("soft_conflict_similarity")));
   });
 
-  test("declareFramework makes a new framework version current", async (t) => {
+  test("declareFramework makes a new framework version current", async () => {
     const before = (await client.stats()).frameworkVersion;
-    const response = await orSkip(t, "DeclareFramework", () =>
-      client.declareFramework("ts-planner-v2", { description: "new planner", requestId: "ts-framework-1" }),
-    );
-    if (response === undefined) return;
+    const response = await client.declareFramework("ts-planner-v2", {
+      description: "new planner",
+      requestId: "ts-framework-1",
+    });
     assert.equal(response.previousVersion, before);
     assert.equal((await client.stats()).frameworkVersion, "ts-planner-v2");
   });
@@ -513,55 +496,196 @@ describe("context and governance", () => {
   });
 
   test("govern sweeps on demand and stats list the sweep", async () => {
-    const sweep = await client.govern({ dryRun: true });
+    const { sweep, consolidation } = await client.govern({ dryRun: true });
     assert.ok(sweep !== undefined);
     assert.ok(sweep.evaluatedCount > 0n);
     assert.match(sweep.trigger, /dry run/);
+    assert.equal(consolidation, undefined, "a dry run runs no consolidation pass");
     const stats = await client.stats();
     assert.ok(stats.recentSweeps.length >= 1);
   });
 });
 
-/**
- * RPCs in the contract that the sidecar does not implement yet. Each entry calls the wrapper with
- * plausible arguments; the sidecar's own UNIMPLEMENTED (ErrorInfo reason UNIMPLEMENTED, message
- * naming the RPC) proves the wrapper reached the right method. When an RPC is built, its call here
- * starts returning a result or a domain error: the test then reports it, and the RPC should move
- * to a real test above.
- */
-const NOT_YET_BUILT: Record<string, (c: MemoryClient) => Promise<unknown>> = {
-  Unconsolidate: (c) => c.unconsolidate(1),
-  Review: async (c) => {
-    const session = c.review({ timeoutMs: 5_000 });
-    session.hello("ts-test");
-    try {
-      for await (const _ of session) break;
-    } finally {
-      session.cancel();
-    }
-  },
-};
+/** `count` unit vectors around one direction near `axis` (pairwise cosine above 0.99), the same for the same seed. */
+function nearDuplicates(count: number, axis: number, seed: number): Float32Array[] {
+  let state = seed;
+  const noise = (): number => {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31; // a fixed LCG: the same vectors every run
+    return (state / 2 ** 31 - 0.5) * 0.04;
+  };
+  const base = axisVector(axis, 0.3);
+  return Array.from({ length: count }, () => {
+    const v = base.map((x) => x + noise());
+    const norm = Math.hypot(...v);
+    return v.map((x) => x / norm);
+  });
+}
 
-describe("RPCs not built yet", () => {
-  for (const [rpc, call] of Object.entries(NOT_YET_BUILT)) {
-    test(`${rpc} reaches the sidecar's method`, async (t) => {
-      let outcome: unknown;
-      try {
-        outcome = await call(client);
-      } catch (error) {
-        outcome = error;
-      }
-      if (outcome instanceof UnimplementedError) {
-        assert.equal(outcome.reason, "UNIMPLEMENTED");
-        assert.match(outcome.details, new RegExp(`^${rpc} `), "the sidecar's own UNIMPLEMENTED, not an unknown method");
-        return;
-      }
-      // Built since this table was written: any typed answer shows the wrapper reached the method.
-      if (outcome instanceof MemevoError) {
-        assert.notEqual(outcome.code, Status.UNIMPLEMENTED);
-        assert.notEqual(outcome.code, Status.INTERNAL, String(outcome));
-      }
-      t.diagnostic(`${rpc} is implemented now: move it out of NOT_YET_BUILT and give it a real test`);
-    });
+describe("consolidation and review", () => {
+  const namespace = "ts-review";
+  let own: Sidecar;
+  let memory: MemoryClient;
+  let session: ReviewSession | undefined;
+  let responses: AsyncIterator<ReviewResponse>;
+  let waiting: bigint[] = [];
+
+  before(async () => {
+    own = await startSidecar({ dimension: DIM, args: ["--sweep-interval-s", "0"] });
+    memory = new MemoryClient(own.unix);
+  });
+
+  after(async () => {
+    session?.cancel();
+    memory?.close();
+    if (own !== undefined) assert.equal(await own.stop(), 0, "the second sidecar stops cleanly");
+  });
+
+  /** Store one STRATEGY per vector with task signature `signature` and distinct contents; resolves with the ids. */
+  async function rememberStrategies(vectors: Float32Array[], signature: string): Promise<bigint[]> {
+    const written = await memory.rememberBatch(
+      vectors.map((vector, i) => ({
+        content: `To ${signature}, run the migration first, then restart the workers (attempt ${i}).`,
+        vector,
+        namespace,
+        kind: MemoryKind.STRATEGY,
+        taskSignature: signature,
+      })),
+    );
+    return written.map((w) => w.memory.id);
   }
+
+  async function states(ids: bigint[]): Promise<MemoryState[]> {
+    const found = new Map((await memory.get(ids)).memories.map((m) => [m.id, m.state]));
+    return ids.map((id) => found.get(id) ?? MemoryState.EVICTED);
+  }
+
+  /** Poll `condition` until it holds; fail naming `what` if it still does not after 30 s. */
+  async function waitFor(what: string, condition: () => Promise<boolean>): Promise<void> {
+    const giveUp = Date.now() + 30_000;
+    while (!(await condition())) {
+      if (Date.now() > giveUp) assert.fail(`${what}: still not true after 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  async function next(): Promise<ReviewResponse> {
+    const { value, done } = await responses.next();
+    assert.ok(!done, "the review stream ended");
+    return value;
+  }
+
+  async function nextProposal(): Promise<Proposal> {
+    for (;;) {
+      const response = await next();
+      if (response.message.case === "proposal") return response.message.value;
+    }
+  }
+
+  async function nextSettlement(): Promise<string> {
+    const response = await next();
+    assert.equal(response.message.case, "settledProposalId", `got ${response.message.case}, want a settlement`);
+    return response.message.value as string;
+  }
+
+  const sortedIds = (ids: Iterable<bigint>): bigint[] => [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+
+  test("govern reports sweep and consolidation stats; without a reviewer the proposal waits", { timeout: 60_000 }, async () => {
+    waiting = sortedIds(await rememberStrategies(nearDuplicates(5, 1, 1), "triage-alerts"));
+    const dry = await memory.govern({ dryRun: true });
+    assert.ok(dry.sweep !== undefined && dry.sweep.evaluatedCount >= 5n);
+    assert.equal(dry.consolidation, undefined);
+    assert.equal((await memory.stats()).review?.openConsolidations, 0n, "a dry run opens no proposal");
+
+    const { sweep, consolidation } = await memory.govern();
+    assert.ok(sweep !== undefined && sweep.evaluatedCount >= 5n && sweep.trigger.length > 0);
+    assert.ok(consolidation !== undefined);
+    assert.ok(consolidation.seedsExamined >= 5n);
+    assert.equal(consolidation.groupsFound, 1n);
+    assert.equal(consolidation.proposalsOpened, 1n);
+    assert.equal(consolidation.consolidatedCount, 0n, "the default policy waits for a reviewer");
+    assert.deepEqual(await states(waiting), Array(5).fill(MemoryState.ACTIVE));
+    assert.equal((await memory.stats()).review?.openConsolidations, 1n);
+    assert.equal((await memory.govern()).consolidation?.proposalsOpened, 0n, "no second proposal for an open group");
+  });
+
+  test("a reviewer is offered the waiting proposal and modifies it, then accepts a new one", { timeout: 60_000 }, async () => {
+    session = memory.review({ timeoutMs: 55_000 });
+    responses = session[Symbol.asyncIterator]();
+    session.hello("ts-test", [ProposalKind.CONSOLIDATE]);
+
+    const offered = await nextProposal();
+    assert.equal(offered.kind, ProposalKind.CONSOLIDATE);
+    assert.deepEqual(sortedIds(offered.memories.map((m) => m.id)), waiting);
+    session.modify(offered.id, waiting.slice(0, 3), "Triage alerts by severity.", "only the first three");
+    assert.equal(await nextSettlement(), offered.id);
+    const partly = [...Array(3).fill(MemoryState.CONSOLIDATED), ...Array(2).fill(MemoryState.ACTIVE)];
+    await waitFor("the modified subset consolidated", async () => {
+      const now = await states(waiting);
+      return now.every((state, i) => state === partly[i]);
+    });
+    // A late decision on a settled proposal changes nothing and is answered with the settlement.
+    session.reject(offered.id, "changed my mind");
+    assert.equal(await nextSettlement(), offered.id);
+    assert.deepEqual(await states(waiting), partly);
+    await waitFor("attached, nothing open", async () => {
+      const review = (await memory.stats()).review;
+      return review?.reviewers === 1 && review.openConsolidations === 0n;
+    });
+
+    const vectors = nearDuplicates(6, 5, 2);
+    const members = sortedIds(await rememberStrategies(vectors, "deploy-service"));
+    const reported = await memory.reportOutcome("", Outcome.SUCCESS, { usedMemoryIds: members });
+    assert.equal(reported.updatedCount, BigInt(members.length));
+    const passed = (await memory.govern()).consolidation;
+    assert.equal(passed?.groupsFound, 1n);
+    assert.equal(passed?.proposalsOpened, 1n);
+    const proposal = await nextProposal();
+    assert.deepEqual(sortedIds(proposal.memories.map((m) => m.id)), members);
+    assert.ok(proposal.memories.some((m) => m.content === proposal.suggestedText), "an extractive suggestion");
+    assert.ok(proposal.reason.length > 0 && proposal.deadline !== undefined);
+
+    const text = "Deploys succeed when migrations run before the workers restart.";
+    session.accept(proposal.id, text, "merged by the ts test");
+    assert.equal(await nextSettlement(), proposal.id);
+    await waitFor("members consolidated", async () =>
+      (await states(members)).every((s) => s === MemoryState.CONSOLIDATED),
+    );
+
+    const found = await memory.recall(vectors[0]!, { k: 10, filter: { namespace } });
+    const top = found.memories[0];
+    assert.equal(top?.memory?.kind, MemoryKind.ABSTRACTION);
+    assert.equal(top.memory.content, text);
+    assert.deepEqual(sortedIds(top.memory.members), members);
+    assert.equal(top.memory.successes, members.length);
+    assert.equal(top.hint, `pattern distilled from ${members.length} successful experiences`);
+    assert.ok(!found.memories.some((hit) => members.includes(hit.memory!.id)), "members are not recalled as current");
+
+    for (const attempt of ["first", "retry"]) {
+      const undone = await memory.unconsolidate(top.memory.id, { requestId: "ts-undo-1" });
+      assert.deepEqual(sortedIds(undone.restoredIds), members, `${attempt} unconsolidate`);
+    }
+    assert.deepEqual(await states(members), Array(members.length).fill(MemoryState.ACTIVE));
+    assert.deepEqual(await states([top.memory.id]), [MemoryState.OBSOLETE]);
+    await assert.rejects(memory.unconsolidate(members[0]!), FailedPreconditionError);
+
+    session.end();
+    session.cancel();
+    session = undefined;
+    await waitFor("detached", async () => (await memory.stats()).review?.reviewers === 0);
+  });
+});
+
+describe("unconsolidate errors", () => {
+  test("no id is INVALID_ARGUMENT naming the field; an unknown id is NOT_FOUND", async () => {
+    const error = await client.unconsolidate(0).then(
+      () => assert.fail("expected INVALID_ARGUMENT"),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof InvalidArgumentError);
+    assert.deepEqual(
+      error.fieldViolations.map((v) => v.field),
+      ["abstraction_id"],
+    );
+    await assert.rejects(client.unconsolidate(2n ** 40n), NotFoundError);
+  });
 });

@@ -484,8 +484,11 @@ class RecallResponse(_message.Message):
 
     MEMORIES_FIELD_NUMBER: _builtins.int
     RETRIEVAL_ID_FIELD_NUMBER: _builtins.int
+    ARM_FIELD_NUMBER: _builtins.int
     retrieval_id: _builtins.str
     """Identifies this retrieval for ReportOutcome."""
+    arm: _builtins.str
+    """The experiment arm that ranked this retrieval; empty when no experiment runs."""
     @_builtins.property
     def memories(self) -> _containers.RepeatedCompositeFieldContainer[Global___RecalledMemory]:
         """Best first; at most k."""
@@ -495,10 +498,11 @@ class RecallResponse(_message.Message):
         *,
         memories: _abc.Iterable[Global___RecalledMemory] | None = ...,
         retrieval_id: _builtins.str = ...,
+        arm: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memories", b"memories", "retrieval_id", b"retrieval_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arm", b"arm", "memories", b"memories", "retrieval_id", b"retrieval_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -598,12 +602,15 @@ class BuildContextResponse(_message.Message):
     ITEMS_FIELD_NUMBER: _builtins.int
     TOKENS_USED_FIELD_NUMBER: _builtins.int
     RETRIEVAL_ID_FIELD_NUMBER: _builtins.int
+    ARM_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     """The rendered context block."""
     tokens_used: _builtins.int
     """Estimated tokens of text."""
     retrieval_id: _builtins.str
     """Identifies this retrieval for ReportOutcome."""
+    arm: _builtins.str
+    """The experiment arm that ranked this retrieval; empty when no experiment runs."""
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContextItem]:
         """The memories placed, in rendering order."""
@@ -615,10 +622,11 @@ class BuildContextResponse(_message.Message):
         items: _abc.Iterable[Global___ContextItem] | None = ...,
         tokens_used: _builtins.int = ...,
         retrieval_id: _builtins.str = ...,
+        arm: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items", "retrieval_id", b"retrieval_id", "text", b"text", "tokens_used", b"tokens_used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arm", b"arm", "items", b"items", "retrieval_id", b"retrieval_id", "text", b"text", "tokens_used", b"tokens_used"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1092,20 +1100,108 @@ class GovernResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SWEEP_FIELD_NUMBER: _builtins.int
+    CONSOLIDATION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def sweep(self) -> Global___SweepStats: ...
+    @_builtins.property
+    def consolidation(self) -> Global___ConsolidationStats:
+        """The cluster pass and proposal deadlines handled with this sweep."""
+
     def __init__(
         self,
         *,
         sweep: Global___SweepStats | None = ...,
+        consolidation: Global___ConsolidationStats | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["sweep", b"sweep"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consolidation", b"consolidation", "sweep", b"sweep"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sweep", b"sweep"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consolidation", b"consolidation", "sweep", b"sweep"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GovernResponse: _TypeAlias = GovernResponse  # noqa: Y015
+
+@_typing.final
+class ConsolidationStats(_message.Message):
+    """What one consolidation pass looked at and did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEEDS_EXAMINED_FIELD_NUMBER: _builtins.int
+    GROUPS_FOUND_FIELD_NUMBER: _builtins.int
+    PROPOSALS_OPENED_FIELD_NUMBER: _builtins.int
+    CONSOLIDATED_COUNT_FIELD_NUMBER: _builtins.int
+    EXPIRED_COUNT_FIELD_NUMBER: _builtins.int
+    TOTAL_MS_FIELD_NUMBER: _builtins.int
+    seeds_examined: _builtins.int
+    """New or changed memories whose neighbourhood was examined."""
+    groups_found: _builtins.int
+    """Groups of similar memories found."""
+    proposals_opened: _builtins.int
+    """Proposals opened for review (or waiting for a reviewer)."""
+    consolidated_count: _builtins.int
+    """Abstractions written by policy without a reviewer (extractive or LLM)."""
+    expired_count: _builtins.int
+    """Proposals decided by policy because their deadline passed."""
+    total_ms: _builtins.float
+    """Wall time of the pass, milliseconds."""
+    def __init__(
+        self,
+        *,
+        seeds_examined: _builtins.int = ...,
+        groups_found: _builtins.int = ...,
+        proposals_opened: _builtins.int = ...,
+        consolidated_count: _builtins.int = ...,
+        expired_count: _builtins.int = ...,
+        total_ms: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consolidated_count", b"consolidated_count", "expired_count", b"expired_count", "groups_found", b"groups_found", "proposals_opened", b"proposals_opened", "seeds_examined", b"seeds_examined", "total_ms", b"total_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsolidationStats: _TypeAlias = ConsolidationStats  # noqa: Y015
+
+@_typing.final
+class ReviewStats(_message.Message):
+    """The review queue at a glance."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPEN_CONSOLIDATIONS_FIELD_NUMBER: _builtins.int
+    OPEN_EVICTIONS_FIELD_NUMBER: _builtins.int
+    OPEN_REINTERPRETATIONS_FIELD_NUMBER: _builtins.int
+    REVIEWERS_FIELD_NUMBER: _builtins.int
+    LAST_PASS_FIELD_NUMBER: _builtins.int
+    open_consolidations: _builtins.int
+    """Proposals not yet decided, per kind: consolidations."""
+    open_evictions: _builtins.int
+    """Proposals not yet decided: evictions."""
+    open_reinterpretations: _builtins.int
+    """Proposals not yet decided: re-interpretations."""
+    reviewers: _builtins.int
+    """Reviewers attached now."""
+    @_builtins.property
+    def last_pass(self) -> Global___ConsolidationStats:
+        """The last consolidation pass (scheduled or requested)."""
+
+    def __init__(
+        self,
+        *,
+        open_consolidations: _builtins.int = ...,
+        open_evictions: _builtins.int = ...,
+        open_reinterpretations: _builtins.int = ...,
+        reviewers: _builtins.int = ...,
+        last_pass: Global___ConsolidationStats | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_pass", b"last_pass"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_pass", b"last_pass", "open_consolidations", b"open_consolidations", "open_evictions", b"open_evictions", "open_reinterpretations", b"open_reinterpretations", "reviewers", b"reviewers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewStats: _TypeAlias = ReviewStats  # noqa: Y015
 
 @_typing.final
 class WatchRequest(_message.Message):
@@ -1525,6 +1621,8 @@ class GetStatsResponse(_message.Message):
     SCHEMA_VERSION_FIELD_NUMBER: _builtins.int
     RECENT_SWEEPS_FIELD_NUMBER: _builtins.int
     FRAMEWORK_VERSION_FIELD_NUMBER: _builtins.int
+    EXPERIMENT_FIELD_NUMBER: _builtins.int
+    REVIEW_FIELD_NUMBER: _builtins.int
     total_count: _builtins.int
     """Memories not EVICTED."""
     last_sequence: _builtins.int
@@ -1545,6 +1643,14 @@ class GetStatsResponse(_message.Message):
     def recent_sweeps(self) -> _containers.RepeatedCompositeFieldContainer[Global___SweepStats]:
         """The most recent sweeps, newest first."""
 
+    @_builtins.property
+    def experiment(self) -> _policy_pb2.ExperimentStats:
+        """The running experiment with per-arm outcomes; unset when none runs."""
+
+    @_builtins.property
+    def review(self) -> Global___ReviewStats:
+        """Open review proposals and attached reviewers."""
+
     def __init__(
         self,
         *,
@@ -1557,11 +1663,117 @@ class GetStatsResponse(_message.Message):
         schema_version: _builtins.int = ...,
         recent_sweeps: _abc.Iterable[Global___SweepStats] | None = ...,
         framework_version: _builtins.str = ...,
+        experiment: _policy_pb2.ExperimentStats | None = ...,
+        review: Global___ReviewStats | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["index", b"index"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["experiment", b"experiment", "index", b"index", "review", b"review"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dimension", b"dimension", "embedder", b"embedder", "framework_version", b"framework_version", "index", b"index", "last_sequence", b"last_sequence", "recent_sweeps", b"recent_sweeps", "schema_version", b"schema_version", "total_count", b"total_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dimension", b"dimension", "embedder", b"embedder", "experiment", b"experiment", "framework_version", b"framework_version", "index", b"index", "last_sequence", b"last_sequence", "recent_sweeps", b"recent_sweeps", "review", b"review", "schema_version", b"schema_version", "total_count", b"total_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015
+
+@_typing.final
+class SetExperimentRequest(_message.Message):
+    """---- online experiments (SetExperiment, PromoteArm) ----"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXPERIMENT_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """Idempotency key, at most 128 bytes. Default: empty."""
+    @_builtins.property
+    def experiment(self) -> _policy_pb2.Experiment:
+        """The experiment to run; it replaces the current one and resets the per-arm counts. An experiment
+        with no arms ends the current one. Validated first: nothing changes when it is invalid.
+        """
+
+    def __init__(
+        self,
+        *,
+        experiment: _policy_pb2.Experiment | None = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["experiment", b"experiment"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["experiment", b"experiment", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetExperimentRequest: _TypeAlias = SetExperimentRequest  # noqa: Y015
+
+@_typing.final
+class SetExperimentResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXPERIMENT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def experiment(self) -> _policy_pb2.Experiment:
+        """The experiment now running (empty arms when it was ended)."""
+
+    def __init__(
+        self,
+        *,
+        experiment: _policy_pb2.Experiment | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["experiment", b"experiment"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["experiment", b"experiment"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetExperimentResponse: _TypeAlias = SetExperimentResponse  # noqa: Y015
+
+@_typing.final
+class PromoteArmRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARM_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    arm: _builtins.str
+    """The name of an arm of the running experiment. Required."""
+    request_id: _builtins.str
+    """Idempotency key, at most 128 bytes. Default: empty."""
+    def __init__(
+        self,
+        *,
+        arm: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arm", b"arm", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromoteArmRequest: _TypeAlias = PromoteArmRequest  # noqa: Y015
+
+@_typing.final
+class PromoteArmResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICY_FIELD_NUMBER: _builtins.int
+    FINAL_STATS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def policy(self) -> _policy_pb2.Policy:
+        """The policy now in force: the promoted arm's."""
+
+    @_builtins.property
+    def final_stats(self) -> _policy_pb2.ExperimentStats:
+        """The experiment's per-arm outcomes at the moment it ended."""
+
+    def __init__(
+        self,
+        *,
+        policy: _policy_pb2.Policy | None = ...,
+        final_stats: _policy_pb2.ExperimentStats | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["final_stats", b"final_stats", "policy", b"policy"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["final_stats", b"final_stats", "policy", b"policy"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromoteArmResponse: _TypeAlias = PromoteArmResponse  # noqa: Y015

@@ -131,6 +131,16 @@ class MemoryServiceStub:
                 request_serializer=memevo_dot_v1_dot_memory__service__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=memevo_dot_v1_dot_memory__service__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.SetExperiment = channel.unary_unary(
+                '/memevo.v1.MemoryService/SetExperiment',
+                request_serializer=memevo_dot_v1_dot_memory__service__pb2.SetExperimentRequest.SerializeToString,
+                response_deserializer=memevo_dot_v1_dot_memory__service__pb2.SetExperimentResponse.FromString,
+                _registered_method=True)
+        self.PromoteArm = channel.unary_unary(
+                '/memevo.v1.MemoryService/PromoteArm',
+                request_serializer=memevo_dot_v1_dot_memory__service__pb2.PromoteArmRequest.SerializeToString,
+                response_deserializer=memevo_dot_v1_dot_memory__service__pb2.PromoteArmResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -272,6 +282,20 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetExperiment(self, request, context):
+        """Start, change or end an online experiment: several policies ranking retrievals side by side.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PromoteArm(self, request, context):
+        """Make one experiment arm's policy the data directory's policy and end the experiment.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -364,6 +388,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetStats,
                     request_deserializer=memevo_dot_v1_dot_memory__service__pb2.GetStatsRequest.FromString,
                     response_serializer=memevo_dot_v1_dot_memory__service__pb2.GetStatsResponse.SerializeToString,
+            ),
+            'SetExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetExperiment,
+                    request_deserializer=memevo_dot_v1_dot_memory__service__pb2.SetExperimentRequest.FromString,
+                    response_serializer=memevo_dot_v1_dot_memory__service__pb2.SetExperimentResponse.SerializeToString,
+            ),
+            'PromoteArm': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteArm,
+                    request_deserializer=memevo_dot_v1_dot_memory__service__pb2.PromoteArmRequest.FromString,
+                    response_serializer=memevo_dot_v1_dot_memory__service__pb2.PromoteArmResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -859,6 +893,60 @@ class MemoryService:
             '/memevo.v1.MemoryService/GetStats',
             memevo_dot_v1_dot_memory__service__pb2.GetStatsRequest.SerializeToString,
             memevo_dot_v1_dot_memory__service__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memevo.v1.MemoryService/SetExperiment',
+            memevo_dot_v1_dot_memory__service__pb2.SetExperimentRequest.SerializeToString,
+            memevo_dot_v1_dot_memory__service__pb2.SetExperimentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteArm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memevo.v1.MemoryService/PromoteArm',
+            memevo_dot_v1_dot_memory__service__pb2.PromoteArmRequest.SerializeToString,
+            memevo_dot_v1_dot_memory__service__pb2.PromoteArmResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -80,6 +80,10 @@ class MemoryServiceStub:
     """Change the governance policy at run time."""
     GetStats: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetStatsRequest, _memory_service_pb2.GetStatsResponse]
     """Counts, index status and the last sweeps."""
+    SetExperiment: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SetExperimentRequest, _memory_service_pb2.SetExperimentResponse]
+    """Start, change or end an online experiment: several policies ranking retrievals side by side."""
+    PromoteArm: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.PromoteArmRequest, _memory_service_pb2.PromoteArmResponse]
+    """Make one experiment arm's policy the data directory's policy and end the experiment."""
 
 @_typing.type_check_only
 class MemoryServiceAsyncStub(MemoryServiceStub):
@@ -133,6 +137,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Change the governance policy at run time."""
     GetStats: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetStatsRequest, _memory_service_pb2.GetStatsResponse]  # type: ignore[assignment]
     """Counts, index status and the last sweeps."""
+    SetExperiment: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SetExperimentRequest, _memory_service_pb2.SetExperimentResponse]  # type: ignore[assignment]
+    """Start, change or end an online experiment: several policies ranking retrievals side by side."""
+    PromoteArm: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.PromoteArmRequest, _memory_service_pb2.PromoteArmResponse]  # type: ignore[assignment]
+    """Make one experiment arm's policy the data directory's policy and end the experiment."""
 
 class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """The memory governor of one agent. Errors travel as gRPC status codes with
@@ -291,5 +299,21 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.GetStatsResponse, _abc.Awaitable[_memory_service_pb2.GetStatsResponse]]:
         """Counts, index status and the last sweeps."""
+
+    @_abc_1.abstractmethod
+    def SetExperiment(
+        self,
+        request: _memory_service_pb2.SetExperimentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.SetExperimentResponse, _abc.Awaitable[_memory_service_pb2.SetExperimentResponse]]:
+        """Start, change or end an online experiment: several policies ranking retrievals side by side."""
+
+    @_abc_1.abstractmethod
+    def PromoteArm(
+        self,
+        request: _memory_service_pb2.PromoteArmRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.PromoteArmResponse, _abc.Awaitable[_memory_service_pb2.PromoteArmResponse]]:
+        """Make one experiment arm's policy the data directory's policy and end the experiment."""
 
 def add_MemoryServiceServicer_to_server(servicer: MemoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

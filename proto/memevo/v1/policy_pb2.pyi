@@ -44,6 +44,42 @@ TIME_MODE_AGENT_TURNS: TimeMode.ValueType  # 2
 """The agent's own turn counter, so an idle agent's memories do not decay."""
 Global___TimeMode: _TypeAlias = TimeMode  # noqa: Y015
 
+class _ConsolidationMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ConsolidationModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ConsolidationMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CONSOLIDATION_MODE_UNSPECIFIED: _ConsolidationMode.ValueType  # 0
+    """Not set: CONSOLIDATION_MODE_WAIT."""
+    CONSOLIDATION_MODE_WAIT: _ConsolidationMode.ValueType  # 1
+    """Keep the proposal until a reviewer decides it; the members stay as they are."""
+    CONSOLIDATION_MODE_EXTRACTIVE: _ConsolidationMode.ValueType  # 2
+    """Consolidate with the built-in extractive abstraction (a representative member's text and the
+    members' merged statistics; no LLM).
+    """
+    CONSOLIDATION_MODE_LLM: _ConsolidationMode.ValueType  # 3
+    """Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
+    the abstraction's text; any failure leaves the members untouched and the proposal pending.
+    """
+
+class ConsolidationMode(_ConsolidationMode, metaclass=_ConsolidationModeEnumTypeWrapper):
+    """What happens to a consolidation proposal that no reviewer decides."""
+
+CONSOLIDATION_MODE_UNSPECIFIED: ConsolidationMode.ValueType  # 0
+"""Not set: CONSOLIDATION_MODE_WAIT."""
+CONSOLIDATION_MODE_WAIT: ConsolidationMode.ValueType  # 1
+"""Keep the proposal until a reviewer decides it; the members stay as they are."""
+CONSOLIDATION_MODE_EXTRACTIVE: ConsolidationMode.ValueType  # 2
+"""Consolidate with the built-in extractive abstraction (a representative member's text and the
+members' merged statistics; no LLM).
+"""
+CONSOLIDATION_MODE_LLM: ConsolidationMode.ValueType  # 3
+"""Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
+the abstraction's text; any failure leaves the members untouched and the proposal pending.
+"""
+Global___ConsolidationMode: _TypeAlias = ConsolidationMode  # noqa: Y015
+
 @_typing.final
 class KindPolicy(_message.Message):
     """Weights and thresholds that govern one memory kind (DESIGN §4).
@@ -159,6 +195,62 @@ class KindPolicy(_message.Message):
 Global___KindPolicy: _TypeAlias = KindPolicy  # noqa: Y015
 
 @_typing.final
+class ConsolidationPolicy(_message.Message):
+    """How similar memories are grouped into abstractions, and what the agent's reviewer is asked (DESIGN §3, §6).
+    An unset field (0) takes its default.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SIMILARITY_FIELD_NUMBER: _builtins.int
+    MIN_GROUP_SIZE_FIELD_NUMBER: _builtins.int
+    MAX_GROUP_SIZE_FIELD_NUMBER: _builtins.int
+    KINDS_FIELD_NUMBER: _builtins.int
+    WITHOUT_REVIEWER_FIELD_NUMBER: _builtins.int
+    REVIEW_TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    REVIEW_EVICTIONS_ABOVE_FIELD_NUMBER: _builtins.int
+    similarity: _builtins.float
+    """Cosine similarity at or above which two memories of the same group may be consolidated, in (0, 1]. Default 0.9."""
+    min_group_size: _builtins.int
+    """Smallest group worth a proposal, >= 2. Default 5."""
+    max_group_size: _builtins.int
+    """Largest group in one proposal, >= min_group_size and <= 1000. Default 50."""
+    without_reviewer: Global___ConsolidationMode.ValueType
+    """What happens to a consolidation that no reviewer decides by its deadline, or at once when no reviewer
+    taking consolidations is attached. Default CONSOLIDATION_MODE_WAIT.
+    """
+    review_timeout_s: _builtins.float
+    """Seconds a reviewer has to decide a proposal before the policy decides it, > 0. Default 300."""
+    review_evictions_above: _builtins.float
+    """While a reviewer taking evictions is attached, a memory the sweep would evict whose value is above
+    this is proposed for review first instead of being evicted; below it, eviction proceeds. Default 0.01.
+    """
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[_memory_pb2.MemoryKind.ValueType]:
+        """Kinds that may be consolidated (never ABSTRACTION; memories with a fact key never are). Default: STRATEGY
+        and EPISODE.
+        """
+
+    def __init__(
+        self,
+        *,
+        similarity: _builtins.float = ...,
+        min_group_size: _builtins.int = ...,
+        max_group_size: _builtins.int = ...,
+        kinds: _abc.Iterable[_memory_pb2.MemoryKind.ValueType] | None = ...,
+        without_reviewer: Global___ConsolidationMode.ValueType = ...,
+        review_timeout_s: _builtins.float = ...,
+        review_evictions_above: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "max_group_size", b"max_group_size", "min_group_size", b"min_group_size", "review_evictions_above", b"review_evictions_above", "review_timeout_s", b"review_timeout_s", "similarity", b"similarity", "without_reviewer", b"without_reviewer"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsolidationPolicy: _TypeAlias = ConsolidationPolicy  # noqa: Y015
+
+@_typing.final
 class SourceConfidence(_message.Message):
     """Starting confidence per source, each in [0, 1]."""
 
@@ -211,6 +303,7 @@ class Policy(_message.Message):
     STRATEGY_UPGRADE_PROBABILITY_FIELD_NUMBER: _builtins.int
     COST_BUDGET_BYTES_FIELD_NUMBER: _builtins.int
     MULTI_VALUED_ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    CONSOLIDATION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """A name for the policy, e.g. "default" or an experiment arm. At most 64 bytes."""
     time_mode: Global___TimeMode.ValueType
@@ -233,6 +326,10 @@ class Policy(_message.Message):
     def multi_valued_attributes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Attributes that may hold several values at once, as "namespace/attribute" or "*/attribute". Default: none."""
 
+    @_builtins.property
+    def consolidation(self) -> Global___ConsolidationPolicy:
+        """Consolidation and review. Default: see ConsolidationPolicy."""
+
     def __init__(
         self,
         *,
@@ -245,11 +342,159 @@ class Policy(_message.Message):
         strategy_upgrade_probability: _builtins.float = ...,
         cost_budget_bytes: _builtins.float = ...,
         multi_valued_attributes: _abc.Iterable[_builtins.str] | None = ...,
+        consolidation: Global___ConsolidationPolicy | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["source_confidence", b"source_confidence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consolidation", b"consolidation", "source_confidence", b"source_confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cost_budget_bytes", b"cost_budget_bytes", "duplicate_similarity", b"duplicate_similarity", "kinds", b"kinds", "multi_valued_attributes", b"multi_valued_attributes", "name", b"name", "soft_conflict_similarity", b"soft_conflict_similarity", "source_confidence", b"source_confidence", "strategy_upgrade_probability", b"strategy_upgrade_probability", "time_mode", b"time_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consolidation", b"consolidation", "cost_budget_bytes", b"cost_budget_bytes", "duplicate_similarity", b"duplicate_similarity", "kinds", b"kinds", "multi_valued_attributes", b"multi_valued_attributes", "name", b"name", "soft_conflict_similarity", b"soft_conflict_similarity", "source_confidence", b"source_confidence", "strategy_upgrade_probability", b"strategy_upgrade_probability", "time_mode", b"time_mode"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Policy: _TypeAlias = Policy  # noqa: Y015
+
+@_typing.final
+class ExperimentArm(_message.Message):
+    """One arm of an online experiment: a policy that ranks the retrievals assigned to it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The arm's name: 1 to 64 bytes, unique within the experiment. Required."""
+    weight: _builtins.float
+    """Relative share of retrievals assigned to this arm, >= 0 and finite. Default: 0 means 1 (an equal split)."""
+    @_builtins.property
+    def policy(self) -> Global___Policy:
+        """The policy that ranks this arm's retrievals (validated like UpdatePolicy's). Required."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        policy: Global___Policy | None = ...,
+        weight: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "policy", b"policy", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExperimentArm: _TypeAlias = ExperimentArm  # noqa: Y015
+
+@_typing.final
+class Experiment(_message.Message):
+    """Several policies running side by side. Each retrieval is assigned one arm by a hash of its
+    retrieval_id (so the assignment is stable and needs no state), in proportion to the weights.
+    The data directory's own policy still governs writes and sweeps; arms only rank retrievals.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ARMS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """A name for the experiment: at most 64 bytes. Default: empty. Part of the assignment hash, so
+    renaming it reshuffles which retrievals go to which arm.
+    """
+    @_builtins.property
+    def arms(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExperimentArm]:
+        """2 to 16 arms; an empty list ends the experiment (all retrievals use the policy again)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        arms: _abc.Iterable[Global___ExperimentArm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arms", b"arms", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Experiment: _TypeAlias = Experiment  # noqa: Y015
+
+@_typing.final
+class ArmStats(_message.Message):
+    """How one arm has done so far."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SHARE_FIELD_NUMBER: _builtins.int
+    RETRIEVAL_COUNT_FIELD_NUMBER: _builtins.int
+    OUTCOME_COUNT_FIELD_NUMBER: _builtins.int
+    SUCCESSES_FIELD_NUMBER: _builtins.int
+    FAILURES_FIELD_NUMBER: _builtins.int
+    SUCCESS_RATE_FIELD_NUMBER: _builtins.int
+    SUCCESS_LOW_FIELD_NUMBER: _builtins.int
+    SUCCESS_HIGH_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The arm's name."""
+    share: _builtins.float
+    """Its share of retrievals in [0, 1] (weight / sum of weights)."""
+    retrieval_count: _builtins.int
+    """Retrievals assigned to it since the experiment was set (count; may lose the last few in a crash)."""
+    outcome_count: _builtins.int
+    """ReportOutcome calls about its retrievals (count)."""
+    successes: _builtins.float
+    """Sum of the success weights of those outcomes (SUCCESS = 1, PARTIAL = 0.5, reward r > 0 = r)."""
+    failures: _builtins.float
+    """Sum of the failure weights (FAILURE = 1, PARTIAL = 0.5, reward r < 0 = -r)."""
+    success_rate: _builtins.float
+    """successes / (successes + failures) in [0, 1]; 0 when there is no outcome yet."""
+    success_low: _builtins.float
+    """Lower bound of the 95% Wilson score interval of success_rate, in [0, 1]; 0 without outcomes."""
+    success_high: _builtins.float
+    """Upper bound of the 95% Wilson score interval of success_rate, in [0, 1]; 1 without outcomes."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        share: _builtins.float = ...,
+        retrieval_count: _builtins.int = ...,
+        outcome_count: _builtins.int = ...,
+        successes: _builtins.float = ...,
+        failures: _builtins.float = ...,
+        success_rate: _builtins.float = ...,
+        success_low: _builtins.float = ...,
+        success_high: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failures", b"failures", "name", b"name", "outcome_count", b"outcome_count", "retrieval_count", b"retrieval_count", "share", b"share", "success_high", b"success_high", "success_low", b"success_low", "success_rate", b"success_rate", "successes", b"successes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArmStats: _TypeAlias = ArmStats  # noqa: Y015
+
+@_typing.final
+class ExperimentStats(_message.Message):
+    """The running experiment as GetStats shows it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ARMS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The experiment's name."""
+    @_builtins.property
+    def arms(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArmStats]:
+        """One entry per arm, in the experiment's order."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        arms: _abc.Iterable[Global___ArmStats] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arms", b"arms", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExperimentStats: _TypeAlias = ExperimentStats  # noqa: Y015

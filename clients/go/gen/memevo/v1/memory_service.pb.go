@@ -926,7 +926,9 @@ type RecallResponse struct {
 	// Best first; at most k.
 	Memories []*RecalledMemory `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
 	// Identifies this retrieval for ReportOutcome.
-	RetrievalId   string `protobuf:"bytes,2,opt,name=retrieval_id,json=retrievalId,proto3" json:"retrieval_id,omitempty"`
+	RetrievalId string `protobuf:"bytes,2,opt,name=retrieval_id,json=retrievalId,proto3" json:"retrieval_id,omitempty"`
+	// The experiment arm that ranked this retrieval; empty when no experiment runs.
+	Arm           string `protobuf:"bytes,3,opt,name=arm,proto3" json:"arm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -971,6 +973,13 @@ func (x *RecallResponse) GetMemories() []*RecalledMemory {
 func (x *RecallResponse) GetRetrievalId() string {
 	if x != nil {
 		return x.RetrievalId
+	}
+	return ""
+}
+
+func (x *RecallResponse) GetArm() string {
+	if x != nil {
+		return x.Arm
 	}
 	return ""
 }
@@ -1163,7 +1172,9 @@ type BuildContextResponse struct {
 	// Estimated tokens of text.
 	TokensUsed uint32 `protobuf:"varint,3,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
 	// Identifies this retrieval for ReportOutcome.
-	RetrievalId   string `protobuf:"bytes,4,opt,name=retrieval_id,json=retrievalId,proto3" json:"retrieval_id,omitempty"`
+	RetrievalId string `protobuf:"bytes,4,opt,name=retrieval_id,json=retrievalId,proto3" json:"retrieval_id,omitempty"`
+	// The experiment arm that ranked this retrieval; empty when no experiment runs.
+	Arm           string `protobuf:"bytes,5,opt,name=arm,proto3" json:"arm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1222,6 +1233,13 @@ func (x *BuildContextResponse) GetTokensUsed() uint32 {
 func (x *BuildContextResponse) GetRetrievalId() string {
 	if x != nil {
 		return x.RetrievalId
+	}
+	return ""
+}
+
+func (x *BuildContextResponse) GetArm() string {
+	if x != nil {
+		return x.Arm
 	}
 	return ""
 }
@@ -2210,8 +2228,10 @@ func (x *SweepStats) GetTrigger() string {
 }
 
 type GovernResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sweep         *SweepStats            `protobuf:"bytes,1,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Sweep *SweepStats            `protobuf:"bytes,1,opt,name=sweep,proto3" json:"sweep,omitempty"`
+	// The cluster pass and proposal deadlines handled with this sweep.
+	Consolidation *ConsolidationStats `protobuf:"bytes,2,opt,name=consolidation,proto3" json:"consolidation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2253,6 +2273,186 @@ func (x *GovernResponse) GetSweep() *SweepStats {
 	return nil
 }
 
+func (x *GovernResponse) GetConsolidation() *ConsolidationStats {
+	if x != nil {
+		return x.Consolidation
+	}
+	return nil
+}
+
+// What one consolidation pass looked at and did.
+type ConsolidationStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// New or changed memories whose neighbourhood was examined.
+	SeedsExamined uint64 `protobuf:"varint,1,opt,name=seeds_examined,json=seedsExamined,proto3" json:"seeds_examined,omitempty"`
+	// Groups of similar memories found.
+	GroupsFound uint64 `protobuf:"varint,2,opt,name=groups_found,json=groupsFound,proto3" json:"groups_found,omitempty"`
+	// Proposals opened for review (or waiting for a reviewer).
+	ProposalsOpened uint64 `protobuf:"varint,3,opt,name=proposals_opened,json=proposalsOpened,proto3" json:"proposals_opened,omitempty"`
+	// Abstractions written by policy without a reviewer (extractive or LLM).
+	ConsolidatedCount uint64 `protobuf:"varint,4,opt,name=consolidated_count,json=consolidatedCount,proto3" json:"consolidated_count,omitempty"`
+	// Proposals decided by policy because their deadline passed.
+	ExpiredCount uint64 `protobuf:"varint,5,opt,name=expired_count,json=expiredCount,proto3" json:"expired_count,omitempty"`
+	// Wall time of the pass, milliseconds.
+	TotalMs       float64 `protobuf:"fixed64,6,opt,name=total_ms,json=totalMs,proto3" json:"total_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsolidationStats) Reset() {
+	*x = ConsolidationStats{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsolidationStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsolidationStats) ProtoMessage() {}
+
+func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsolidationStats.ProtoReflect.Descriptor instead.
+func (*ConsolidationStats) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ConsolidationStats) GetSeedsExamined() uint64 {
+	if x != nil {
+		return x.SeedsExamined
+	}
+	return 0
+}
+
+func (x *ConsolidationStats) GetGroupsFound() uint64 {
+	if x != nil {
+		return x.GroupsFound
+	}
+	return 0
+}
+
+func (x *ConsolidationStats) GetProposalsOpened() uint64 {
+	if x != nil {
+		return x.ProposalsOpened
+	}
+	return 0
+}
+
+func (x *ConsolidationStats) GetConsolidatedCount() uint64 {
+	if x != nil {
+		return x.ConsolidatedCount
+	}
+	return 0
+}
+
+func (x *ConsolidationStats) GetExpiredCount() uint64 {
+	if x != nil {
+		return x.ExpiredCount
+	}
+	return 0
+}
+
+func (x *ConsolidationStats) GetTotalMs() float64 {
+	if x != nil {
+		return x.TotalMs
+	}
+	return 0
+}
+
+// The review queue at a glance.
+type ReviewStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Proposals not yet decided, per kind: consolidations.
+	OpenConsolidations uint64 `protobuf:"varint,1,opt,name=open_consolidations,json=openConsolidations,proto3" json:"open_consolidations,omitempty"`
+	// Proposals not yet decided: evictions.
+	OpenEvictions uint64 `protobuf:"varint,2,opt,name=open_evictions,json=openEvictions,proto3" json:"open_evictions,omitempty"`
+	// Proposals not yet decided: re-interpretations.
+	OpenReinterpretations uint64 `protobuf:"varint,3,opt,name=open_reinterpretations,json=openReinterpretations,proto3" json:"open_reinterpretations,omitempty"`
+	// Reviewers attached now.
+	Reviewers uint32 `protobuf:"varint,4,opt,name=reviewers,proto3" json:"reviewers,omitempty"`
+	// The last consolidation pass (scheduled or requested).
+	LastPass      *ConsolidationStats `protobuf:"bytes,5,opt,name=last_pass,json=lastPass,proto3" json:"last_pass,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReviewStats) Reset() {
+	*x = ReviewStats{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReviewStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReviewStats) ProtoMessage() {}
+
+func (x *ReviewStats) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReviewStats.ProtoReflect.Descriptor instead.
+func (*ReviewStats) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ReviewStats) GetOpenConsolidations() uint64 {
+	if x != nil {
+		return x.OpenConsolidations
+	}
+	return 0
+}
+
+func (x *ReviewStats) GetOpenEvictions() uint64 {
+	if x != nil {
+		return x.OpenEvictions
+	}
+	return 0
+}
+
+func (x *ReviewStats) GetOpenReinterpretations() uint64 {
+	if x != nil {
+		return x.OpenReinterpretations
+	}
+	return 0
+}
+
+func (x *ReviewStats) GetReviewers() uint32 {
+	if x != nil {
+		return x.Reviewers
+	}
+	return 0
+}
+
+func (x *ReviewStats) GetLastPass() *ConsolidationStats {
+	if x != nil {
+		return x.LastPass
+	}
+	return nil
+}
+
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deliver events with a sequence number above this one; 0 delivers the whole log.
@@ -2268,7 +2468,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2480,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2493,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchRequest) GetAfterSequence() uint64 {
@@ -2326,7 +2526,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2538,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2551,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchResponse) GetEvent() *ChangeEvent {
@@ -2374,7 +2574,7 @@ type ReviewerHello struct {
 
 func (x *ReviewerHello) Reset() {
 	*x = ReviewerHello{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2586,7 @@ func (x *ReviewerHello) String() string {
 func (*ReviewerHello) ProtoMessage() {}
 
 func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2599,7 @@ func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewerHello.ProtoReflect.Descriptor instead.
 func (*ReviewerHello) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReviewerHello) GetReviewer() string {
@@ -2429,7 +2629,7 @@ type ReviewRequest struct {
 
 func (x *ReviewRequest) Reset() {
 	*x = ReviewRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2641,7 @@ func (x *ReviewRequest) String() string {
 func (*ReviewRequest) ProtoMessage() {}
 
 func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2654,7 @@ func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRequest.ProtoReflect.Descriptor instead.
 func (*ReviewRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReviewRequest) GetMessage() isReviewRequest_Message {
@@ -2513,7 +2713,7 @@ type ReviewResponse struct {
 
 func (x *ReviewResponse) Reset() {
 	*x = ReviewResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2725,7 @@ func (x *ReviewResponse) String() string {
 func (*ReviewResponse) ProtoMessage() {}
 
 func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2738,7 @@ func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewResponse.ProtoReflect.Descriptor instead.
 func (*ReviewResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReviewResponse) GetMessage() isReviewResponse_Message {
@@ -2596,7 +2796,7 @@ type UnconsolidateRequest struct {
 
 func (x *UnconsolidateRequest) Reset() {
 	*x = UnconsolidateRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2808,7 @@ func (x *UnconsolidateRequest) String() string {
 func (*UnconsolidateRequest) ProtoMessage() {}
 
 func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2821,7 @@ func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateRequest.ProtoReflect.Descriptor instead.
 func (*UnconsolidateRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnconsolidateRequest) GetAbstractionId() uint64 {
@@ -2648,7 +2848,7 @@ type UnconsolidateResponse struct {
 
 func (x *UnconsolidateResponse) Reset() {
 	*x = UnconsolidateResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2860,7 @@ func (x *UnconsolidateResponse) String() string {
 func (*UnconsolidateResponse) ProtoMessage() {}
 
 func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2873,7 @@ func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateResponse.ProtoReflect.Descriptor instead.
 func (*UnconsolidateResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UnconsolidateResponse) GetRestoredIds() []uint64 {
@@ -2699,7 +2899,7 @@ type DeclareFrameworkRequest struct {
 
 func (x *DeclareFrameworkRequest) Reset() {
 	*x = DeclareFrameworkRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2911,7 @@ func (x *DeclareFrameworkRequest) String() string {
 func (*DeclareFrameworkRequest) ProtoMessage() {}
 
 func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2924,7 @@ func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkRequest.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeclareFrameworkRequest) GetVersion() string {
@@ -2767,7 +2967,7 @@ type DeclareFrameworkResponse struct {
 
 func (x *DeclareFrameworkResponse) Reset() {
 	*x = DeclareFrameworkResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2979,7 @@ func (x *DeclareFrameworkResponse) String() string {
 func (*DeclareFrameworkResponse) ProtoMessage() {}
 
 func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2992,7 @@ func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkResponse.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeclareFrameworkResponse) GetPreviousVersion() string {
@@ -2817,7 +3017,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +3029,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +3042,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 type GetPolicyResponse struct {
@@ -2854,7 +3054,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3066,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3079,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -2901,7 +3101,7 @@ type UpdatePolicyRequest struct {
 
 func (x *UpdatePolicyRequest) Reset() {
 	*x = UpdatePolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +3113,7 @@ func (x *UpdatePolicyRequest) String() string {
 func (*UpdatePolicyRequest) ProtoMessage() {}
 
 func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +3126,7 @@ func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdatePolicyRequest) GetPolicy() *Policy {
@@ -2953,7 +3153,7 @@ type UpdatePolicyResponse struct {
 
 func (x *UpdatePolicyResponse) Reset() {
 	*x = UpdatePolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3165,7 @@ func (x *UpdatePolicyResponse) String() string {
 func (*UpdatePolicyResponse) ProtoMessage() {}
 
 func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3178,7 @@ func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdatePolicyResponse) GetPolicy() *Policy {
@@ -2996,7 +3196,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3208,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3221,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 // Memories in one (state, kind) cell.
@@ -3036,7 +3236,7 @@ type StateKindCount struct {
 
 func (x *StateKindCount) Reset() {
 	*x = StateKindCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3248,7 @@ func (x *StateKindCount) String() string {
 func (*StateKindCount) ProtoMessage() {}
 
 func (x *StateKindCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3261,7 @@ func (x *StateKindCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateKindCount.ProtoReflect.Descriptor instead.
 func (*StateKindCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StateKindCount) GetState() MemoryState {
@@ -3102,7 +3302,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3314,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3327,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *IndexStats) GetIndexedCount() uint64 {
@@ -3176,13 +3376,17 @@ type GetStatsResponse struct {
 	RecentSweeps []*SweepStats `protobuf:"bytes,8,rep,name=recent_sweeps,json=recentSweeps,proto3" json:"recent_sweeps,omitempty"`
 	// The current declared framework version.
 	FrameworkVersion string `protobuf:"bytes,9,opt,name=framework_version,json=frameworkVersion,proto3" json:"framework_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The running experiment with per-arm outcomes; unset when none runs.
+	Experiment *ExperimentStats `protobuf:"bytes,10,opt,name=experiment,proto3" json:"experiment,omitempty"`
+	// Open review proposals and attached reviewers.
+	Review        *ReviewStats `protobuf:"bytes,30,opt,name=review,proto3" json:"review,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3398,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3411,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetStatsResponse) GetCounts() []*StateKindCount {
@@ -3271,6 +3475,228 @@ func (x *GetStatsResponse) GetFrameworkVersion() string {
 		return x.FrameworkVersion
 	}
 	return ""
+}
+
+func (x *GetStatsResponse) GetExperiment() *ExperimentStats {
+	if x != nil {
+		return x.Experiment
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetReview() *ReviewStats {
+	if x != nil {
+		return x.Review
+	}
+	return nil
+}
+
+type SetExperimentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The experiment to run; it replaces the current one and resets the per-arm counts. An experiment
+	// with no arms ends the current one. Validated first: nothing changes when it is invalid.
+	Experiment *Experiment `protobuf:"bytes,1,opt,name=experiment,proto3" json:"experiment,omitempty"`
+	// Idempotency key, at most 128 bytes. Default: empty.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetExperimentRequest) Reset() {
+	*x = SetExperimentRequest{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExperimentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExperimentRequest) ProtoMessage() {}
+
+func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExperimentRequest.ProtoReflect.Descriptor instead.
+func (*SetExperimentRequest) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SetExperimentRequest) GetExperiment() *Experiment {
+	if x != nil {
+		return x.Experiment
+	}
+	return nil
+}
+
+func (x *SetExperimentRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type SetExperimentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The experiment now running (empty arms when it was ended).
+	Experiment    *Experiment `protobuf:"bytes,1,opt,name=experiment,proto3" json:"experiment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetExperimentResponse) Reset() {
+	*x = SetExperimentResponse{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExperimentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExperimentResponse) ProtoMessage() {}
+
+func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExperimentResponse.ProtoReflect.Descriptor instead.
+func (*SetExperimentResponse) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *SetExperimentResponse) GetExperiment() *Experiment {
+	if x != nil {
+		return x.Experiment
+	}
+	return nil
+}
+
+type PromoteArmRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of an arm of the running experiment. Required.
+	Arm string `protobuf:"bytes,1,opt,name=arm,proto3" json:"arm,omitempty"`
+	// Idempotency key, at most 128 bytes. Default: empty.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteArmRequest) Reset() {
+	*x = PromoteArmRequest{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteArmRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteArmRequest) ProtoMessage() {}
+
+func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteArmRequest.ProtoReflect.Descriptor instead.
+func (*PromoteArmRequest) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *PromoteArmRequest) GetArm() string {
+	if x != nil {
+		return x.Arm
+	}
+	return ""
+}
+
+func (x *PromoteArmRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PromoteArmResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy now in force: the promoted arm's.
+	Policy *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The experiment's per-arm outcomes at the moment it ended.
+	FinalStats    *ExperimentStats `protobuf:"bytes,2,opt,name=final_stats,json=finalStats,proto3" json:"final_stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteArmResponse) Reset() {
+	*x = PromoteArmResponse{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteArmResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteArmResponse) ProtoMessage() {}
+
+func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteArmResponse.ProtoReflect.Descriptor instead.
+func (*PromoteArmResponse) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *PromoteArmResponse) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *PromoteArmResponse) GetFinalStats() *ExperimentStats {
+	if x != nil {
+		return x.FinalStats
+	}
+	return nil
 }
 
 var File_memevo_v1_memory_service_proto protoreflect.FileDescriptor
@@ -3337,10 +3763,11 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"similarity\x18\x02 \x01(\x02R\n" +
 	"similarity\x12\x14\n" +
 	"\x05score\x18\x03 \x01(\x02R\x05score\x12\x12\n" +
-	"\x04hint\x18\x04 \x01(\tR\x04hint\"j\n" +
+	"\x04hint\x18\x04 \x01(\tR\x04hint\"|\n" +
 	"\x0eRecallResponse\x125\n" +
 	"\bmemories\x18\x01 \x03(\v2\x19.memevo.v1.RecalledMemoryR\bmemories\x12!\n" +
-	"\fretrieval_id\x18\x02 \x01(\tR\vretrievalId\"\xbc\x02\n" +
+	"\fretrieval_id\x18\x02 \x01(\tR\vretrievalId\x12\x10\n" +
+	"\x03arm\x18\x03 \x01(\tR\x03arm\"\xbc\x02\n" +
 	"\x13BuildContextRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12!\n" +
 	"\fquery_vector\x18\x02 \x01(\fR\vqueryVector\x12!\n" +
@@ -3355,13 +3782,14 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\v2\x11.memevo.v1.MemoryR\x06memory\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x12\n" +
 	"\x04hint\x18\x03 \x01(\tR\x04hint\x12\x16\n" +
-	"\x06tokens\x18\x04 \x01(\rR\x06tokens\"\x9c\x01\n" +
+	"\x06tokens\x18\x04 \x01(\rR\x06tokens\"\xae\x01\n" +
 	"\x14BuildContextResponse\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12,\n" +
 	"\x05items\x18\x02 \x03(\v2\x16.memevo.v1.ContextItemR\x05items\x12\x1f\n" +
 	"\vtokens_used\x18\x03 \x01(\rR\n" +
 	"tokensUsed\x12!\n" +
-	"\fretrieval_id\x18\x04 \x01(\tR\vretrievalId\"\x8c\x02\n" +
+	"\fretrieval_id\x18\x04 \x01(\tR\vretrievalId\x12\x10\n" +
+	"\x03arm\x18\x05 \x01(\tR\x03arm\"\x8c\x02\n" +
 	"\x14ReportOutcomeRequest\x12!\n" +
 	"\fretrieval_id\x18\x01 \x01(\tR\vretrievalId\x12,\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x12.memevo.v1.OutcomeR\aoutcome\x12&\n" +
@@ -3440,9 +3868,23 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\vtransitions\x18\x03 \x03(\v2\x1a.memevo.v1.TransitionCountR\vtransitions\x12\x1b\n" +
 	"\tkernel_ms\x18\x04 \x01(\x01R\bkernelMs\x12\x19\n" +
 	"\btotal_ms\x18\x05 \x01(\x01R\atotalMs\x12\x18\n" +
-	"\atrigger\x18\x06 \x01(\tR\atrigger\"=\n" +
+	"\atrigger\x18\x06 \x01(\tR\atrigger\"\x82\x01\n" +
 	"\x0eGovernResponse\x12+\n" +
-	"\x05sweep\x18\x01 \x01(\v2\x15.memevo.v1.SweepStatsR\x05sweep\"\x9d\x01\n" +
+	"\x05sweep\x18\x01 \x01(\v2\x15.memevo.v1.SweepStatsR\x05sweep\x12C\n" +
+	"\rconsolidation\x18\x02 \x01(\v2\x1d.memevo.v1.ConsolidationStatsR\rconsolidation\"\xf8\x01\n" +
+	"\x12ConsolidationStats\x12%\n" +
+	"\x0eseeds_examined\x18\x01 \x01(\x04R\rseedsExamined\x12!\n" +
+	"\fgroups_found\x18\x02 \x01(\x04R\vgroupsFound\x12)\n" +
+	"\x10proposals_opened\x18\x03 \x01(\x04R\x0fproposalsOpened\x12-\n" +
+	"\x12consolidated_count\x18\x04 \x01(\x04R\x11consolidatedCount\x12#\n" +
+	"\rexpired_count\x18\x05 \x01(\x04R\fexpiredCount\x12\x19\n" +
+	"\btotal_ms\x18\x06 \x01(\x01R\atotalMs\"\xf6\x01\n" +
+	"\vReviewStats\x12/\n" +
+	"\x13open_consolidations\x18\x01 \x01(\x04R\x12openConsolidations\x12%\n" +
+	"\x0eopen_evictions\x18\x02 \x01(\x04R\ropenEvictions\x125\n" +
+	"\x16open_reinterpretations\x18\x03 \x01(\x04R\x15openReinterpretations\x12\x1c\n" +
+	"\treviewers\x18\x04 \x01(\rR\treviewers\x12:\n" +
+	"\tlast_pass\x18\x05 \x01(\v2\x1d.memevo.v1.ConsolidationStatsR\blastPass\"\x9d\x01\n" +
 	"\fWatchRequest\x12*\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x120\n" +
@@ -3496,7 +3938,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\rindexed_count\x18\x01 \x01(\x04R\findexedCount\x12(\n" +
 	"\x10fresh_tail_count\x18\x02 \x01(\x04R\x0efreshTailCount\x12%\n" +
 	"\x0esaved_sequence\x18\x03 \x01(\x04R\rsavedSequence\x125\n" +
-	"\bsaved_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\"\x82\x03\n" +
+	"\bsaved_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\"\xee\x03\n" +
 	"\x10GetStatsResponse\x121\n" +
 	"\x06counts\x18\x01 \x03(\v2\x19.memevo.v1.StateKindCountR\x06counts\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x04R\n" +
@@ -3507,7 +3949,30 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\tdimension\x18\x06 \x01(\rR\tdimension\x12%\n" +
 	"\x0eschema_version\x18\a \x01(\rR\rschemaVersion\x12:\n" +
 	"\rrecent_sweeps\x18\b \x03(\v2\x15.memevo.v1.SweepStatsR\frecentSweeps\x12+\n" +
-	"\x11framework_version\x18\t \x01(\tR\x10frameworkVersion*\xa9\x01\n" +
+	"\x11framework_version\x18\t \x01(\tR\x10frameworkVersion\x12:\n" +
+	"\n" +
+	"experiment\x18\n" +
+	" \x01(\v2\x1a.memevo.v1.ExperimentStatsR\n" +
+	"experiment\x12.\n" +
+	"\x06review\x18\x1e \x01(\v2\x16.memevo.v1.ReviewStatsR\x06review\"l\n" +
+	"\x14SetExperimentRequest\x125\n" +
+	"\n" +
+	"experiment\x18\x01 \x01(\v2\x15.memevo.v1.ExperimentR\n" +
+	"experiment\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"N\n" +
+	"\x15SetExperimentResponse\x125\n" +
+	"\n" +
+	"experiment\x18\x01 \x01(\v2\x15.memevo.v1.ExperimentR\n" +
+	"experiment\"D\n" +
+	"\x11PromoteArmRequest\x12\x10\n" +
+	"\x03arm\x18\x01 \x01(\tR\x03arm\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"|\n" +
+	"\x12PromoteArmResponse\x12)\n" +
+	"\x06policy\x18\x01 \x01(\v2\x11.memevo.v1.PolicyR\x06policy\x12;\n" +
+	"\vfinal_stats\x18\x02 \x01(\v2\x1a.memevo.v1.ExperimentStatsR\n" +
+	"finalStats*\xa9\x01\n" +
 	"\fWriteOutcome\x12\x1d\n" +
 	"\x19WRITE_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15WRITE_OUTCOME_CREATED\x10\x01\x12\x1b\n" +
@@ -3523,8 +3988,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x13\n" +
 	"\x0fOUTCOME_FAILURE\x10\x02\x12\x13\n" +
-	"\x0fOUTCOME_PARTIAL\x10\x032\xb3\n" +
-	"\n" +
+	"\x0fOUTCOME_PARTIAL\x10\x032\xd2\v\n" +
 	"\rMemoryService\x12C\n" +
 	"\bRemember\x12\x1a.memevo.v1.RememberRequest\x1a\x1b.memevo.v1.RememberResponse\x12R\n" +
 	"\rRememberBatch\x12\x1f.memevo.v1.RememberBatchRequest\x1a .memevo.v1.RememberBatchResponse\x12W\n" +
@@ -3543,7 +4007,10 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x10DeclareFramework\x12\".memevo.v1.DeclareFrameworkRequest\x1a#.memevo.v1.DeclareFrameworkResponse\x12F\n" +
 	"\tGetPolicy\x12\x1b.memevo.v1.GetPolicyRequest\x1a\x1c.memevo.v1.GetPolicyResponse\x12O\n" +
 	"\fUpdatePolicy\x12\x1e.memevo.v1.UpdatePolicyRequest\x1a\x1f.memevo.v1.UpdatePolicyResponse\x12C\n" +
-	"\bGetStats\x12\x1a.memevo.v1.GetStatsRequest\x1a\x1b.memevo.v1.GetStatsResponseb\x06proto3"
+	"\bGetStats\x12\x1a.memevo.v1.GetStatsRequest\x1a\x1b.memevo.v1.GetStatsResponse\x12R\n" +
+	"\rSetExperiment\x12\x1f.memevo.v1.SetExperimentRequest\x1a .memevo.v1.SetExperimentResponse\x12I\n" +
+	"\n" +
+	"PromoteArm\x12\x1c.memevo.v1.PromoteArmRequest\x1a\x1d.memevo.v1.PromoteArmResponseb\x06proto3"
 
 var (
 	file_memevo_v1_memory_service_proto_rawDescOnce sync.Once
@@ -3558,7 +4025,7 @@ func file_memevo_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(WriteOutcome)(0),                // 0: memevo.v1.WriteOutcome
 	(RecallMode)(0),                  // 1: memevo.v1.RecallMode
@@ -3592,125 +4059,145 @@ var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(*TransitionCount)(nil),          // 29: memevo.v1.TransitionCount
 	(*SweepStats)(nil),               // 30: memevo.v1.SweepStats
 	(*GovernResponse)(nil),           // 31: memevo.v1.GovernResponse
-	(*WatchRequest)(nil),             // 32: memevo.v1.WatchRequest
-	(*WatchResponse)(nil),            // 33: memevo.v1.WatchResponse
-	(*ReviewerHello)(nil),            // 34: memevo.v1.ReviewerHello
-	(*ReviewRequest)(nil),            // 35: memevo.v1.ReviewRequest
-	(*ReviewResponse)(nil),           // 36: memevo.v1.ReviewResponse
-	(*UnconsolidateRequest)(nil),     // 37: memevo.v1.UnconsolidateRequest
-	(*UnconsolidateResponse)(nil),    // 38: memevo.v1.UnconsolidateResponse
-	(*DeclareFrameworkRequest)(nil),  // 39: memevo.v1.DeclareFrameworkRequest
-	(*DeclareFrameworkResponse)(nil), // 40: memevo.v1.DeclareFrameworkResponse
-	(*GetPolicyRequest)(nil),         // 41: memevo.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 42: memevo.v1.GetPolicyResponse
-	(*UpdatePolicyRequest)(nil),      // 43: memevo.v1.UpdatePolicyRequest
-	(*UpdatePolicyResponse)(nil),     // 44: memevo.v1.UpdatePolicyResponse
-	(*GetStatsRequest)(nil),          // 45: memevo.v1.GetStatsRequest
-	(*StateKindCount)(nil),           // 46: memevo.v1.StateKindCount
-	(*IndexStats)(nil),               // 47: memevo.v1.IndexStats
-	(*GetStatsResponse)(nil),         // 48: memevo.v1.GetStatsResponse
-	(*Memory)(nil),                   // 49: memevo.v1.Memory
-	(*MemoryInput)(nil),              // 50: memevo.v1.MemoryInput
-	(MemoryKind)(0),                  // 51: memevo.v1.MemoryKind
-	(*timestamppb.Timestamp)(nil),    // 52: google.protobuf.Timestamp
-	(*ChangeEvent)(nil),              // 53: memevo.v1.ChangeEvent
-	(MemoryState)(0),                 // 54: memevo.v1.MemoryState
-	(ChangeEventType)(0),             // 55: memevo.v1.ChangeEventType
-	(ProposalKind)(0),                // 56: memevo.v1.ProposalKind
-	(*Decision)(nil),                 // 57: memevo.v1.Decision
-	(*Proposal)(nil),                 // 58: memevo.v1.Proposal
-	(*Policy)(nil),                   // 59: memevo.v1.Policy
+	(*ConsolidationStats)(nil),       // 32: memevo.v1.ConsolidationStats
+	(*ReviewStats)(nil),              // 33: memevo.v1.ReviewStats
+	(*WatchRequest)(nil),             // 34: memevo.v1.WatchRequest
+	(*WatchResponse)(nil),            // 35: memevo.v1.WatchResponse
+	(*ReviewerHello)(nil),            // 36: memevo.v1.ReviewerHello
+	(*ReviewRequest)(nil),            // 37: memevo.v1.ReviewRequest
+	(*ReviewResponse)(nil),           // 38: memevo.v1.ReviewResponse
+	(*UnconsolidateRequest)(nil),     // 39: memevo.v1.UnconsolidateRequest
+	(*UnconsolidateResponse)(nil),    // 40: memevo.v1.UnconsolidateResponse
+	(*DeclareFrameworkRequest)(nil),  // 41: memevo.v1.DeclareFrameworkRequest
+	(*DeclareFrameworkResponse)(nil), // 42: memevo.v1.DeclareFrameworkResponse
+	(*GetPolicyRequest)(nil),         // 43: memevo.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 44: memevo.v1.GetPolicyResponse
+	(*UpdatePolicyRequest)(nil),      // 45: memevo.v1.UpdatePolicyRequest
+	(*UpdatePolicyResponse)(nil),     // 46: memevo.v1.UpdatePolicyResponse
+	(*GetStatsRequest)(nil),          // 47: memevo.v1.GetStatsRequest
+	(*StateKindCount)(nil),           // 48: memevo.v1.StateKindCount
+	(*IndexStats)(nil),               // 49: memevo.v1.IndexStats
+	(*GetStatsResponse)(nil),         // 50: memevo.v1.GetStatsResponse
+	(*SetExperimentRequest)(nil),     // 51: memevo.v1.SetExperimentRequest
+	(*SetExperimentResponse)(nil),    // 52: memevo.v1.SetExperimentResponse
+	(*PromoteArmRequest)(nil),        // 53: memevo.v1.PromoteArmRequest
+	(*PromoteArmResponse)(nil),       // 54: memevo.v1.PromoteArmResponse
+	(*Memory)(nil),                   // 55: memevo.v1.Memory
+	(*MemoryInput)(nil),              // 56: memevo.v1.MemoryInput
+	(MemoryKind)(0),                  // 57: memevo.v1.MemoryKind
+	(*timestamppb.Timestamp)(nil),    // 58: google.protobuf.Timestamp
+	(*ChangeEvent)(nil),              // 59: memevo.v1.ChangeEvent
+	(MemoryState)(0),                 // 60: memevo.v1.MemoryState
+	(ChangeEventType)(0),             // 61: memevo.v1.ChangeEventType
+	(ProposalKind)(0),                // 62: memevo.v1.ProposalKind
+	(*Decision)(nil),                 // 63: memevo.v1.Decision
+	(*Proposal)(nil),                 // 64: memevo.v1.Proposal
+	(*Policy)(nil),                   // 65: memevo.v1.Policy
+	(*ExperimentStats)(nil),          // 66: memevo.v1.ExperimentStats
+	(*Experiment)(nil),               // 67: memevo.v1.Experiment
 }
 var file_memevo_v1_memory_service_proto_depIdxs = []int32{
-	49, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
+	55, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
 	0,  // 1: memevo.v1.WriteResult.outcome:type_name -> memevo.v1.WriteOutcome
-	50, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
+	56, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
 	3,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
-	50, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
+	56, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
 	3,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
-	50, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
-	51, // 7: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
-	52, // 8: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
-	52, // 9: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
+	56, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
+	57, // 7: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
+	58, // 8: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
+	58, // 9: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
 	10, // 10: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 11: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
-	52, // 12: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
-	49, // 13: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
+	58, // 12: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
+	55, // 13: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
 	12, // 14: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
 	10, // 15: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 16: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
-	52, // 17: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
-	49, // 18: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
+	58, // 17: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
+	55, // 18: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
 	15, // 19: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
 	2,  // 20: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
-	49, // 21: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
+	55, // 21: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
 	21, // 22: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
-	49, // 23: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
-	53, // 24: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
-	50, // 25: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	49, // 26: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	49, // 27: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	54, // 28: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	54, // 29: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	52, // 30: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	55, // 23: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
+	59, // 24: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
+	56, // 25: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	55, // 26: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	55, // 27: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	60, // 28: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	60, // 29: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	58, // 30: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
 	29, // 31: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
 	30, // 32: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
-	55, // 33: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	53, // 34: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	56, // 35: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
-	34, // 36: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	57, // 37: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	58, // 38: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	59, // 39: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	59, // 40: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	59, // 41: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	54, // 42: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	51, // 43: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	52, // 44: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
-	46, // 45: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
-	47, // 46: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
-	30, // 47: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	4,  // 48: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	6,  // 49: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	8,  // 50: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	11, // 51: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	14, // 52: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	17, // 53: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	19, // 54: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	22, // 55: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	24, // 56: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	26, // 57: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	28, // 58: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	32, // 59: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	35, // 60: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	37, // 61: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	39, // 62: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	41, // 63: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	43, // 64: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	45, // 65: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	5,  // 66: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	7,  // 67: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	9,  // 68: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	13, // 69: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	16, // 70: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	18, // 71: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	20, // 72: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	23, // 73: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	25, // 74: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	27, // 75: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	31, // 76: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	33, // 77: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	36, // 78: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	38, // 79: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	40, // 80: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	42, // 81: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	44, // 82: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	48, // 83: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	66, // [66:84] is the sub-list for method output_type
-	48, // [48:66] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	32, // 33: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
+	32, // 34: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
+	61, // 35: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	59, // 36: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	62, // 37: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	36, // 38: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
+	63, // 39: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	64, // 40: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	65, // 41: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	65, // 42: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	65, // 43: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	60, // 44: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	57, // 45: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	58, // 46: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	48, // 47: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
+	49, // 48: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
+	30, // 49: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
+	66, // 50: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	33, // 51: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
+	67, // 52: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	67, // 53: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	65, // 54: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	66, // 55: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	4,  // 56: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	6,  // 57: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	8,  // 58: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	11, // 59: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	14, // 60: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	17, // 61: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	19, // 62: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	22, // 63: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	24, // 64: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	26, // 65: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	28, // 66: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	34, // 67: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	37, // 68: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	39, // 69: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	41, // 70: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	43, // 71: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	45, // 72: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	47, // 73: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	51, // 74: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	53, // 75: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	5,  // 76: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	7,  // 77: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	9,  // 78: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	13, // 79: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	16, // 80: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	18, // 81: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	20, // 82: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	23, // 83: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	25, // 84: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	27, // 85: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	31, // 86: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	35, // 87: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	38, // 88: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	40, // 89: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	42, // 90: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	44, // 91: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	46, // 92: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	50, // 93: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	52, // 94: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	54, // 95: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	76, // [76:96] is the sub-list for method output_type
+	56, // [56:76] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }
@@ -3738,23 +4225,23 @@ func file_memevo_v1_memory_service_proto_init() {
 		(*SupersedeRequest_NewMemory)(nil),
 	}
 	file_memevo_v1_memory_service_proto_msgTypes[25].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[29].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[32].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[31].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[34].OneofWrappers = []any{
 		(*ReviewRequest_Hello)(nil),
 		(*ReviewRequest_Decision)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[33].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{
 		(*ReviewResponse_Proposal)(nil),
 		(*ReviewResponse_SettledProposalId)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[36].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_service_proto_rawDesc), len(file_memevo_v1_memory_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   46,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

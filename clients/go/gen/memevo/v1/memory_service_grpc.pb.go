@@ -37,6 +37,8 @@ const (
 	MemoryService_GetPolicy_FullMethodName        = "/memevo.v1.MemoryService/GetPolicy"
 	MemoryService_UpdatePolicy_FullMethodName     = "/memevo.v1.MemoryService/UpdatePolicy"
 	MemoryService_GetStats_FullMethodName         = "/memevo.v1.MemoryService/GetStats"
+	MemoryService_SetExperiment_FullMethodName    = "/memevo.v1.MemoryService/SetExperiment"
+	MemoryService_PromoteArm_FullMethodName       = "/memevo.v1.MemoryService/PromoteArm"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -90,6 +92,10 @@ type MemoryServiceClient interface {
 	UpdatePolicy(ctx context.Context, in *UpdatePolicyRequest, opts ...grpc.CallOption) (*UpdatePolicyResponse, error)
 	// Counts, index status and the last sweeps.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
+	// Start, change or end an online experiment: several policies ranking retrievals side by side.
+	SetExperiment(ctx context.Context, in *SetExperimentRequest, opts ...grpc.CallOption) (*SetExperimentResponse, error)
+	// Make one experiment arm's policy the data directory's policy and end the experiment.
+	PromoteArm(ctx context.Context, in *PromoteArmRequest, opts ...grpc.CallOption) (*PromoteArmResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -295,6 +301,26 @@ func (c *memoryServiceClient) GetStats(ctx context.Context, in *GetStatsRequest,
 	return out, nil
 }
 
+func (c *memoryServiceClient) SetExperiment(ctx context.Context, in *SetExperimentRequest, opts ...grpc.CallOption) (*SetExperimentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetExperimentResponse)
+	err := c.cc.Invoke(ctx, MemoryService_SetExperiment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) PromoteArm(ctx context.Context, in *PromoteArmRequest, opts ...grpc.CallOption) (*PromoteArmResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromoteArmResponse)
+	err := c.cc.Invoke(ctx, MemoryService_PromoteArm_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -346,6 +372,10 @@ type MemoryServiceServer interface {
 	UpdatePolicy(context.Context, *UpdatePolicyRequest) (*UpdatePolicyResponse, error)
 	// Counts, index status and the last sweeps.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
+	// Start, change or end an online experiment: several policies ranking retrievals side by side.
+	SetExperiment(context.Context, *SetExperimentRequest) (*SetExperimentResponse, error)
+	// Make one experiment arm's policy the data directory's policy and end the experiment.
+	PromoteArm(context.Context, *PromoteArmRequest) (*PromoteArmResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -409,6 +439,12 @@ func (UnimplementedMemoryServiceServer) UpdatePolicy(context.Context, *UpdatePol
 }
 func (UnimplementedMemoryServiceServer) GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStats not implemented")
+}
+func (UnimplementedMemoryServiceServer) SetExperiment(context.Context, *SetExperimentRequest) (*SetExperimentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetExperiment not implemented")
+}
+func (UnimplementedMemoryServiceServer) PromoteArm(context.Context, *PromoteArmRequest) (*PromoteArmResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteArm not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -726,6 +762,42 @@ func _MemoryService_GetStats_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_SetExperiment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetExperimentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).SetExperiment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_SetExperiment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).SetExperiment(ctx, req.(*SetExperimentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_PromoteArm_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteArmRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).PromoteArm(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_PromoteArm_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).PromoteArm(ctx, req.(*PromoteArmRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -792,6 +864,14 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStats",
 			Handler:    _MemoryService_GetStats_Handler,
+		},
+		{
+			MethodName: "SetExperiment",
+			Handler:    _MemoryService_SetExperiment_Handler,
+		},
+		{
+			MethodName: "PromoteArm",
+			Handler:    _MemoryService_PromoteArm_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -74,6 +74,65 @@ func (TimeMode) EnumDescriptor() ([]byte, []int) {
 	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{0}
 }
 
+// What happens to a consolidation proposal that no reviewer decides.
+type ConsolidationMode int32
+
+const (
+	// Not set: CONSOLIDATION_MODE_WAIT.
+	ConsolidationMode_CONSOLIDATION_MODE_UNSPECIFIED ConsolidationMode = 0
+	// Keep the proposal until a reviewer decides it; the members stay as they are.
+	ConsolidationMode_CONSOLIDATION_MODE_WAIT ConsolidationMode = 1
+	// Consolidate with the built-in extractive abstraction (a representative member's text and the
+	// members' merged statistics; no LLM).
+	ConsolidationMode_CONSOLIDATION_MODE_EXTRACTIVE ConsolidationMode = 2
+	// Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
+	// the abstraction's text; any failure leaves the members untouched and the proposal pending.
+	ConsolidationMode_CONSOLIDATION_MODE_LLM ConsolidationMode = 3
+)
+
+// Enum value maps for ConsolidationMode.
+var (
+	ConsolidationMode_name = map[int32]string{
+		0: "CONSOLIDATION_MODE_UNSPECIFIED",
+		1: "CONSOLIDATION_MODE_WAIT",
+		2: "CONSOLIDATION_MODE_EXTRACTIVE",
+		3: "CONSOLIDATION_MODE_LLM",
+	}
+	ConsolidationMode_value = map[string]int32{
+		"CONSOLIDATION_MODE_UNSPECIFIED": 0,
+		"CONSOLIDATION_MODE_WAIT":        1,
+		"CONSOLIDATION_MODE_EXTRACTIVE":  2,
+		"CONSOLIDATION_MODE_LLM":         3,
+	}
+)
+
+func (x ConsolidationMode) Enum() *ConsolidationMode {
+	p := new(ConsolidationMode)
+	*p = x
+	return p
+}
+
+func (x ConsolidationMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConsolidationMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_memevo_v1_policy_proto_enumTypes[1].Descriptor()
+}
+
+func (ConsolidationMode) Type() protoreflect.EnumType {
+	return &file_memevo_v1_policy_proto_enumTypes[1]
+}
+
+func (x ConsolidationMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConsolidationMode.Descriptor instead.
+func (ConsolidationMode) EnumDescriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
 // Weights and thresholds that govern one memory kind (DESIGN §4).
 // Value V = alpha*accuracy + beta*relevance + gamma*utility - delta*cost, where
 // accuracy = confidence_weight*confidence' + feedback_weight*sigmoid(successes - failures)
@@ -310,6 +369,110 @@ func (x *KindPolicy) GetConfidenceDecayHalfLifeTurns() float64 {
 	return 0
 }
 
+// How similar memories are grouped into abstractions, and what the agent's reviewer is asked (DESIGN §3, §6).
+// An unset field (0) takes its default.
+type ConsolidationPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cosine similarity at or above which two memories of the same group may be consolidated, in (0, 1]. Default 0.9.
+	Similarity float64 `protobuf:"fixed64,1,opt,name=similarity,proto3" json:"similarity,omitempty"`
+	// Smallest group worth a proposal, >= 2. Default 5.
+	MinGroupSize uint32 `protobuf:"varint,2,opt,name=min_group_size,json=minGroupSize,proto3" json:"min_group_size,omitempty"`
+	// Largest group in one proposal, >= min_group_size and <= 1000. Default 50.
+	MaxGroupSize uint32 `protobuf:"varint,3,opt,name=max_group_size,json=maxGroupSize,proto3" json:"max_group_size,omitempty"`
+	// Kinds that may be consolidated (never ABSTRACTION; memories with a fact key never are). Default: STRATEGY
+	// and EPISODE.
+	Kinds []MemoryKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=memevo.v1.MemoryKind" json:"kinds,omitempty"`
+	// What happens to a consolidation that no reviewer decides by its deadline, or at once when no reviewer
+	// taking consolidations is attached. Default CONSOLIDATION_MODE_WAIT.
+	WithoutReviewer ConsolidationMode `protobuf:"varint,5,opt,name=without_reviewer,json=withoutReviewer,proto3,enum=memevo.v1.ConsolidationMode" json:"without_reviewer,omitempty"`
+	// Seconds a reviewer has to decide a proposal before the policy decides it, > 0. Default 300.
+	ReviewTimeoutS float64 `protobuf:"fixed64,6,opt,name=review_timeout_s,json=reviewTimeoutS,proto3" json:"review_timeout_s,omitempty"`
+	// While a reviewer taking evictions is attached, a memory the sweep would evict whose value is above
+	// this is proposed for review first instead of being evicted; below it, eviction proceeds. Default 0.01.
+	ReviewEvictionsAbove float64 `protobuf:"fixed64,7,opt,name=review_evictions_above,json=reviewEvictionsAbove,proto3" json:"review_evictions_above,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ConsolidationPolicy) Reset() {
+	*x = ConsolidationPolicy{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsolidationPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsolidationPolicy) ProtoMessage() {}
+
+func (x *ConsolidationPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsolidationPolicy.ProtoReflect.Descriptor instead.
+func (*ConsolidationPolicy) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ConsolidationPolicy) GetSimilarity() float64 {
+	if x != nil {
+		return x.Similarity
+	}
+	return 0
+}
+
+func (x *ConsolidationPolicy) GetMinGroupSize() uint32 {
+	if x != nil {
+		return x.MinGroupSize
+	}
+	return 0
+}
+
+func (x *ConsolidationPolicy) GetMaxGroupSize() uint32 {
+	if x != nil {
+		return x.MaxGroupSize
+	}
+	return 0
+}
+
+func (x *ConsolidationPolicy) GetKinds() []MemoryKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *ConsolidationPolicy) GetWithoutReviewer() ConsolidationMode {
+	if x != nil {
+		return x.WithoutReviewer
+	}
+	return ConsolidationMode_CONSOLIDATION_MODE_UNSPECIFIED
+}
+
+func (x *ConsolidationPolicy) GetReviewTimeoutS() float64 {
+	if x != nil {
+		return x.ReviewTimeoutS
+	}
+	return 0
+}
+
+func (x *ConsolidationPolicy) GetReviewEvictionsAbove() float64 {
+	if x != nil {
+		return x.ReviewEvictionsAbove
+	}
+	return 0
+}
+
 // Starting confidence per source, each in [0, 1].
 type SourceConfidence struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -329,7 +492,7 @@ type SourceConfidence struct {
 
 func (x *SourceConfidence) Reset() {
 	*x = SourceConfidence{}
-	mi := &file_memevo_v1_policy_proto_msgTypes[1]
+	mi := &file_memevo_v1_policy_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +504,7 @@ func (x *SourceConfidence) String() string {
 func (*SourceConfidence) ProtoMessage() {}
 
 func (x *SourceConfidence) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_policy_proto_msgTypes[1]
+	mi := &file_memevo_v1_policy_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +517,7 @@ func (x *SourceConfidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceConfidence.ProtoReflect.Descriptor instead.
 func (*SourceConfidence) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{1}
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SourceConfidence) GetToolResult() float64 {
@@ -412,13 +575,15 @@ type Policy struct {
 	CostBudgetBytes float64 `protobuf:"fixed64,8,opt,name=cost_budget_bytes,json=costBudgetBytes,proto3" json:"cost_budget_bytes,omitempty"`
 	// Attributes that may hold several values at once, as "namespace/attribute" or "*/attribute". Default: none.
 	MultiValuedAttributes []string `protobuf:"bytes,9,rep,name=multi_valued_attributes,json=multiValuedAttributes,proto3" json:"multi_valued_attributes,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Consolidation and review. Default: see ConsolidationPolicy.
+	Consolidation *ConsolidationPolicy `protobuf:"bytes,20,opt,name=consolidation,proto3" json:"consolidation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_memevo_v1_policy_proto_msgTypes[2]
+	mi := &file_memevo_v1_policy_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +595,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_policy_proto_msgTypes[2]
+	mi := &file_memevo_v1_policy_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +608,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{2}
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Policy) GetName() string {
@@ -509,6 +674,308 @@ func (x *Policy) GetMultiValuedAttributes() []string {
 	return nil
 }
 
+func (x *Policy) GetConsolidation() *ConsolidationPolicy {
+	if x != nil {
+		return x.Consolidation
+	}
+	return nil
+}
+
+// One arm of an online experiment: a policy that ranks the retrievals assigned to it.
+type ExperimentArm struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The arm's name: 1 to 64 bytes, unique within the experiment. Required.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The policy that ranks this arm's retrievals (validated like UpdatePolicy's). Required.
+	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Relative share of retrievals assigned to this arm, >= 0 and finite. Default: 0 means 1 (an equal split).
+	Weight        float64 `protobuf:"fixed64,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExperimentArm) Reset() {
+	*x = ExperimentArm{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExperimentArm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExperimentArm) ProtoMessage() {}
+
+func (x *ExperimentArm) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExperimentArm.ProtoReflect.Descriptor instead.
+func (*ExperimentArm) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExperimentArm) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExperimentArm) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *ExperimentArm) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+// Several policies running side by side. Each retrieval is assigned one arm by a hash of its
+// retrieval_id (so the assignment is stable and needs no state), in proportion to the weights.
+// The data directory's own policy still governs writes and sweeps; arms only rank retrievals.
+type Experiment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A name for the experiment: at most 64 bytes. Default: empty. Part of the assignment hash, so
+	// renaming it reshuffles which retrievals go to which arm.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// 2 to 16 arms; an empty list ends the experiment (all retrievals use the policy again).
+	Arms          []*ExperimentArm `protobuf:"bytes,2,rep,name=arms,proto3" json:"arms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Experiment) Reset() {
+	*x = Experiment{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Experiment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Experiment) ProtoMessage() {}
+
+func (x *Experiment) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Experiment.ProtoReflect.Descriptor instead.
+func (*Experiment) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Experiment) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Experiment) GetArms() []*ExperimentArm {
+	if x != nil {
+		return x.Arms
+	}
+	return nil
+}
+
+// How one arm has done so far.
+type ArmStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The arm's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its share of retrievals in [0, 1] (weight / sum of weights).
+	Share float64 `protobuf:"fixed64,2,opt,name=share,proto3" json:"share,omitempty"`
+	// Retrievals assigned to it since the experiment was set (count; may lose the last few in a crash).
+	RetrievalCount uint64 `protobuf:"varint,3,opt,name=retrieval_count,json=retrievalCount,proto3" json:"retrieval_count,omitempty"`
+	// ReportOutcome calls about its retrievals (count).
+	OutcomeCount uint64 `protobuf:"varint,4,opt,name=outcome_count,json=outcomeCount,proto3" json:"outcome_count,omitempty"`
+	// Sum of the success weights of those outcomes (SUCCESS = 1, PARTIAL = 0.5, reward r > 0 = r).
+	Successes float64 `protobuf:"fixed64,5,opt,name=successes,proto3" json:"successes,omitempty"`
+	// Sum of the failure weights (FAILURE = 1, PARTIAL = 0.5, reward r < 0 = -r).
+	Failures float64 `protobuf:"fixed64,6,opt,name=failures,proto3" json:"failures,omitempty"`
+	// successes / (successes + failures) in [0, 1]; 0 when there is no outcome yet.
+	SuccessRate float64 `protobuf:"fixed64,7,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
+	// Lower bound of the 95% Wilson score interval of success_rate, in [0, 1]; 0 without outcomes.
+	SuccessLow float64 `protobuf:"fixed64,8,opt,name=success_low,json=successLow,proto3" json:"success_low,omitempty"`
+	// Upper bound of the 95% Wilson score interval of success_rate, in [0, 1]; 1 without outcomes.
+	SuccessHigh   float64 `protobuf:"fixed64,9,opt,name=success_high,json=successHigh,proto3" json:"success_high,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArmStats) Reset() {
+	*x = ArmStats{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArmStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArmStats) ProtoMessage() {}
+
+func (x *ArmStats) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArmStats.ProtoReflect.Descriptor instead.
+func (*ArmStats) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ArmStats) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ArmStats) GetShare() float64 {
+	if x != nil {
+		return x.Share
+	}
+	return 0
+}
+
+func (x *ArmStats) GetRetrievalCount() uint64 {
+	if x != nil {
+		return x.RetrievalCount
+	}
+	return 0
+}
+
+func (x *ArmStats) GetOutcomeCount() uint64 {
+	if x != nil {
+		return x.OutcomeCount
+	}
+	return 0
+}
+
+func (x *ArmStats) GetSuccesses() float64 {
+	if x != nil {
+		return x.Successes
+	}
+	return 0
+}
+
+func (x *ArmStats) GetFailures() float64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *ArmStats) GetSuccessRate() float64 {
+	if x != nil {
+		return x.SuccessRate
+	}
+	return 0
+}
+
+func (x *ArmStats) GetSuccessLow() float64 {
+	if x != nil {
+		return x.SuccessLow
+	}
+	return 0
+}
+
+func (x *ArmStats) GetSuccessHigh() float64 {
+	if x != nil {
+		return x.SuccessHigh
+	}
+	return 0
+}
+
+// The running experiment as GetStats shows it.
+type ExperimentStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The experiment's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// One entry per arm, in the experiment's order.
+	Arms          []*ArmStats `protobuf:"bytes,2,rep,name=arms,proto3" json:"arms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExperimentStats) Reset() {
+	*x = ExperimentStats{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExperimentStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExperimentStats) ProtoMessage() {}
+
+func (x *ExperimentStats) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExperimentStats.ProtoReflect.Descriptor instead.
+func (*ExperimentStats) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ExperimentStats) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExperimentStats) GetArms() []*ArmStats {
+	if x != nil {
+		return x.Arms
+	}
+	return nil
+}
+
 var File_memevo_v1_policy_proto protoreflect.FileDescriptor
 
 const file_memevo_v1_policy_proto_rawDesc = "" +
@@ -538,7 +1005,17 @@ const file_memevo_v1_policy_proto_rawDesc = "" +
 	"\x17min_time_in_state_turns\x18\x12 \x01(\x01R\x13minTimeInStateTurns\x12)\n" +
 	"\x10confidence_floor\x18\x13 \x01(\x01R\x0fconfidenceFloor\x12>\n" +
 	"\x1cconfidence_decay_half_life_s\x18\x14 \x01(\x01R\x18confidenceDecayHalfLifeS\x12F\n" +
-	" confidence_decay_half_life_turns\x18\x15 \x01(\x01R\x1cconfidenceDecayHalfLifeTurns\"\xbf\x01\n" +
+	" confidence_decay_half_life_turns\x18\x15 \x01(\x01R\x1cconfidenceDecayHalfLifeTurns\"\xd7\x02\n" +
+	"\x13ConsolidationPolicy\x12\x1e\n" +
+	"\n" +
+	"similarity\x18\x01 \x01(\x01R\n" +
+	"similarity\x12$\n" +
+	"\x0emin_group_size\x18\x02 \x01(\rR\fminGroupSize\x12$\n" +
+	"\x0emax_group_size\x18\x03 \x01(\rR\fmaxGroupSize\x12+\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x15.memevo.v1.MemoryKindR\x05kinds\x12G\n" +
+	"\x10without_reviewer\x18\x05 \x01(\x0e2\x1c.memevo.v1.ConsolidationModeR\x0fwithoutReviewer\x12(\n" +
+	"\x10review_timeout_s\x18\x06 \x01(\x01R\x0ereviewTimeoutS\x124\n" +
+	"\x16review_evictions_above\x18\a \x01(\x01R\x14reviewEvictionsAbove\"\xbf\x01\n" +
 	"\x10SourceConfidence\x12\x1f\n" +
 	"\vtool_result\x18\x01 \x01(\x01R\n" +
 	"toolResult\x12%\n" +
@@ -547,7 +1024,7 @@ const file_memevo_v1_policy_proto_rawDesc = "" +
 	"\n" +
 	"reflection\x18\x04 \x01(\x01R\n" +
 	"reflection\x12\x1a\n" +
-	"\bimported\x18\x05 \x01(\x01R\bimported\"\xd8\x03\n" +
+	"\bimported\x18\x05 \x01(\x01R\bimported\"\x9e\x04\n" +
 	"\x06Policy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x13.memevo.v1.TimeModeR\btimeMode\x12+\n" +
@@ -557,11 +1034,39 @@ const file_memevo_v1_policy_proto_rawDesc = "" +
 	"\x14duplicate_similarity\x18\x06 \x01(\x01R\x13duplicateSimilarity\x12@\n" +
 	"\x1cstrategy_upgrade_probability\x18\a \x01(\x01R\x1astrategyUpgradeProbability\x12*\n" +
 	"\x11cost_budget_bytes\x18\b \x01(\x01R\x0fcostBudgetBytes\x126\n" +
-	"\x17multi_valued_attributes\x18\t \x03(\tR\x15multiValuedAttributes*Z\n" +
+	"\x17multi_valued_attributes\x18\t \x03(\tR\x15multiValuedAttributes\x12D\n" +
+	"\rconsolidation\x18\x14 \x01(\v2\x1e.memevo.v1.ConsolidationPolicyR\rconsolidation\"f\n" +
+	"\rExperimentArm\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x06policy\x18\x02 \x01(\v2\x11.memevo.v1.PolicyR\x06policy\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\"N\n" +
+	"\n" +
+	"Experiment\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\x04arms\x18\x02 \x03(\v2\x18.memevo.v1.ExperimentArmR\x04arms\"\xa3\x02\n" +
+	"\bArmStats\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05share\x18\x02 \x01(\x01R\x05share\x12'\n" +
+	"\x0fretrieval_count\x18\x03 \x01(\x04R\x0eretrievalCount\x12#\n" +
+	"\routcome_count\x18\x04 \x01(\x04R\foutcomeCount\x12\x1c\n" +
+	"\tsuccesses\x18\x05 \x01(\x01R\tsuccesses\x12\x1a\n" +
+	"\bfailures\x18\x06 \x01(\x01R\bfailures\x12!\n" +
+	"\fsuccess_rate\x18\a \x01(\x01R\vsuccessRate\x12\x1f\n" +
+	"\vsuccess_low\x18\b \x01(\x01R\n" +
+	"successLow\x12!\n" +
+	"\fsuccess_high\x18\t \x01(\x01R\vsuccessHigh\"N\n" +
+	"\x0fExperimentStats\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
+	"\x04arms\x18\x02 \x03(\v2\x13.memevo.v1.ArmStatsR\x04arms*Z\n" +
 	"\bTimeMode\x12\x19\n" +
 	"\x15TIME_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TIME_MODE_WALL_CLOCK\x10\x01\x12\x19\n" +
-	"\x15TIME_MODE_AGENT_TURNS\x10\x02b\x06proto3"
+	"\x15TIME_MODE_AGENT_TURNS\x10\x02*\x93\x01\n" +
+	"\x11ConsolidationMode\x12\"\n" +
+	"\x1eCONSOLIDATION_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17CONSOLIDATION_MODE_WAIT\x10\x01\x12!\n" +
+	"\x1dCONSOLIDATION_MODE_EXTRACTIVE\x10\x02\x12\x1a\n" +
+	"\x16CONSOLIDATION_MODE_LLM\x10\x03b\x06proto3"
 
 var (
 	file_memevo_v1_policy_proto_rawDescOnce sync.Once
@@ -575,25 +1080,37 @@ func file_memevo_v1_policy_proto_rawDescGZIP() []byte {
 	return file_memevo_v1_policy_proto_rawDescData
 }
 
-var file_memevo_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_memevo_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_memevo_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_memevo_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_memevo_v1_policy_proto_goTypes = []any{
-	(TimeMode)(0),            // 0: memevo.v1.TimeMode
-	(*KindPolicy)(nil),       // 1: memevo.v1.KindPolicy
-	(*SourceConfidence)(nil), // 2: memevo.v1.SourceConfidence
-	(*Policy)(nil),           // 3: memevo.v1.Policy
-	(MemoryKind)(0),          // 4: memevo.v1.MemoryKind
+	(TimeMode)(0),               // 0: memevo.v1.TimeMode
+	(ConsolidationMode)(0),      // 1: memevo.v1.ConsolidationMode
+	(*KindPolicy)(nil),          // 2: memevo.v1.KindPolicy
+	(*ConsolidationPolicy)(nil), // 3: memevo.v1.ConsolidationPolicy
+	(*SourceConfidence)(nil),    // 4: memevo.v1.SourceConfidence
+	(*Policy)(nil),              // 5: memevo.v1.Policy
+	(*ExperimentArm)(nil),       // 6: memevo.v1.ExperimentArm
+	(*Experiment)(nil),          // 7: memevo.v1.Experiment
+	(*ArmStats)(nil),            // 8: memevo.v1.ArmStats
+	(*ExperimentStats)(nil),     // 9: memevo.v1.ExperimentStats
+	(MemoryKind)(0),             // 10: memevo.v1.MemoryKind
 }
 var file_memevo_v1_policy_proto_depIdxs = []int32{
-	4, // 0: memevo.v1.KindPolicy.kind:type_name -> memevo.v1.MemoryKind
-	0, // 1: memevo.v1.Policy.time_mode:type_name -> memevo.v1.TimeMode
-	1, // 2: memevo.v1.Policy.kinds:type_name -> memevo.v1.KindPolicy
-	2, // 3: memevo.v1.Policy.source_confidence:type_name -> memevo.v1.SourceConfidence
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	10, // 0: memevo.v1.KindPolicy.kind:type_name -> memevo.v1.MemoryKind
+	10, // 1: memevo.v1.ConsolidationPolicy.kinds:type_name -> memevo.v1.MemoryKind
+	1,  // 2: memevo.v1.ConsolidationPolicy.without_reviewer:type_name -> memevo.v1.ConsolidationMode
+	0,  // 3: memevo.v1.Policy.time_mode:type_name -> memevo.v1.TimeMode
+	2,  // 4: memevo.v1.Policy.kinds:type_name -> memevo.v1.KindPolicy
+	4,  // 5: memevo.v1.Policy.source_confidence:type_name -> memevo.v1.SourceConfidence
+	3,  // 6: memevo.v1.Policy.consolidation:type_name -> memevo.v1.ConsolidationPolicy
+	5,  // 7: memevo.v1.ExperimentArm.policy:type_name -> memevo.v1.Policy
+	6,  // 8: memevo.v1.Experiment.arms:type_name -> memevo.v1.ExperimentArm
+	8,  // 9: memevo.v1.ExperimentStats.arms:type_name -> memevo.v1.ArmStats
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_policy_proto_init() }
@@ -607,8 +1124,8 @@ func file_memevo_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_policy_proto_rawDesc), len(file_memevo_v1_policy_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   3,
+			NumEnums:      2,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

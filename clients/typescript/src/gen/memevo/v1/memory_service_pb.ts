@@ -10,7 +10,7 @@ import type { ChangeEvent, ChangeEventType } from "./events_pb.js";
 import { file_memevo_v1_events } from "./events_pb.js";
 import type { Memory, MemoryInput, MemoryKind, MemoryState } from "./memory_pb.js";
 import { file_memevo_v1_memory } from "./memory_pb.js";
-import type { Policy } from "./policy_pb.js";
+import type { Experiment, ExperimentStats, Policy } from "./policy_pb.js";
 import { file_memevo_v1_policy } from "./policy_pb.js";
 import type { Decision, Proposal, ProposalKind } from "./review_pb.js";
 import { file_memevo_v1_review } from "./review_pb.js";
@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/memory_service.proto.
  */
 export const file_memevo_v1_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIm8KFVJlbWVtYmVyU3RyZWFtUmVxdWVzdBImCgZtZW1vcnkYASABKAsyFi5tZW1ldm8udjEuTWVtb3J5SW5wdXQSEgoKcmVxdWVzdF9pZBgCIAEoCRIRCgR0dXJuGAMgASgDSACIAQFCBwoFX3R1cm4ibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAJCBwoFX3R1cm4iZAoOUmVjYWxsZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRISCgpzaW1pbGFyaXR5GAIgASgCEg0KBXNjb3JlGAMgASgCEgwKBGhpbnQYBCABKAkiUwoOUmVjYWxsUmVzcG9uc2USKwoIbWVtb3JpZXMYASADKAsyGS5tZW1ldm8udjEuUmVjYWxsZWRNZW1vcnkSFAoMcmV0cmlldmFsX2lkGAIgASgJIvcBChNCdWlsZENvbnRleHRSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhQKDHF1ZXJ5X3ZlY3RvchgCIAEoDBIUCgx0b2tlbl9idWRnZXQYAyABKA0SEAoIbGFuZ3VhZ2UYBCABKAkSJwoGZmlsdGVyGAUgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAYgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSKQoFYXNfb2YYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKBHR1cm4YCCABKANIAIgBAUIHCgVfdHVybiJdCgtDb250ZXh0SXRlbRIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5Eg0KBWdyb3VwGAIgASgJEgwKBGhpbnQYAyABKAkSDgoGdG9rZW5zGAQgASgNInYKFEJ1aWxkQ29udGV4dFJlc3BvbnNlEgwKBHRleHQYASABKAkSJQoFaXRlbXMYAiADKAsyFi5tZW1ldm8udjEuQ29udGV4dEl0ZW0SEwoLdG9rZW5zX3VzZWQYAyABKA0SFAoMcmV0cmlldmFsX2lkGAQgASgJIsgBChRSZXBvcnRPdXRjb21lUmVxdWVzdBIUCgxyZXRyaWV2YWxfaWQYASABKAkSIwoHb3V0Y29tZRgCIAEoDjISLm1lbWV2by52MS5PdXRjb21lEhcKD3VzZWRfbWVtb3J5X2lkcxgDIAMoBBIMCgRub3RlGAQgASgJEhIKCnJlcXVlc3RfaWQYBSABKAkSEQoEdHVybhgGIAEoA0gAiAEBEhMKBnJld2FyZBgHIAEoAkgBiAEBQgcKBV90dXJuQgkKB19yZXdhcmQiLgoVUmVwb3J0T3V0Y29tZVJlc3BvbnNlEhUKDXVwZGF0ZWRfY291bnQYASABKAQiMgoKR2V0UmVxdWVzdBILCgNpZHMYASADKAQSFwoPaW5jbHVkZV92ZWN0b3JzGAIgASgIIkcKC0dldFJlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtZXZvLnYxLk1lbW9yeRITCgttaXNzaW5nX2lkcxgCIAMoBCI/CgdGYWN0S2V5EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZlbnRpdHkYAiABKAkSEQoJYXR0cmlidXRlGAMgASgJIlgKDkhpc3RvcnlSZXF1ZXN0EiYKCGZhY3Rfa2V5GAEgASgLMhIubWVtZXZvLnYxLkZhY3RLZXlIABITCgltZW1vcnlfaWQYAiABKARIAEIJCgdzdWJqZWN0Il4KD0hpc3RvcnlSZXNwb25zZRIjCgh2ZXJzaW9ucxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSJgoGZXZlbnRzGAIgAygLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50InIKDUZvcmdldFJlcXVlc3QSCwoDaWRzGAEgAygEEg4KBnJlYXNvbhgCIAEoCRIUCgxrZWVwX2hpc3RvcnkYAyABKAgSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCgR0dXJuGAUgASgDSACIAQFCBwoFX3R1cm4iPAoORm9yZ2V0UmVzcG9uc2USFQoNZm9yZ290dGVuX2lkcxgBIAMoBBITCgttaXNzaW5nX2lkcxgCIAMoBCKxAQoQU3VwZXJzZWRlUmVxdWVzdBIOCgZvbGRfaWQYASABKAQSEAoGbmV3X2lkGAIgASgESAASLAoKbmV3X21lbW9yeRgDIAEoCzIWLm1lbWV2by52MS5NZW1vcnlJbnB1dEgAEg4KBnJlYXNvbhgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJEhEKBHR1cm4YBiABKANIAYgBAUINCgtyZXBsYWNlbWVudEIHCgVfdHVybiJhChFTdXBlcnNlZGVSZXNwb25zZRIlCgpvbGRfbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRIlCgpuZXdfbWVtb3J5GAIgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJPCg1Hb3Zlcm5SZXF1ZXN0Eg8KB2RyeV9ydW4YASABKAgSEQoJbmFtZXNwYWNlGAIgASgJEhEKBHR1cm4YAyABKANIAIgBAUIHCgVfdHVybiJ2Cg9UcmFuc2l0aW9uQ291bnQSKgoKZnJvbV9zdGF0ZRgBIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgCIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRINCgVjb3VudBgDIAEoBCK8AQoKU3dlZXBTdGF0cxIuCgpzdGFydGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9ldmFsdWF0ZWRfY291bnQYAiABKAQSLwoLdHJhbnNpdGlvbnMYAyADKAsyGi5tZW1ldm8udjEuVHJhbnNpdGlvbkNvdW50EhEKCWtlcm5lbF9tcxgEIAEoARIQCgh0b3RhbF9tcxgFIAEoARIPCgd0cmlnZ2VyGAYgASgJIjYKDkdvdmVyblJlc3BvbnNlEiQKBXN3ZWVwGAEgASgLMhUubWVtZXZvLnYxLlN3ZWVwU3RhdHMifAoMV2F0Y2hSZXF1ZXN0EhsKDmFmdGVyX3NlcXVlbmNlGAEgASgESACIAQESEQoJbmFtZXNwYWNlGAIgASgJEikKBXR5cGVzGAMgAygOMhoubWVtZXZvLnYxLkNoYW5nZUV2ZW50VHlwZUIRCg9fYWZ0ZXJfc2VxdWVuY2UiNgoNV2F0Y2hSZXNwb25zZRIlCgVldmVudBgBIAEoCzIWLm1lbWV2by52MS5DaGFuZ2VFdmVudCJJCg1SZXZpZXdlckhlbGxvEhAKCHJldmlld2VyGAEgASgJEiYKBWtpbmRzGAIgAygOMhcubWVtZXZvLnYxLlByb3Bvc2FsS2luZCJuCg1SZXZpZXdSZXF1ZXN0EikKBWhlbGxvGAEgASgLMhgubWVtZXZvLnYxLlJldmlld2VySGVsbG9IABInCghkZWNpc2lvbhgCIAEoCzITLm1lbWV2by52MS5EZWNpc2lvbkgAQgkKB21lc3NhZ2UiYwoOUmV2aWV3UmVzcG9uc2USJwoIcHJvcG9zYWwYASABKAsyEy5tZW1ldm8udjEuUHJvcG9zYWxIABIdChNzZXR0bGVkX3Byb3Bvc2FsX2lkGAIgASgJSABCCQoHbWVzc2FnZSJCChRVbmNvbnNvbGlkYXRlUmVxdWVzdBIWCg5hYnN0cmFjdGlvbl9pZBgBIAEoBBISCgpyZXF1ZXN0X2lkGAIgASgJIi0KFVVuY29uc29saWRhdGVSZXNwb25zZRIUCgxyZXN0b3JlZF9pZHMYASADKAQibwoXRGVjbGFyZUZyYW1ld29ya1JlcXVlc3QSDwoHdmVyc2lvbhgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEhEKBHR1cm4YBCABKANIAIgBAUIHCgVfdHVybiJLChhEZWNsYXJlRnJhbWV3b3JrUmVzcG9uc2USGAoQcHJldmlvdXNfdmVyc2lvbhgBIAEoCRIVCg1mbGFnZ2VkX2NvdW50GAIgASgEIhIKEEdldFBvbGljeVJlcXVlc3QiNgoRR2V0UG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSJMChNVcGRhdGVQb2xpY3lSZXF1ZXN0EiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kSEgoKcmVxdWVzdF9pZBgCIAEoCSI5ChRVcGRhdGVQb2xpY3lSZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5IhEKD0dldFN0YXRzUmVxdWVzdCJrCg5TdGF0ZUtpbmRDb3VudBIlCgVzdGF0ZRgBIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIjCgRraW5kGAIgASgOMhUubWVtZXZvLnYxLk1lbW9yeUtpbmQSDQoFY291bnQYAyABKAQigwEKCkluZGV4U3RhdHMSFQoNaW5kZXhlZF9jb3VudBgBIAEoBBIYChBmcmVzaF90YWlsX2NvdW50GAIgASgEEhYKDnNhdmVkX3NlcXVlbmNlGAMgASgEEiwKCHNhdmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKVAgoQR2V0U3RhdHNSZXNwb25zZRIpCgZjb3VudHMYASADKAsyGS5tZW1ldm8udjEuU3RhdGVLaW5kQ291bnQSEwoLdG90YWxfY291bnQYAiABKAQSJAoFaW5kZXgYAyABKAsyFS5tZW1ldm8udjEuSW5kZXhTdGF0cxIVCg1sYXN0X3NlcXVlbmNlGAQgASgEEhAKCGVtYmVkZGVyGAUgASgJEhEKCWRpbWVuc2lvbhgGIAEoDRIWCg5zY2hlbWFfdmVyc2lvbhgHIAEoDRIsCg1yZWNlbnRfc3dlZXBzGAggAygLMhUubWVtZXZvLnYxLlN3ZWVwU3RhdHMSGQoRZnJhbWV3b3JrX3ZlcnNpb24YCSABKAkqqQEKDFdyaXRlT3V0Y29tZRIdChlXUklURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVV1JJVEVfT1VUQ09NRV9DUkVBVEVEEAESGwoXV1JJVEVfT1VUQ09NRV9DT05GSVJNRUQQAhIlCiFXUklURV9PVVRDT01FX1NVUEVSU0VERURfUFJFVklPVVMQAxIbChdXUklURV9PVVRDT01FX0JBQ0tEQVRFRBAEKlsKClJlY2FsbE1vZGUSGwoXUkVDQUxMX01PREVfVU5TUEVDSUZJRUQQABIXChNSRUNBTExfTU9ERV9DVVJSRU5UEAESFwoTUkVDQUxMX01PREVfSElTVE9SWRACKmEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfU1VDQ0VTUxABEhMKD09VVENPTUVfRkFJTFVSRRACEhMKD09VVENPTUVfUEFSVElBTBADMrMKCg1NZW1vcnlTZXJ2aWNlEkMKCFJlbWVtYmVyEhoubWVtZXZvLnYxLlJlbWVtYmVyUmVxdWVzdBobLm1lbWV2by52MS5SZW1lbWJlclJlc3BvbnNlElIKDVJlbWVtYmVyQmF0Y2gSHy5tZW1ldm8udjEuUmVtZW1iZXJCYXRjaFJlcXVlc3QaIC5tZW1ldm8udjEuUmVtZW1iZXJCYXRjaFJlc3BvbnNlElcKDlJlbWVtYmVyU3RyZWFtEiAubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtUmVxdWVzdBohLm1lbWV2by52MS5SZW1lbWJlclN0cmVhbVJlc3BvbnNlKAESPQoGUmVjYWxsEhgubWVtZXZvLnYxLlJlY2FsbFJlcXVlc3QaGS5tZW1ldm8udjEuUmVjYWxsUmVzcG9uc2USTwoMQnVpbGRDb250ZXh0Eh4ubWVtZXZvLnYxLkJ1aWxkQ29udGV4dFJlcXVlc3QaHy5tZW1ldm8udjEuQnVpbGRDb250ZXh0UmVzcG9uc2USUgoNUmVwb3J0T3V0Y29tZRIfLm1lbWV2by52MS5SZXBvcnRPdXRjb21lUmVxdWVzdBogLm1lbWV2by52MS5SZXBvcnRPdXRjb21lUmVzcG9uc2USNAoDR2V0EhUubWVtZXZvLnYxLkdldFJlcXVlc3QaFi5tZW1ldm8udjEuR2V0UmVzcG9uc2USQAoHSGlzdG9yeRIZLm1lbWV2by52MS5IaXN0b3J5UmVxdWVzdBoaLm1lbWV2by52MS5IaXN0b3J5UmVzcG9uc2USPQoGRm9yZ2V0EhgubWVtZXZvLnYxLkZvcmdldFJlcXVlc3QaGS5tZW1ldm8udjEuRm9yZ2V0UmVzcG9uc2USRgoJU3VwZXJzZWRlEhsubWVtZXZvLnYxLlN1cGVyc2VkZVJlcXVlc3QaHC5tZW1ldm8udjEuU3VwZXJzZWRlUmVzcG9uc2USPQoGR292ZXJuEhgubWVtZXZvLnYxLkdvdmVyblJlcXVlc3QaGS5tZW1ldm8udjEuR292ZXJuUmVzcG9uc2USPAoFV2F0Y2gSFy5tZW1ldm8udjEuV2F0Y2hSZXF1ZXN0GhgubWVtZXZvLnYxLldhdGNoUmVzcG9uc2UwARJBCgZSZXZpZXcSGC5tZW1ldm8udjEuUmV2aWV3UmVxdWVzdBoZLm1lbWV2by52MS5SZXZpZXdSZXNwb25zZSgBMAESUgoNVW5jb25zb2xpZGF0ZRIfLm1lbWV2by52MS5VbmNvbnNvbGlkYXRlUmVxdWVzdBogLm1lbWV2by52MS5VbmNvbnNvbGlkYXRlUmVzcG9uc2USWwoQRGVjbGFyZUZyYW1ld29yaxIiLm1lbWV2by52MS5EZWNsYXJlRnJhbWV3b3JrUmVxdWVzdBojLm1lbWV2by52MS5EZWNsYXJlRnJhbWV3b3JrUmVzcG9uc2USRgoJR2V0UG9saWN5EhsubWVtZXZvLnYxLkdldFBvbGljeVJlcXVlc3QaHC5tZW1ldm8udjEuR2V0UG9saWN5UmVzcG9uc2USTwoMVXBkYXRlUG9saWN5Eh4ubWVtZXZvLnYxLlVwZGF0ZVBvbGljeVJlcXVlc3QaHy5tZW1ldm8udjEuVXBkYXRlUG9saWN5UmVzcG9uc2USQwoIR2V0U3RhdHMSGi5tZW1ldm8udjEuR2V0U3RhdHNSZXF1ZXN0GhsubWVtZXZvLnYxLkdldFN0YXRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
+  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIm8KFVJlbWVtYmVyU3RyZWFtUmVxdWVzdBImCgZtZW1vcnkYASABKAsyFi5tZW1ldm8udjEuTWVtb3J5SW5wdXQSEgoKcmVxdWVzdF9pZBgCIAEoCRIRCgR0dXJuGAMgASgDSACIAQFCBwoFX3R1cm4ibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAJCBwoFX3R1cm4iZAoOUmVjYWxsZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRISCgpzaW1pbGFyaXR5GAIgASgCEg0KBXNjb3JlGAMgASgCEgwKBGhpbnQYBCABKAkiYAoOUmVjYWxsUmVzcG9uc2USKwoIbWVtb3JpZXMYASADKAsyGS5tZW1ldm8udjEuUmVjYWxsZWRNZW1vcnkSFAoMcmV0cmlldmFsX2lkGAIgASgJEgsKA2FybRgDIAEoCSL3AQoTQnVpbGRDb250ZXh0UmVxdWVzdBINCgVxdWVyeRgBIAEoCRIUCgxxdWVyeV92ZWN0b3IYAiABKAwSFAoMdG9rZW5fYnVkZ2V0GAMgASgNEhAKCGxhbmd1YWdlGAQgASgJEicKBmZpbHRlchgFIAEoCzIXLm1lbWV2by52MS5SZWNhbGxGaWx0ZXISIwoEbW9kZRgGIAEoDjIVLm1lbWV2by52MS5SZWNhbGxNb2RlEikKBWFzX29mGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgR0dXJuGAggASgDSACIAQFCBwoFX3R1cm4iXQoLQ29udGV4dEl0ZW0SIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRINCgVncm91cBgCIAEoCRIMCgRoaW50GAMgASgJEg4KBnRva2VucxgEIAEoDSKDAQoUQnVpbGRDb250ZXh0UmVzcG9uc2USDAoEdGV4dBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLm1lbWV2by52MS5Db250ZXh0SXRlbRITCgt0b2tlbnNfdXNlZBgDIAEoDRIUCgxyZXRyaWV2YWxfaWQYBCABKAkSCwoDYXJtGAUgASgJIsgBChRSZXBvcnRPdXRjb21lUmVxdWVzdBIUCgxyZXRyaWV2YWxfaWQYASABKAkSIwoHb3V0Y29tZRgCIAEoDjISLm1lbWV2by52MS5PdXRjb21lEhcKD3VzZWRfbWVtb3J5X2lkcxgDIAMoBBIMCgRub3RlGAQgASgJEhIKCnJlcXVlc3RfaWQYBSABKAkSEQoEdHVybhgGIAEoA0gAiAEBEhMKBnJld2FyZBgHIAEoAkgBiAEBQgcKBV90dXJuQgkKB19yZXdhcmQiLgoVUmVwb3J0T3V0Y29tZVJlc3BvbnNlEhUKDXVwZGF0ZWRfY291bnQYASABKAQiMgoKR2V0UmVxdWVzdBILCgNpZHMYASADKAQSFwoPaW5jbHVkZV92ZWN0b3JzGAIgASgIIkcKC0dldFJlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtZXZvLnYxLk1lbW9yeRITCgttaXNzaW5nX2lkcxgCIAMoBCI/CgdGYWN0S2V5EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZlbnRpdHkYAiABKAkSEQoJYXR0cmlidXRlGAMgASgJIlgKDkhpc3RvcnlSZXF1ZXN0EiYKCGZhY3Rfa2V5GAEgASgLMhIubWVtZXZvLnYxLkZhY3RLZXlIABITCgltZW1vcnlfaWQYAiABKARIAEIJCgdzdWJqZWN0Il4KD0hpc3RvcnlSZXNwb25zZRIjCgh2ZXJzaW9ucxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSJgoGZXZlbnRzGAIgAygLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50InIKDUZvcmdldFJlcXVlc3QSCwoDaWRzGAEgAygEEg4KBnJlYXNvbhgCIAEoCRIUCgxrZWVwX2hpc3RvcnkYAyABKAgSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCgR0dXJuGAUgASgDSACIAQFCBwoFX3R1cm4iPAoORm9yZ2V0UmVzcG9uc2USFQoNZm9yZ290dGVuX2lkcxgBIAMoBBITCgttaXNzaW5nX2lkcxgCIAMoBCKxAQoQU3VwZXJzZWRlUmVxdWVzdBIOCgZvbGRfaWQYASABKAQSEAoGbmV3X2lkGAIgASgESAASLAoKbmV3X21lbW9yeRgDIAEoCzIWLm1lbWV2by52MS5NZW1vcnlJbnB1dEgAEg4KBnJlYXNvbhgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJEhEKBHR1cm4YBiABKANIAYgBAUINCgtyZXBsYWNlbWVudEIHCgVfdHVybiJhChFTdXBlcnNlZGVSZXNwb25zZRIlCgpvbGRfbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRIlCgpuZXdfbWVtb3J5GAIgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJPCg1Hb3Zlcm5SZXF1ZXN0Eg8KB2RyeV9ydW4YASABKAgSEQoJbmFtZXNwYWNlGAIgASgJEhEKBHR1cm4YAyABKANIAIgBAUIHCgVfdHVybiJ2Cg9UcmFuc2l0aW9uQ291bnQSKgoKZnJvbV9zdGF0ZRgBIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgCIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRINCgVjb3VudBgDIAEoBCK8AQoKU3dlZXBTdGF0cxIuCgpzdGFydGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9ldmFsdWF0ZWRfY291bnQYAiABKAQSLwoLdHJhbnNpdGlvbnMYAyADKAsyGi5tZW1ldm8udjEuVHJhbnNpdGlvbkNvdW50EhEKCWtlcm5lbF9tcxgEIAEoARIQCgh0b3RhbF9tcxgFIAEoARIPCgd0cmlnZ2VyGAYgASgJImwKDkdvdmVyblJlc3BvbnNlEiQKBXN3ZWVwGAEgASgLMhUubWVtZXZvLnYxLlN3ZWVwU3RhdHMSNAoNY29uc29saWRhdGlvbhgCIAEoCzIdLm1lbWV2by52MS5Db25zb2xpZGF0aW9uU3RhdHMioQEKEkNvbnNvbGlkYXRpb25TdGF0cxIWCg5zZWVkc19leGFtaW5lZBgBIAEoBBIUCgxncm91cHNfZm91bmQYAiABKAQSGAoQcHJvcG9zYWxzX29wZW5lZBgDIAEoBBIaChJjb25zb2xpZGF0ZWRfY291bnQYBCABKAQSFQoNZXhwaXJlZF9jb3VudBgFIAEoBBIQCgh0b3RhbF9tcxgGIAEoASKnAQoLUmV2aWV3U3RhdHMSGwoTb3Blbl9jb25zb2xpZGF0aW9ucxgBIAEoBBIWCg5vcGVuX2V2aWN0aW9ucxgCIAEoBBIeChZvcGVuX3JlaW50ZXJwcmV0YXRpb25zGAMgASgEEhEKCXJldmlld2VycxgEIAEoDRIwCglsYXN0X3Bhc3MYBSABKAsyHS5tZW1ldm8udjEuQ29uc29saWRhdGlvblN0YXRzInwKDFdhdGNoUmVxdWVzdBIbCg5hZnRlcl9zZXF1ZW5jZRgBIAEoBEgAiAEBEhEKCW5hbWVzcGFjZRgCIAEoCRIpCgV0eXBlcxgDIAMoDjIaLm1lbWV2by52MS5DaGFuZ2VFdmVudFR5cGVCEQoPX2FmdGVyX3NlcXVlbmNlIjYKDVdhdGNoUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFi5tZW1ldm8udjEuQ2hhbmdlRXZlbnQiSQoNUmV2aWV3ZXJIZWxsbxIQCghyZXZpZXdlchgBIAEoCRImCgVraW5kcxgCIAMoDjIXLm1lbWV2by52MS5Qcm9wb3NhbEtpbmQibgoNUmV2aWV3UmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLm1lbWV2by52MS5SZXZpZXdlckhlbGxvSAASJwoIZGVjaXNpb24YAiABKAsyEy5tZW1ldm8udjEuRGVjaXNpb25IAEIJCgdtZXNzYWdlImMKDlJldmlld1Jlc3BvbnNlEicKCHByb3Bvc2FsGAEgASgLMhMubWVtZXZvLnYxLlByb3Bvc2FsSAASHQoTc2V0dGxlZF9wcm9wb3NhbF9pZBgCIAEoCUgAQgkKB21lc3NhZ2UiQgoUVW5jb25zb2xpZGF0ZVJlcXVlc3QSFgoOYWJzdHJhY3Rpb25faWQYASABKAQSEgoKcmVxdWVzdF9pZBgCIAEoCSItChVVbmNvbnNvbGlkYXRlUmVzcG9uc2USFAoMcmVzdG9yZWRfaWRzGAEgAygEIm8KF0RlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRIRCgR0dXJuGAQgASgDSACIAQFCBwoFX3R1cm4iSwoYRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEhgKEHByZXZpb3VzX3ZlcnNpb24YASABKAkSFQoNZmxhZ2dlZF9jb3VudBgCIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kiTAoTVXBkYXRlUG9saWN5UmVxdWVzdBIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSIRCg9HZXRTdGF0c1JlcXVlc3QiawoOU3RhdGVLaW5kQ291bnQSJQoFc3RhdGUYASABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSIwoEa2luZBgCIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWNvdW50GAMgASgEIoMBCgpJbmRleFN0YXRzEhUKDWluZGV4ZWRfY291bnQYASABKAQSGAoQZnJlc2hfdGFpbF9jb3VudBgCIAEoBBIWCg5zYXZlZF9zZXF1ZW5jZRgDIAEoBBIsCghzYXZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi7QIKEEdldFN0YXRzUmVzcG9uc2USKQoGY291bnRzGAEgAygLMhkubWVtZXZvLnYxLlN0YXRlS2luZENvdW50EhMKC3RvdGFsX2NvdW50GAIgASgEEiQKBWluZGV4GAMgASgLMhUubWVtZXZvLnYxLkluZGV4U3RhdHMSFQoNbGFzdF9zZXF1ZW5jZRgEIAEoBBIQCghlbWJlZGRlchgFIAEoCRIRCglkaW1lbnNpb24YBiABKA0SFgoOc2NoZW1hX3ZlcnNpb24YByABKA0SLAoNcmVjZW50X3N3ZWVwcxgIIAMoCzIVLm1lbWV2by52MS5Td2VlcFN0YXRzEhkKEWZyYW1ld29ya192ZXJzaW9uGAkgASgJEi4KCmV4cGVyaW1lbnQYCiABKAsyGi5tZW1ldm8udjEuRXhwZXJpbWVudFN0YXRzEiYKBnJldmlldxgeIAEoCzIWLm1lbWV2by52MS5SZXZpZXdTdGF0cyJVChRTZXRFeHBlcmltZW50UmVxdWVzdBIpCgpleHBlcmltZW50GAEgASgLMhUubWVtZXZvLnYxLkV4cGVyaW1lbnQSEgoKcmVxdWVzdF9pZBgCIAEoCSJCChVTZXRFeHBlcmltZW50UmVzcG9uc2USKQoKZXhwZXJpbWVudBgBIAEoCzIVLm1lbWV2by52MS5FeHBlcmltZW50IjQKEVByb21vdGVBcm1SZXF1ZXN0EgsKA2FybRgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJImgKElByb21vdGVBcm1SZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5Ei8KC2ZpbmFsX3N0YXRzGAIgASgLMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRTdGF0cyqpAQoMV3JpdGVPdXRjb21lEh0KGVdSSVRFX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVXUklURV9PVVRDT01FX0NSRUFURUQQARIbChdXUklURV9PVVRDT01FX0NPTkZJUk1FRBACEiUKIVdSSVRFX09VVENPTUVfU1VQRVJTRURFRF9QUkVWSU9VUxADEhsKF1dSSVRFX09VVENPTUVfQkFDS0RBVEVEEAQqWwoKUmVjYWxsTW9kZRIbChdSRUNBTExfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1JFQ0FMTF9NT0RFX0NVUlJFTlQQARIXChNSRUNBTExfTU9ERV9ISVNUT1JZEAIqYQoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9TVUNDRVNTEAESEwoPT1VUQ09NRV9GQUlMVVJFEAISEwoPT1VUQ09NRV9QQVJUSUFMEAMy0gsKDU1lbW9yeVNlcnZpY2USQwoIUmVtZW1iZXISGi5tZW1ldm8udjEuUmVtZW1iZXJSZXF1ZXN0GhsubWVtZXZvLnYxLlJlbWVtYmVyUmVzcG9uc2USUgoNUmVtZW1iZXJCYXRjaBIfLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVxdWVzdBogLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVzcG9uc2USVwoOUmVtZW1iZXJTdHJlYW0SIC5tZW1ldm8udjEuUmVtZW1iZXJTdHJlYW1SZXF1ZXN0GiEubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtUmVzcG9uc2UoARI9CgZSZWNhbGwSGC5tZW1ldm8udjEuUmVjYWxsUmVxdWVzdBoZLm1lbWV2by52MS5SZWNhbGxSZXNwb25zZRJPCgxCdWlsZENvbnRleHQSHi5tZW1ldm8udjEuQnVpbGRDb250ZXh0UmVxdWVzdBofLm1lbWV2by52MS5CdWlsZENvbnRleHRSZXNwb25zZRJSCg1SZXBvcnRPdXRjb21lEh8ubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXF1ZXN0GiAubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXNwb25zZRI0CgNHZXQSFS5tZW1ldm8udjEuR2V0UmVxdWVzdBoWLm1lbWV2by52MS5HZXRSZXNwb25zZRJACgdIaXN0b3J5EhkubWVtZXZvLnYxLkhpc3RvcnlSZXF1ZXN0GhoubWVtZXZvLnYxLkhpc3RvcnlSZXNwb25zZRI9CgZGb3JnZXQSGC5tZW1ldm8udjEuRm9yZ2V0UmVxdWVzdBoZLm1lbWV2by52MS5Gb3JnZXRSZXNwb25zZRJGCglTdXBlcnNlZGUSGy5tZW1ldm8udjEuU3VwZXJzZWRlUmVxdWVzdBocLm1lbWV2by52MS5TdXBlcnNlZGVSZXNwb25zZRI9CgZHb3Zlcm4SGC5tZW1ldm8udjEuR292ZXJuUmVxdWVzdBoZLm1lbWV2by52MS5Hb3Zlcm5SZXNwb25zZRI8CgVXYXRjaBIXLm1lbWV2by52MS5XYXRjaFJlcXVlc3QaGC5tZW1ldm8udjEuV2F0Y2hSZXNwb25zZTABEkEKBlJldmlldxIYLm1lbWV2by52MS5SZXZpZXdSZXF1ZXN0GhkubWVtZXZvLnYxLlJldmlld1Jlc3BvbnNlKAEwARJSCg1VbmNvbnNvbGlkYXRlEh8ubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXF1ZXN0GiAubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXNwb25zZRJbChBEZWNsYXJlRnJhbWV3b3JrEiIubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0GiMubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXNwb25zZRJGCglHZXRQb2xpY3kSGy5tZW1ldm8udjEuR2V0UG9saWN5UmVxdWVzdBocLm1lbWV2by52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi5tZW1ldm8udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLm1lbWV2by52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJDCghHZXRTdGF0cxIaLm1lbWV2by52MS5HZXRTdGF0c1JlcXVlc3QaGy5tZW1ldm8udjEuR2V0U3RhdHNSZXNwb25zZRJSCg1TZXRFeHBlcmltZW50Eh8ubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXF1ZXN0GiAubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXNwb25zZRJJCgpQcm9tb3RlQXJtEhwubWVtZXZvLnYxLlByb21vdGVBcm1SZXF1ZXN0Gh0ubWVtZXZvLnYxLlByb21vdGVBcm1SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
 
 /**
  * The result of storing one memory.
@@ -447,6 +447,13 @@ export type RecallResponse = Message<"memevo.v1.RecallResponse"> & {
    * @generated from field: string retrieval_id = 2;
    */
   retrievalId: string;
+
+  /**
+   * The experiment arm that ranked this retrieval; empty when no experiment runs.
+   *
+   * @generated from field: string arm = 3;
+   */
+  arm: string;
 };
 
 /**
@@ -593,6 +600,13 @@ export type BuildContextResponse = Message<"memevo.v1.BuildContextResponse"> & {
    * @generated from field: string retrieval_id = 4;
    */
   retrievalId: string;
+
+  /**
+   * The experiment arm that ranked this retrieval; empty when no experiment runs.
+   *
+   * @generated from field: string arm = 5;
+   */
+  arm: string;
 };
 
 /**
@@ -1118,6 +1132,13 @@ export type GovernResponse = Message<"memevo.v1.GovernResponse"> & {
    * @generated from field: memevo.v1.SweepStats sweep = 1;
    */
   sweep?: SweepStats | undefined;
+
+  /**
+   * The cluster pass and proposal deadlines handled with this sweep.
+   *
+   * @generated from field: memevo.v1.ConsolidationStats consolidation = 2;
+   */
+  consolidation?: ConsolidationStats | undefined;
 };
 
 /**
@@ -1126,6 +1147,111 @@ export type GovernResponse = Message<"memevo.v1.GovernResponse"> & {
  */
 export const GovernResponseSchema: GenMessage<GovernResponse> = /*@__PURE__*/
   messageDesc(file_memevo_v1_memory_service, 28);
+
+/**
+ * What one consolidation pass looked at and did.
+ *
+ * @generated from message memevo.v1.ConsolidationStats
+ */
+export type ConsolidationStats = Message<"memevo.v1.ConsolidationStats"> & {
+  /**
+   * New or changed memories whose neighbourhood was examined.
+   *
+   * @generated from field: uint64 seeds_examined = 1;
+   */
+  seedsExamined: bigint;
+
+  /**
+   * Groups of similar memories found.
+   *
+   * @generated from field: uint64 groups_found = 2;
+   */
+  groupsFound: bigint;
+
+  /**
+   * Proposals opened for review (or waiting for a reviewer).
+   *
+   * @generated from field: uint64 proposals_opened = 3;
+   */
+  proposalsOpened: bigint;
+
+  /**
+   * Abstractions written by policy without a reviewer (extractive or LLM).
+   *
+   * @generated from field: uint64 consolidated_count = 4;
+   */
+  consolidatedCount: bigint;
+
+  /**
+   * Proposals decided by policy because their deadline passed.
+   *
+   * @generated from field: uint64 expired_count = 5;
+   */
+  expiredCount: bigint;
+
+  /**
+   * Wall time of the pass, milliseconds.
+   *
+   * @generated from field: double total_ms = 6;
+   */
+  totalMs: number;
+};
+
+/**
+ * Describes the message memevo.v1.ConsolidationStats.
+ * Use `create(ConsolidationStatsSchema)` to create a new message.
+ */
+export const ConsolidationStatsSchema: GenMessage<ConsolidationStats> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 29);
+
+/**
+ * The review queue at a glance.
+ *
+ * @generated from message memevo.v1.ReviewStats
+ */
+export type ReviewStats = Message<"memevo.v1.ReviewStats"> & {
+  /**
+   * Proposals not yet decided, per kind: consolidations.
+   *
+   * @generated from field: uint64 open_consolidations = 1;
+   */
+  openConsolidations: bigint;
+
+  /**
+   * Proposals not yet decided: evictions.
+   *
+   * @generated from field: uint64 open_evictions = 2;
+   */
+  openEvictions: bigint;
+
+  /**
+   * Proposals not yet decided: re-interpretations.
+   *
+   * @generated from field: uint64 open_reinterpretations = 3;
+   */
+  openReinterpretations: bigint;
+
+  /**
+   * Reviewers attached now.
+   *
+   * @generated from field: uint32 reviewers = 4;
+   */
+  reviewers: number;
+
+  /**
+   * The last consolidation pass (scheduled or requested).
+   *
+   * @generated from field: memevo.v1.ConsolidationStats last_pass = 5;
+   */
+  lastPass?: ConsolidationStats | undefined;
+};
+
+/**
+ * Describes the message memevo.v1.ReviewStats.
+ * Use `create(ReviewStatsSchema)` to create a new message.
+ */
+export const ReviewStatsSchema: GenMessage<ReviewStats> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 30);
 
 /**
  * @generated from message memevo.v1.WatchRequest
@@ -1159,7 +1285,7 @@ export type WatchRequest = Message<"memevo.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 29);
+  messageDesc(file_memevo_v1_memory_service, 31);
 
 /**
  * @generated from message memevo.v1.WatchResponse
@@ -1176,7 +1302,7 @@ export type WatchResponse = Message<"memevo.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 30);
+  messageDesc(file_memevo_v1_memory_service, 32);
 
 /**
  * A reviewer's first message.
@@ -1204,7 +1330,7 @@ export type ReviewerHello = Message<"memevo.v1.ReviewerHello"> & {
  * Use `create(ReviewerHelloSchema)` to create a new message.
  */
 export const ReviewerHelloSchema: GenMessage<ReviewerHello> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 31);
+  messageDesc(file_memevo_v1_memory_service, 33);
 
 /**
  * @generated from message memevo.v1.ReviewRequest
@@ -1237,7 +1363,7 @@ export type ReviewRequest = Message<"memevo.v1.ReviewRequest"> & {
  * Use `create(ReviewRequestSchema)` to create a new message.
  */
 export const ReviewRequestSchema: GenMessage<ReviewRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 32);
+  messageDesc(file_memevo_v1_memory_service, 34);
 
 /**
  * @generated from message memevo.v1.ReviewResponse
@@ -1270,7 +1396,7 @@ export type ReviewResponse = Message<"memevo.v1.ReviewResponse"> & {
  * Use `create(ReviewResponseSchema)` to create a new message.
  */
 export const ReviewResponseSchema: GenMessage<ReviewResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 33);
+  messageDesc(file_memevo_v1_memory_service, 35);
 
 /**
  * @generated from message memevo.v1.UnconsolidateRequest
@@ -1296,7 +1422,7 @@ export type UnconsolidateRequest = Message<"memevo.v1.UnconsolidateRequest"> & {
  * Use `create(UnconsolidateRequestSchema)` to create a new message.
  */
 export const UnconsolidateRequestSchema: GenMessage<UnconsolidateRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 34);
+  messageDesc(file_memevo_v1_memory_service, 36);
 
 /**
  * @generated from message memevo.v1.UnconsolidateResponse
@@ -1315,7 +1441,7 @@ export type UnconsolidateResponse = Message<"memevo.v1.UnconsolidateResponse"> &
  * Use `create(UnconsolidateResponseSchema)` to create a new message.
  */
 export const UnconsolidateResponseSchema: GenMessage<UnconsolidateResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 35);
+  messageDesc(file_memevo_v1_memory_service, 37);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkRequest
@@ -1355,7 +1481,7 @@ export type DeclareFrameworkRequest = Message<"memevo.v1.DeclareFrameworkRequest
  * Use `create(DeclareFrameworkRequestSchema)` to create a new message.
  */
 export const DeclareFrameworkRequestSchema: GenMessage<DeclareFrameworkRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 36);
+  messageDesc(file_memevo_v1_memory_service, 38);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkResponse
@@ -1381,7 +1507,7 @@ export type DeclareFrameworkResponse = Message<"memevo.v1.DeclareFrameworkRespon
  * Use `create(DeclareFrameworkResponseSchema)` to create a new message.
  */
 export const DeclareFrameworkResponseSchema: GenMessage<DeclareFrameworkResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 37);
+  messageDesc(file_memevo_v1_memory_service, 39);
 
 /**
  * @generated from message memevo.v1.GetPolicyRequest
@@ -1394,7 +1520,7 @@ export type GetPolicyRequest = Message<"memevo.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 38);
+  messageDesc(file_memevo_v1_memory_service, 40);
 
 /**
  * @generated from message memevo.v1.GetPolicyResponse
@@ -1411,7 +1537,7 @@ export type GetPolicyResponse = Message<"memevo.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 39);
+  messageDesc(file_memevo_v1_memory_service, 41);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyRequest
@@ -1437,7 +1563,7 @@ export type UpdatePolicyRequest = Message<"memevo.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 40);
+  messageDesc(file_memevo_v1_memory_service, 42);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyResponse
@@ -1456,7 +1582,7 @@ export type UpdatePolicyResponse = Message<"memevo.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 41);
+  messageDesc(file_memevo_v1_memory_service, 43);
 
 /**
  * @generated from message memevo.v1.GetStatsRequest
@@ -1469,7 +1595,7 @@ export type GetStatsRequest = Message<"memevo.v1.GetStatsRequest"> & {
  * Use `create(GetStatsRequestSchema)` to create a new message.
  */
 export const GetStatsRequestSchema: GenMessage<GetStatsRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 42);
+  messageDesc(file_memevo_v1_memory_service, 44);
 
 /**
  * Memories in one (state, kind) cell.
@@ -1498,7 +1624,7 @@ export type StateKindCount = Message<"memevo.v1.StateKindCount"> & {
  * Use `create(StateKindCountSchema)` to create a new message.
  */
 export const StateKindCountSchema: GenMessage<StateKindCount> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 43);
+  messageDesc(file_memevo_v1_memory_service, 45);
 
 /**
  * The ANN index's status.
@@ -1540,7 +1666,7 @@ export type IndexStats = Message<"memevo.v1.IndexStats"> & {
  * Use `create(IndexStatsSchema)` to create a new message.
  */
 export const IndexStatsSchema: GenMessage<IndexStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 44);
+  messageDesc(file_memevo_v1_memory_service, 46);
 
 /**
  * @generated from message memevo.v1.GetStatsResponse
@@ -1604,6 +1730,20 @@ export type GetStatsResponse = Message<"memevo.v1.GetStatsResponse"> & {
    * @generated from field: string framework_version = 9;
    */
   frameworkVersion: string;
+
+  /**
+   * The running experiment with per-arm outcomes; unset when none runs.
+   *
+   * @generated from field: memevo.v1.ExperimentStats experiment = 10;
+   */
+  experiment?: ExperimentStats | undefined;
+
+  /**
+   * Open review proposals and attached reviewers.
+   *
+   * @generated from field: memevo.v1.ReviewStats review = 30;
+   */
+  review?: ReviewStats | undefined;
 };
 
 /**
@@ -1611,7 +1751,105 @@ export type GetStatsResponse = Message<"memevo.v1.GetStatsResponse"> & {
  * Use `create(GetStatsResponseSchema)` to create a new message.
  */
 export const GetStatsResponseSchema: GenMessage<GetStatsResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 45);
+  messageDesc(file_memevo_v1_memory_service, 47);
+
+/**
+ * @generated from message memevo.v1.SetExperimentRequest
+ */
+export type SetExperimentRequest = Message<"memevo.v1.SetExperimentRequest"> & {
+  /**
+   * The experiment to run; it replaces the current one and resets the per-arm counts. An experiment
+   * with no arms ends the current one. Validated first: nothing changes when it is invalid.
+   *
+   * @generated from field: memevo.v1.Experiment experiment = 1;
+   */
+  experiment?: Experiment | undefined;
+
+  /**
+   * Idempotency key, at most 128 bytes. Default: empty.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message memevo.v1.SetExperimentRequest.
+ * Use `create(SetExperimentRequestSchema)` to create a new message.
+ */
+export const SetExperimentRequestSchema: GenMessage<SetExperimentRequest> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 48);
+
+/**
+ * @generated from message memevo.v1.SetExperimentResponse
+ */
+export type SetExperimentResponse = Message<"memevo.v1.SetExperimentResponse"> & {
+  /**
+   * The experiment now running (empty arms when it was ended).
+   *
+   * @generated from field: memevo.v1.Experiment experiment = 1;
+   */
+  experiment?: Experiment | undefined;
+};
+
+/**
+ * Describes the message memevo.v1.SetExperimentResponse.
+ * Use `create(SetExperimentResponseSchema)` to create a new message.
+ */
+export const SetExperimentResponseSchema: GenMessage<SetExperimentResponse> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 49);
+
+/**
+ * @generated from message memevo.v1.PromoteArmRequest
+ */
+export type PromoteArmRequest = Message<"memevo.v1.PromoteArmRequest"> & {
+  /**
+   * The name of an arm of the running experiment. Required.
+   *
+   * @generated from field: string arm = 1;
+   */
+  arm: string;
+
+  /**
+   * Idempotency key, at most 128 bytes. Default: empty.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message memevo.v1.PromoteArmRequest.
+ * Use `create(PromoteArmRequestSchema)` to create a new message.
+ */
+export const PromoteArmRequestSchema: GenMessage<PromoteArmRequest> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 50);
+
+/**
+ * @generated from message memevo.v1.PromoteArmResponse
+ */
+export type PromoteArmResponse = Message<"memevo.v1.PromoteArmResponse"> & {
+  /**
+   * The policy now in force: the promoted arm's.
+   *
+   * @generated from field: memevo.v1.Policy policy = 1;
+   */
+  policy?: Policy | undefined;
+
+  /**
+   * The experiment's per-arm outcomes at the moment it ended.
+   *
+   * @generated from field: memevo.v1.ExperimentStats final_stats = 2;
+   */
+  finalStats?: ExperimentStats | undefined;
+};
+
+/**
+ * Describes the message memevo.v1.PromoteArmResponse.
+ * Use `create(PromoteArmResponseSchema)` to create a new message.
+ */
+export const PromoteArmResponseSchema: GenMessage<PromoteArmResponse> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 51);
 
 /**
  * How a write was applied.
@@ -1930,6 +2168,26 @@ export const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof GetStatsRequestSchema;
     output: typeof GetStatsResponseSchema;
+  },
+  /**
+   * Start, change or end an online experiment: several policies ranking retrievals side by side.
+   *
+   * @generated from rpc memevo.v1.MemoryService.SetExperiment
+   */
+  setExperiment: {
+    methodKind: "unary";
+    input: typeof SetExperimentRequestSchema;
+    output: typeof SetExperimentResponseSchema;
+  },
+  /**
+   * Make one experiment arm's policy the data directory's policy and end the experiment.
+   *
+   * @generated from rpc memevo.v1.MemoryService.PromoteArm
+   */
+  promoteArm: {
+    methodKind: "unary";
+    input: typeof PromoteArmRequestSchema;
+    output: typeof PromoteArmResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_memevo_v1_memory_service, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/policy.proto.
  */
 export const file_memevo_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1ldm8vdjEvcG9saWN5LnByb3RvEgltZW1ldm8udjEirwQKCktpbmRQb2xpY3kSIwoEa2luZBgBIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWFscGhhGAIgASgBEgwKBGJldGEYAyABKAESDQoFZ2FtbWEYBCABKAESDQoFZGVsdGEYBSABKAESGQoRY29uZmlkZW5jZV93ZWlnaHQYBiABKAESFwoPZmVlZGJhY2tfd2VpZ2h0GAcgASgBEhwKFGluY29uc2lzdGVuY3lfd2VpZ2h0GAggASgBEhkKEWRlY2F5X2hhbGZfbGlmZV9zGAkgASgBEh0KFWRlY2F5X2hhbGZfbGlmZV90dXJucxgKIAEoARIVCg1hY2Nlc3Nfd2VpZ2h0GAsgASgBEhUKDWFyY2hpdmVfYmVsb3cYDCABKAESGAoQcmVhY3RpdmF0ZV9hYm92ZRgNIAEoARITCgtldmljdF9iZWxvdxgOIAEoARIVCg1ldmljdF9ncmFjZV9zGA8gASgBEhsKE21pbl90aW1lX2luX3N0YXRlX3MYECABKAESGQoRZXZpY3RfZ3JhY2VfdHVybnMYESABKAESHwoXbWluX3RpbWVfaW5fc3RhdGVfdHVybnMYEiABKAESGAoQY29uZmlkZW5jZV9mbG9vchgTIAEoARIkChxjb25maWRlbmNlX2RlY2F5X2hhbGZfbGlmZV9zGBQgASgBEigKIGNvbmZpZGVuY2VfZGVjYXlfaGFsZl9saWZlX3R1cm5zGBUgASgBIn4KEFNvdXJjZUNvbmZpZGVuY2USEwoLdG9vbF9yZXN1bHQYASABKAESFgoOdXNlcl9zdGF0ZW1lbnQYAiABKAESFwoPYWdlbnRfaW5mZXJlbmNlGAMgASgBEhIKCnJlZmxlY3Rpb24YBCABKAESEAoIaW1wb3J0ZWQYBSABKAEivgIKBlBvbGljeRIMCgRuYW1lGAEgASgJEiYKCXRpbWVfbW9kZRgCIAEoDjITLm1lbWV2by52MS5UaW1lTW9kZRIkCgVraW5kcxgDIAMoCzIVLm1lbWV2by52MS5LaW5kUG9saWN5EjYKEXNvdXJjZV9jb25maWRlbmNlGAQgASgLMhsubWVtZXZvLnYxLlNvdXJjZUNvbmZpZGVuY2USIAoYc29mdF9jb25mbGljdF9zaW1pbGFyaXR5GAUgASgBEhwKFGR1cGxpY2F0ZV9zaW1pbGFyaXR5GAYgASgBEiQKHHN0cmF0ZWd5X3VwZ3JhZGVfcHJvYmFiaWxpdHkYByABKAESGQoRY29zdF9idWRnZXRfYnl0ZXMYCCABKAESHwoXbXVsdGlfdmFsdWVkX2F0dHJpYnV0ZXMYCSADKAkqWgoIVGltZU1vZGUSGQoVVElNRV9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUVElNRV9NT0RFX1dBTExfQ0xPQ0sQARIZChVUSU1FX01PREVfQUdFTlRfVFVSTlMQAmIGcHJvdG8z", [file_memevo_v1_memory]);
+  fileDesc("ChZtZW1ldm8vdjEvcG9saWN5LnByb3RvEgltZW1ldm8udjEirwQKCktpbmRQb2xpY3kSIwoEa2luZBgBIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWFscGhhGAIgASgBEgwKBGJldGEYAyABKAESDQoFZ2FtbWEYBCABKAESDQoFZGVsdGEYBSABKAESGQoRY29uZmlkZW5jZV93ZWlnaHQYBiABKAESFwoPZmVlZGJhY2tfd2VpZ2h0GAcgASgBEhwKFGluY29uc2lzdGVuY3lfd2VpZ2h0GAggASgBEhkKEWRlY2F5X2hhbGZfbGlmZV9zGAkgASgBEh0KFWRlY2F5X2hhbGZfbGlmZV90dXJucxgKIAEoARIVCg1hY2Nlc3Nfd2VpZ2h0GAsgASgBEhUKDWFyY2hpdmVfYmVsb3cYDCABKAESGAoQcmVhY3RpdmF0ZV9hYm92ZRgNIAEoARITCgtldmljdF9iZWxvdxgOIAEoARIVCg1ldmljdF9ncmFjZV9zGA8gASgBEhsKE21pbl90aW1lX2luX3N0YXRlX3MYECABKAESGQoRZXZpY3RfZ3JhY2VfdHVybnMYESABKAESHwoXbWluX3RpbWVfaW5fc3RhdGVfdHVybnMYEiABKAESGAoQY29uZmlkZW5jZV9mbG9vchgTIAEoARIkChxjb25maWRlbmNlX2RlY2F5X2hhbGZfbGlmZV9zGBQgASgBEigKIGNvbmZpZGVuY2VfZGVjYXlfaGFsZl9saWZlX3R1cm5zGBUgASgBIvEBChNDb25zb2xpZGF0aW9uUG9saWN5EhIKCnNpbWlsYXJpdHkYASABKAESFgoObWluX2dyb3VwX3NpemUYAiABKA0SFgoObWF4X2dyb3VwX3NpemUYAyABKA0SJAoFa2luZHMYBCADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBI2ChB3aXRob3V0X3Jldmlld2VyGAUgASgOMhwubWVtZXZvLnYxLkNvbnNvbGlkYXRpb25Nb2RlEhgKEHJldmlld190aW1lb3V0X3MYBiABKAESHgoWcmV2aWV3X2V2aWN0aW9uc19hYm92ZRgHIAEoASJ+ChBTb3VyY2VDb25maWRlbmNlEhMKC3Rvb2xfcmVzdWx0GAEgASgBEhYKDnVzZXJfc3RhdGVtZW50GAIgASgBEhcKD2FnZW50X2luZmVyZW5jZRgDIAEoARISCgpyZWZsZWN0aW9uGAQgASgBEhAKCGltcG9ydGVkGAUgASgBIvUCCgZQb2xpY3kSDAoEbmFtZRgBIAEoCRImCgl0aW1lX21vZGUYAiABKA4yEy5tZW1ldm8udjEuVGltZU1vZGUSJAoFa2luZHMYAyADKAsyFS5tZW1ldm8udjEuS2luZFBvbGljeRI2ChFzb3VyY2VfY29uZmlkZW5jZRgEIAEoCzIbLm1lbWV2by52MS5Tb3VyY2VDb25maWRlbmNlEiAKGHNvZnRfY29uZmxpY3Rfc2ltaWxhcml0eRgFIAEoARIcChRkdXBsaWNhdGVfc2ltaWxhcml0eRgGIAEoARIkChxzdHJhdGVneV91cGdyYWRlX3Byb2JhYmlsaXR5GAcgASgBEhkKEWNvc3RfYnVkZ2V0X2J5dGVzGAggASgBEh8KF211bHRpX3ZhbHVlZF9hdHRyaWJ1dGVzGAkgAygJEjUKDWNvbnNvbGlkYXRpb24YFCABKAsyHi5tZW1ldm8udjEuQ29uc29saWRhdGlvblBvbGljeSJQCg1FeHBlcmltZW50QXJtEgwKBG5hbWUYASABKAkSIQoGcG9saWN5GAIgASgLMhEubWVtZXZvLnYxLlBvbGljeRIOCgZ3ZWlnaHQYAyABKAEiQgoKRXhwZXJpbWVudBIMCgRuYW1lGAEgASgJEiYKBGFybXMYAiADKAsyGC5tZW1ldm8udjEuRXhwZXJpbWVudEFybSK9AQoIQXJtU3RhdHMSDAoEbmFtZRgBIAEoCRINCgVzaGFyZRgCIAEoARIXCg9yZXRyaWV2YWxfY291bnQYAyABKAQSFQoNb3V0Y29tZV9jb3VudBgEIAEoBBIRCglzdWNjZXNzZXMYBSABKAESEAoIZmFpbHVyZXMYBiABKAESFAoMc3VjY2Vzc19yYXRlGAcgASgBEhMKC3N1Y2Nlc3NfbG93GAggASgBEhQKDHN1Y2Nlc3NfaGlnaBgJIAEoASJCCg9FeHBlcmltZW50U3RhdHMSDAoEbmFtZRgBIAEoCRIhCgRhcm1zGAIgAygLMhMubWVtZXZvLnYxLkFybVN0YXRzKloKCFRpbWVNb2RlEhkKFVRJTUVfTU9ERV9VTlNQRUNJRklFRBAAEhgKFFRJTUVfTU9ERV9XQUxMX0NMT0NLEAESGQoVVElNRV9NT0RFX0FHRU5UX1RVUk5TEAIqkwEKEUNvbnNvbGlkYXRpb25Nb2RlEiIKHkNPTlNPTElEQVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEhsKF0NPTlNPTElEQVRJT05fTU9ERV9XQUlUEAESIQodQ09OU09MSURBVElPTl9NT0RFX0VYVFJBQ1RJVkUQAhIaChZDT05TT0xJREFUSU9OX01PREVfTExNEANiBnByb3RvMw", [file_memevo_v1_memory]);
 
 /**
  * Weights and thresholds that govern one memory kind (DESIGN §4).
@@ -185,6 +185,73 @@ export const KindPolicySchema: GenMessage<KindPolicy> = /*@__PURE__*/
   messageDesc(file_memevo_v1_policy, 0);
 
 /**
+ * How similar memories are grouped into abstractions, and what the agent's reviewer is asked (DESIGN §3, §6).
+ * An unset field (0) takes its default.
+ *
+ * @generated from message memevo.v1.ConsolidationPolicy
+ */
+export type ConsolidationPolicy = Message<"memevo.v1.ConsolidationPolicy"> & {
+  /**
+   * Cosine similarity at or above which two memories of the same group may be consolidated, in (0, 1]. Default 0.9.
+   *
+   * @generated from field: double similarity = 1;
+   */
+  similarity: number;
+
+  /**
+   * Smallest group worth a proposal, >= 2. Default 5.
+   *
+   * @generated from field: uint32 min_group_size = 2;
+   */
+  minGroupSize: number;
+
+  /**
+   * Largest group in one proposal, >= min_group_size and <= 1000. Default 50.
+   *
+   * @generated from field: uint32 max_group_size = 3;
+   */
+  maxGroupSize: number;
+
+  /**
+   * Kinds that may be consolidated (never ABSTRACTION; memories with a fact key never are). Default: STRATEGY
+   * and EPISODE.
+   *
+   * @generated from field: repeated memevo.v1.MemoryKind kinds = 4;
+   */
+  kinds: MemoryKind[];
+
+  /**
+   * What happens to a consolidation that no reviewer decides by its deadline, or at once when no reviewer
+   * taking consolidations is attached. Default CONSOLIDATION_MODE_WAIT.
+   *
+   * @generated from field: memevo.v1.ConsolidationMode without_reviewer = 5;
+   */
+  withoutReviewer: ConsolidationMode;
+
+  /**
+   * Seconds a reviewer has to decide a proposal before the policy decides it, > 0. Default 300.
+   *
+   * @generated from field: double review_timeout_s = 6;
+   */
+  reviewTimeoutS: number;
+
+  /**
+   * While a reviewer taking evictions is attached, a memory the sweep would evict whose value is above
+   * this is proposed for review first instead of being evicted; below it, eviction proceeds. Default 0.01.
+   *
+   * @generated from field: double review_evictions_above = 7;
+   */
+  reviewEvictionsAbove: number;
+};
+
+/**
+ * Describes the message memevo.v1.ConsolidationPolicy.
+ * Use `create(ConsolidationPolicySchema)` to create a new message.
+ */
+export const ConsolidationPolicySchema: GenMessage<ConsolidationPolicy> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 1);
+
+/**
  * Starting confidence per source, each in [0, 1].
  *
  * @generated from message memevo.v1.SourceConfidence
@@ -231,7 +298,7 @@ export type SourceConfidence = Message<"memevo.v1.SourceConfidence"> & {
  * Use `create(SourceConfidenceSchema)` to create a new message.
  */
 export const SourceConfidenceSchema: GenMessage<SourceConfidence> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_policy, 1);
+  messageDesc(file_memevo_v1_policy, 2);
 
 /**
  * The governance policy of a data directory.
@@ -299,6 +366,13 @@ export type Policy = Message<"memevo.v1.Policy"> & {
    * @generated from field: repeated string multi_valued_attributes = 9;
    */
   multiValuedAttributes: string[];
+
+  /**
+   * Consolidation and review. Default: see ConsolidationPolicy.
+   *
+   * @generated from field: memevo.v1.ConsolidationPolicy consolidation = 20;
+   */
+  consolidation?: ConsolidationPolicy | undefined;
 };
 
 /**
@@ -306,7 +380,178 @@ export type Policy = Message<"memevo.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_policy, 2);
+  messageDesc(file_memevo_v1_policy, 3);
+
+/**
+ * One arm of an online experiment: a policy that ranks the retrievals assigned to it.
+ *
+ * @generated from message memevo.v1.ExperimentArm
+ */
+export type ExperimentArm = Message<"memevo.v1.ExperimentArm"> & {
+  /**
+   * The arm's name: 1 to 64 bytes, unique within the experiment. Required.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The policy that ranks this arm's retrievals (validated like UpdatePolicy's). Required.
+   *
+   * @generated from field: memevo.v1.Policy policy = 2;
+   */
+  policy?: Policy | undefined;
+
+  /**
+   * Relative share of retrievals assigned to this arm, >= 0 and finite. Default: 0 means 1 (an equal split).
+   *
+   * @generated from field: double weight = 3;
+   */
+  weight: number;
+};
+
+/**
+ * Describes the message memevo.v1.ExperimentArm.
+ * Use `create(ExperimentArmSchema)` to create a new message.
+ */
+export const ExperimentArmSchema: GenMessage<ExperimentArm> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 4);
+
+/**
+ * Several policies running side by side. Each retrieval is assigned one arm by a hash of its
+ * retrieval_id (so the assignment is stable and needs no state), in proportion to the weights.
+ * The data directory's own policy still governs writes and sweeps; arms only rank retrievals.
+ *
+ * @generated from message memevo.v1.Experiment
+ */
+export type Experiment = Message<"memevo.v1.Experiment"> & {
+  /**
+   * A name for the experiment: at most 64 bytes. Default: empty. Part of the assignment hash, so
+   * renaming it reshuffles which retrievals go to which arm.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * 2 to 16 arms; an empty list ends the experiment (all retrievals use the policy again).
+   *
+   * @generated from field: repeated memevo.v1.ExperimentArm arms = 2;
+   */
+  arms: ExperimentArm[];
+};
+
+/**
+ * Describes the message memevo.v1.Experiment.
+ * Use `create(ExperimentSchema)` to create a new message.
+ */
+export const ExperimentSchema: GenMessage<Experiment> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 5);
+
+/**
+ * How one arm has done so far.
+ *
+ * @generated from message memevo.v1.ArmStats
+ */
+export type ArmStats = Message<"memevo.v1.ArmStats"> & {
+  /**
+   * The arm's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Its share of retrievals in [0, 1] (weight / sum of weights).
+   *
+   * @generated from field: double share = 2;
+   */
+  share: number;
+
+  /**
+   * Retrievals assigned to it since the experiment was set (count; may lose the last few in a crash).
+   *
+   * @generated from field: uint64 retrieval_count = 3;
+   */
+  retrievalCount: bigint;
+
+  /**
+   * ReportOutcome calls about its retrievals (count).
+   *
+   * @generated from field: uint64 outcome_count = 4;
+   */
+  outcomeCount: bigint;
+
+  /**
+   * Sum of the success weights of those outcomes (SUCCESS = 1, PARTIAL = 0.5, reward r > 0 = r).
+   *
+   * @generated from field: double successes = 5;
+   */
+  successes: number;
+
+  /**
+   * Sum of the failure weights (FAILURE = 1, PARTIAL = 0.5, reward r < 0 = -r).
+   *
+   * @generated from field: double failures = 6;
+   */
+  failures: number;
+
+  /**
+   * successes / (successes + failures) in [0, 1]; 0 when there is no outcome yet.
+   *
+   * @generated from field: double success_rate = 7;
+   */
+  successRate: number;
+
+  /**
+   * Lower bound of the 95% Wilson score interval of success_rate, in [0, 1]; 0 without outcomes.
+   *
+   * @generated from field: double success_low = 8;
+   */
+  successLow: number;
+
+  /**
+   * Upper bound of the 95% Wilson score interval of success_rate, in [0, 1]; 1 without outcomes.
+   *
+   * @generated from field: double success_high = 9;
+   */
+  successHigh: number;
+};
+
+/**
+ * Describes the message memevo.v1.ArmStats.
+ * Use `create(ArmStatsSchema)` to create a new message.
+ */
+export const ArmStatsSchema: GenMessage<ArmStats> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 6);
+
+/**
+ * The running experiment as GetStats shows it.
+ *
+ * @generated from message memevo.v1.ExperimentStats
+ */
+export type ExperimentStats = Message<"memevo.v1.ExperimentStats"> & {
+  /**
+   * The experiment's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * One entry per arm, in the experiment's order.
+   *
+   * @generated from field: repeated memevo.v1.ArmStats arms = 2;
+   */
+  arms: ArmStats[];
+};
+
+/**
+ * Describes the message memevo.v1.ExperimentStats.
+ * Use `create(ExperimentStatsSchema)` to create a new message.
+ */
+export const ExperimentStatsSchema: GenMessage<ExperimentStats> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 7);
 
 /**
  * How decay measures time since last use.
@@ -341,4 +586,47 @@ export enum TimeMode {
  */
 export const TimeModeSchema: GenEnum<TimeMode> = /*@__PURE__*/
   enumDesc(file_memevo_v1_policy, 0);
+
+/**
+ * What happens to a consolidation proposal that no reviewer decides.
+ *
+ * @generated from enum memevo.v1.ConsolidationMode
+ */
+export enum ConsolidationMode {
+  /**
+   * Not set: CONSOLIDATION_MODE_WAIT.
+   *
+   * @generated from enum value: CONSOLIDATION_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Keep the proposal until a reviewer decides it; the members stay as they are.
+   *
+   * @generated from enum value: CONSOLIDATION_MODE_WAIT = 1;
+   */
+  WAIT = 1,
+
+  /**
+   * Consolidate with the built-in extractive abstraction (a representative member's text and the
+   * members' merged statistics; no LLM).
+   *
+   * @generated from enum value: CONSOLIDATION_MODE_EXTRACTIVE = 2;
+   */
+  EXTRACTIVE = 2,
+
+  /**
+   * Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
+   * the abstraction's text; any failure leaves the members untouched and the proposal pending.
+   *
+   * @generated from enum value: CONSOLIDATION_MODE_LLM = 3;
+   */
+  LLM = 3,
+}
+
+/**
+ * Describes the enum memevo.v1.ConsolidationMode.
+ */
+export const ConsolidationModeSchema: GenEnum<ConsolidationMode> = /*@__PURE__*/
+  enumDesc(file_memevo_v1_policy, 1);
 

@@ -1,0 +1,898 @@
+"""Crash harness: SIGKILL a real sidecar at random moments under load, restart it, and check what survived.
+
+Usage (from the repository root)::
+
+    python benchmarks/crash.py --trials 20 [--phases writes,sweep,index_save] [--json out/crash.json]
+
+One data directory lives through every trial. A trial starts ``memevo serve``
+on it (with the serve flags of the trial's *phase*), verifies everything the
+earlier trials acknowledged, retries the writes that were never acknowledged
+with their original request ids, then runs a writer (Remember, RememberBatch
+and RememberStream, every call with request ids) plus the phase's own load,
+and SIGKILLs the process after a random delay. After the last trial the
+sidecar is started once more, verified, the last unacknowledged writes are
+retried and verified again, and it is stopped cleanly.
+
+What "verified" means (each failure is listed, the run exits 1 if any):
+
+- every acknowledged write is stored exactly once, with its id, content and
+  vector; an unacknowledged one at most once, and exactly once after its retry
+  (whose reply must say "replayed" exactly when the first attempt was stored);
+- no memory the writers did not send; every state ACTIVE or ARCHIVED (the
+  sweep policy never evicts); the change log is gap-free from 1, each memory's
+  latest event leads to its stored state and carries its stored sequence;
+- GetStats counts per state and kind and its total equal the stored records;
+- once the fresh tail is empty the ANN graph holds exactly the live memories
+  and each memory's own vector finds it as the nearest match (Recall k=10,
+  archived included: the hit with similarity >= 0.999 is the memory itself).
+
+Phases (``--phases``, taken round-robin) are pluggable: a :class:`Phase` is a
+name, extra serve flags, an optional setup call and a ``drive`` function that
+generates load of its kind until told to stop. ``writes`` adds a second
+concurrent writer (group commit under kill); ``sweep`` installs a policy that
+archives memories within seconds, sweeps every 50 ms and calls Govern and
+Recall in a loop; ``index_save`` saves the ANN index every 20 ms, and the
+table counts the kills that left a half-written index file behind. Register
+another phase with :func:`register_phase` (a consolidation phase will be).
+
+Not a test (``tests/integration/test_crash.py`` runs a few short trials in
+CI); nothing here asserts on time, the timings in the table are for reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+
+from memevo.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc, policy_pb2
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+STARTUP_TIMEOUT_S = 120.0
+CALL_TIMEOUT_S = 30.0
+VERIFY_TIMEOUT_S = 300.0
+DIMENSION = 32
+"""Random 32-d vectors are never near-duplicates of each other, so no write is merged into another."""
+GET_CHUNK = 1000
+SELF_HIT_SIMILARITY = 0.999
+ACTIVE = memory_pb2.MEMORY_STATE_ACTIVE
+ARCHIVED = memory_pb2.MEMORY_STATE_ARCHIVED
+CONSOLIDATED = memory_pb2.MEMORY_STATE_CONSOLIDATED
+ABSTRACTION = memory_pb2.MEMORY_KIND_ABSTRACTION
+INDEX_TEMP_FILES = ("index.usearch.tmp", "index.meta.json.tmp")
+
+Service = memory_service_pb2_grpc.MemoryServiceStub
+
+
+# ---- the sidecar process ----------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    """A running ``memevo serve`` process on a unix socket."""
+
+    process: subprocess.Popen[bytes]
+    target: str
+    run_dir: Path
+    log_path: Path
+
+    def kill(self) -> None:
+        """SIGKILL: nothing is flushed, as in a crash."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=60)
+
+    def stop(self) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=60)
+        return int(self.process.returncode)
+
+    def log(self) -> str:
+        """What the process printed."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def serve(data_dir: Path, extra_args: Sequence[str], *, dimension: int = DIMENSION) -> Served:
+    """Start ``memevo serve`` on ``data_dir`` and a fresh unix socket; return once its ready file exists."""
+    run_dir = Path(tempfile.mkdtemp(prefix="memevo-crash-run-"))
+    socket_path = run_dir / "memevo.sock"
+    ready = run_dir / "ready.json"
+    log_path = run_dir / "sidecar.log"
+    args = [
+        sys.executable, "-m", "memevo.sidecar.cli", "serve", "--data", str(data_dir),
+        "--listen", f"unix://{socket_path}", "--embedder", "none", "--dimension", str(dimension),
+        "--ready-file", str(ready), "--grace-s", "1", *extra_args,
+    ]  # fmt: skip
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not ready.exists():
+        if process.poll() is not None:
+            raise RuntimeError(f"memevo serve exited with {process.returncode}:\n{log_path.read_text()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"memevo serve not ready after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
+        time.sleep(0.02)
+    return Served(process, f"unix://{socket_path}", run_dir, log_path)
+
+
+def stub(target: str) -> tuple[grpc.Channel, Service]:
+    """A channel and the MemoryService stub over it."""
+    channel = grpc.insecure_channel(target)
+    return channel, memory_service_pb2_grpc.MemoryServiceStub(channel)
+
+
+# ---- what the writers sent --------------------------------------------------------------------
+
+
+@dataclass
+class Item:
+    """One memory a writer sent: unique content, its vector, and the stream's per-item request id."""
+
+    content: str
+    vector: bytes
+    request_id: str = ""
+
+
+@dataclass
+class Write:
+    """One call: its rpc ("unary", "batch" or "stream"), request id, items, and the ids once acknowledged."""
+
+    rpc: str
+    request_id: str
+    items: list[Item]
+    ids: list[int] | None = None
+    attempts: int = 1
+
+
+@dataclass
+class Ledger:
+    """Every write the harness sent, acknowledged or not. Thread-safe."""
+
+    writes: dict[str, Write] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, write: Write) -> None:
+        with self.lock:
+            self.writes[write.request_id] = write
+
+    def acknowledge(self, write: Write, ids: Sequence[int]) -> None:
+        with self.lock:
+            write.ids = list(ids)
+
+    def pending(self) -> list[Write]:
+        with self.lock:
+            return [w for w in self.writes.values() if w.ids is None]
+
+    def items(self) -> dict[str, tuple[Write, int]]:
+        """content -> (its write, position in the write)."""
+        with self.lock:
+            return {item.content: (w, i) for w in self.writes.values() for i, item in enumerate(w.items)}
+
+
+def _input(item: Item) -> memory_pb2.MemoryInput:
+    return memory_pb2.MemoryInput(content=item.content, vector=item.vector, kind=memory_pb2.MEMORY_KIND_FACT)
+
+
+def send(service: Service, write: Write) -> tuple[list[int], int]:
+    """Send ``write`` (or resend it: same request ids); returns (ids, how many the sidecar replayed)."""
+    if write.rpc == "unary":
+        one = service.Remember(
+            memory_service_pb2.RememberRequest(memory=_input(write.items[0]), request_id=write.request_id),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return [one.result.memory.id], int(one.replayed)
+    if write.rpc == "batch":
+        many = service.RememberBatch(
+            memory_service_pb2.RememberBatchRequest(
+                memories=[_input(i) for i in write.items], request_id=write.request_id
+            ),
+            timeout=CALL_TIMEOUT_S,
+        )
+        return [r.memory.id for r in many.results], len(write.items) if many.replayed else 0
+    stream = service.RememberStream(
+        iter(
+            [memory_service_pb2.RememberStreamRequest(memory=_input(i), request_id=i.request_id) for i in write.items]
+        ),
+        timeout=CALL_TIMEOUT_S,
+    )
+    return list(stream.ids), int(stream.replayed_count)
+
+
+class Writer:
+    """Sends writes with request ids until stopped or until a call fails (the sidecar was killed)."""
+
+    def __init__(self, name: str, service: Service, ledger: Ledger, rng: random.Random, counter: Iterator[int]) -> None:
+        self.name = name
+        self.service = service
+        self.ledger = ledger
+        self.rng = rng
+        self.counter = counter
+        self.acknowledged = 0
+        self.failure: tuple[float, str] | None = None
+        """(monotonic time, status) of the call that failed."""
+
+    def _next(self) -> Write:
+        number = next(self.counter)
+        rpc = self.rng.choice(("unary", "unary", "batch", "stream"))
+        size = 1 if rpc == "unary" else self.rng.randint(2, 24)
+        rows = np.random.default_rng(number).standard_normal((size, DIMENSION)).astype("<f4")
+        request_id = f"{self.name}-{number}"
+        items = [
+            Item(f"crash memory {request_id} item {i}", rows[i].tobytes(), f"{request_id}.{i}" * (rpc == "stream"))
+            for i in range(size)
+        ]
+        return Write(rpc, request_id, items)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            write = self._next()
+            self.ledger.add(write)
+            try:
+                ids, _ = send(self.service, write)
+            except grpc.RpcError as error:
+                self.failure = (time.monotonic(), str(error.code()))
+                return
+            self.ledger.acknowledge(write, ids)
+            self.acknowledged += len(ids)
+
+
+# ---- phases -----------------------------------------------------------------------------------
+
+
+@dataclass
+class PhaseContext:
+    """What a phase's drive function gets: the sidecar, a stop signal, randomness and a place for notes."""
+
+    service: Service
+    stop: threading.Event
+    rng: random.Random
+    ledger: Ledger
+    counter: Iterator[int]
+    notes: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A kind of load the sidecar is killed under.
+
+    ``serve_args`` are extra ``memevo serve`` flags, ``setup`` runs once the
+    sidecar is verified and before the load starts, ``drive`` generates load
+    until ``ctx.stop`` is set (it must return soon after, and must treat a
+    failed call as the kill), and ``after_kill`` may inspect the data
+    directory while no process holds it (it returns notes for the table).
+    """
+
+    name: str
+    serve_args: tuple[str, ...] = ()
+    drive: Callable[[PhaseContext], None] = lambda ctx: None
+    setup: Callable[[Service], None] = lambda service: None
+    after_kill: Callable[[Path], dict[str, int]] = lambda data_dir: {}
+
+
+PHASES: dict[str, Phase] = {}
+
+
+def register_phase(phase: Phase) -> Phase:
+    """Make ``phase`` selectable with ``--phases`` (and by the CI test)."""
+    PHASES[phase.name] = phase
+    return phase
+
+
+def _drive_second_writer(ctx: PhaseContext) -> None:
+    Writer("w2", ctx.service, ctx.ledger, random.Random(ctx.rng.random()), ctx.counter).run(ctx.stop)
+
+
+def archive_fast_policy(service: Service) -> policy_pb2.Policy:
+    """The stored policy changed so that unused memories archive within seconds and come back when used.
+
+    Wall-clock time; relevance halves every second; a memory must stay 0.3 s
+    in a state; eviction is out of reach (its threshold is far below any value).
+    """
+    policy = service.GetPolicy(memory_service_pb2.GetPolicyRequest(), timeout=CALL_TIMEOUT_S).policy
+    policy.name = "crash-archive-fast"
+    policy.time_mode = policy_pb2.TIME_MODE_WALL_CLOCK
+    for kind in policy.kinds:
+        kind.decay_half_life_s = 1.0
+        kind.min_time_in_state_s = 0.3
+        kind.evict_below = -1e9
+        kind.evict_grace_s = 1e9
+        kind.archive_below = 0.45
+        kind.reactivate_above = 0.5
+    return policy
+
+
+def _setup_sweep(service: Service) -> None:
+    service.UpdatePolicy(
+        memory_service_pb2.UpdatePolicyRequest(policy=archive_fast_policy(service)), timeout=CALL_TIMEOUT_S
+    )
+
+
+def _drive_sweep(ctx: PhaseContext) -> None:
+    """Govern on demand while the scheduled sweeps run, and recall old memories so some come back."""
+    known = [item for write in list(ctx.ledger.writes.values()) if write.ids for item in write.items]
+    while not ctx.stop.is_set():
+        try:
+            sweep = ctx.service.Govern(memory_service_pb2.GovernRequest(), timeout=CALL_TIMEOUT_S).sweep
+            ctx.notes["transitions"] += sum(t.count for t in sweep.transitions)
+            for item in ctx.rng.sample(known, min(len(known), 5)):
+                ctx.service.Recall(
+                    memory_service_pb2.RecallRequest(query_vector=item.vector, k=3, include_archived=True),
+                    timeout=CALL_TIMEOUT_S,
+                )
+        except grpc.RpcError:
+            return
+        ctx.stop.wait(0.02)
+
+
+def _torn_index_files(data_dir: Path) -> dict[str, int]:
+    return {"torn_index_save": int(any((data_dir / name).exists() for name in INDEX_TEMP_FILES))}
+
+
+register_phase(Phase("writes", drive=_drive_second_writer))
+register_phase(Phase("sweep", ("--sweep-interval-s", "0.05"), drive=_drive_sweep, setup=_setup_sweep))
+register_phase(Phase("index_save", ("--index-save-interval-s", "0.02"), after_kill=_torn_index_files))
+
+
+def _setup_consolidation(service: Service) -> None:
+    """Consolidate the writers' memories (FACTs without a key) by policy, extractively, in groups of 3 or more."""
+    policy = service.GetPolicy(memory_service_pb2.GetPolicyRequest(), timeout=CALL_TIMEOUT_S).policy
+    policy.consolidation.kinds[:] = [memory_pb2.MEMORY_KIND_FACT]
+    policy.consolidation.min_group_size = 3
+    policy.consolidation.similarity = 0.9
+    policy.consolidation.without_reviewer = policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE
+    service.UpdatePolicy(memory_service_pb2.UpdatePolicyRequest(policy=policy), timeout=CALL_TIMEOUT_S)
+
+
+def _drive_consolidation(ctx: PhaseContext) -> None:
+    """Write groups of near-duplicates (in the ledger, with request ids) and consolidate them with Govern."""
+    while not ctx.stop.is_set():
+        number = next(ctx.counter)
+        rng = np.random.default_rng(number)
+        centre = rng.standard_normal(DIMENSION)
+        rows = (centre + 0.02 * np.linalg.norm(centre) * rng.standard_normal((5, DIMENSION))).astype("<f4")
+        request_id = f"group-{number}"
+        write = Write(
+            "batch", request_id, [Item(f"crash group {request_id} item {i}", rows[i].tobytes()) for i in range(5)]
+        )
+        ctx.ledger.add(write)
+        try:
+            ids, _ = send(ctx.service, write)
+            ctx.ledger.acknowledge(write, ids)
+            passed = ctx.service.Govern(memory_service_pb2.GovernRequest(), timeout=CALL_TIMEOUT_S).consolidation
+            ctx.notes["consolidations"] += passed.consolidated_count
+        except grpc.RpcError:
+            return
+
+
+register_phase(
+    Phase("consolidation", ("--sweep-interval-s", "0.05"), drive=_drive_consolidation, setup=_setup_consolidation)
+)
+
+
+# ---- verification -----------------------------------------------------------------------------
+
+
+@dataclass
+class Verified:
+    """What one verification saw."""
+
+    memories: int
+    acknowledged: int
+    unacknowledged_present: int
+    unacknowledged_absent: int
+    by_state: dict[str, int]
+    events: int
+    self_hits: int
+    probed: int
+    """Memories looked up by their own vector."""
+    problems: list[str]
+    present: set[str]
+    """Contents stored now (to check retries' replayed flags)."""
+    abstractions: int = 0
+    """ABSTRACTION memories written by consolidation (not by a writer)."""
+
+
+def _wait(predicate: Callable[[], bool], what: str, timeout_s: float = VERIFY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def scan(service: Service, total: int) -> list[memory_pb2.Memory]:
+    """Every stored memory (ids are dense: read upward until a whole chunk is missing and all are found)."""
+    records: list[memory_pb2.Memory] = []
+    start = 1
+    while True:
+        ids = list(range(start, start + GET_CHUNK))
+        found = service.Get(memory_service_pb2.GetRequest(ids=ids, include_vectors=True), timeout=CALL_TIMEOUT_S)
+        records.extend(found.memories)
+        if not found.memories and len(records) >= total:
+            return records
+        start += GET_CHUNK
+
+
+def change_log(service: Service, last_sequence: int) -> list[Any]:
+    """Every change-log event from sequence 1 to ``last_sequence``."""
+    events: list[Any] = []
+    if last_sequence == 0:
+        return events
+    call = service.Watch(memory_service_pb2.WatchRequest(after_sequence=0), timeout=VERIFY_TIMEOUT_S)
+    try:
+        for response in call:
+            events.append(response.event)
+            if response.event.sequence >= last_sequence:
+                break
+    finally:
+        call.cancel()
+    return events
+
+
+def verify(
+    service: Service, ledger: Ledger, *, check_ann: bool = True, old_below: int = 0, old_sample: int = 0
+) -> Verified:
+    """Check the stored state against the ledger (see the module docstring); list every problem.
+
+    The own-vector check covers every memory with an id of at least ``old_below``
+    and, when ``old_sample`` is positive, only that many random older ones.
+    """
+    problems: list[str] = []
+    _wait(
+        lambda: (
+            service.GetStats(memory_service_pb2.GetStatsRequest(), timeout=CALL_TIMEOUT_S).index.fresh_tail_count == 0
+        ),
+        "the index builder to empty the fresh tail",
+    )
+    stats = service.GetStats(memory_service_pb2.GetStatsRequest(), timeout=CALL_TIMEOUT_S)
+    records = scan(service, stats.total_count)
+    sent = ledger.items()
+    by_content: dict[str, list[memory_pb2.Memory]] = defaultdict(list)
+    by_id = {r.id: r for r in records}
+    for record in records:
+        if record.kind == ABSTRACTION:
+            # Written by consolidation, not by a writer: its members must all be absorbed into it, or none.
+            for member_id in record.members:
+                member = by_id.get(member_id)
+                if member is None or member.state != CONSOLIDATED or member.consolidated_into != record.id:
+                    problems.append(f"abstraction {record.id} lists member {member_id}, which is not absorbed into it")
+            continue
+        by_content[record.content].append(record)
+        if record.content not in sent:
+            problems.append(f"memory {record.id} ({record.content!r}) was never sent")
+        if record.state == CONSOLIDATED:
+            owner = by_id.get(record.consolidated_into)
+            if owner is None or owner.kind != ABSTRACTION or record.id not in owner.members:
+                problems.append(
+                    f"memory {record.id} is CONSOLIDATED into {record.consolidated_into}, which does not list it"
+                )
+        elif record.state not in (ACTIVE, ARCHIVED):
+            problems.append(f"memory {record.id} is {memory_pb2.MemoryState.Name(record.state)}")
+    for content, found in by_content.items():
+        if len(found) > 1:
+            problems.append(f"{content!r} is stored {len(found)} times: ids {[r.id for r in found]}")
+    acknowledged = present = absent = 0
+    for content, (write, position) in sent.items():
+        found = by_content.get(content, [])
+        if write.ids is None:
+            present += bool(found)
+            absent += not found
+            continue
+        acknowledged += 1
+        if not found:
+            problems.append(f"acknowledged {content!r} (id {write.ids[position]}) is lost")
+            continue
+        if found[0].id != write.ids[position]:
+            problems.append(f"{content!r} was acknowledged as id {write.ids[position]}, stored as {found[0].id}")
+        if found[0].vector != write.items[position].vector:
+            problems.append(f"{content!r} (id {found[0].id}) has another vector than was sent")
+    # GetStats against the records.
+    computed = Counter((r.state, r.kind) for r in records)
+    reported = Counter({(c.state, c.kind): c.count for c in stats.counts})
+    if computed != reported:
+        problems.append(f"GetStats counts {dict(reported)} differ from the stored records {dict(computed)}")
+    if stats.total_count != len(records):
+        problems.append(f"GetStats total_count {stats.total_count} but {len(records)} memories are stored")
+    # The change log against the records.
+    events = change_log(service, stats.last_sequence)
+    sequences = [e.sequence for e in events]
+    if sequences != list(range(1, stats.last_sequence + 1)):
+        problems.append(f"change log is not gap-free 1..{stats.last_sequence} ({len(sequences)} events read)")
+    latest: dict[int, Any] = {}
+    for event in events:
+        if event.memory_id:
+            latest[event.memory_id] = event
+    for record in records:
+        event = latest.get(record.id)
+        if event is None:
+            problems.append(f"memory {record.id} has no change-log event")
+        elif event.to_state != record.state or event.sequence != record.sequence:
+            problems.append(
+                f"memory {record.id} is {memory_pb2.MemoryState.Name(record.state)} at sequence {record.sequence}, "
+                f"its latest event says {memory_pb2.MemoryState.Name(event.to_state)} at {event.sequence}"
+            )
+    stored_ids = {r.id for r in records}
+    for memory_id, event in latest.items():
+        if memory_id not in stored_ids and event.to_state != memory_pb2.MEMORY_STATE_EVICTED:
+            problems.append(f"memory {memory_id} has events up to {event.sequence} but is not stored")
+    # The ANN graph against RocksDB.
+    self_hits = 0
+    probes: list[memory_pb2.Memory] = []
+    if stats.index.indexed_count != len(records):
+        problems.append(f"the ANN graph holds {stats.index.indexed_count} vectors, RocksDB {len(records)} memories")
+    if check_ann:
+        older = [r for r in records if r.id < old_below]
+        probes = [r for r in records if r.id >= old_below]
+        probes += random.Random(len(records)).sample(older, min(len(older), old_sample)) if old_sample else older
+        for record in probes:
+            # History mode: consolidated members are found only there, and a consolidation may absorb a
+            # memory between the scan above and this probe.
+            hits = service.Recall(
+                memory_service_pb2.RecallRequest(
+                    query_vector=record.vector,
+                    k=10,
+                    include_archived=True,
+                    mode=memory_service_pb2.RECALL_MODE_HISTORY,
+                ),
+                timeout=CALL_TIMEOUT_S,
+            ).memories
+            best = max(hits, key=lambda h: h.similarity, default=None)
+            if best is None or best.memory.id != record.id or best.similarity < SELF_HIT_SIMILARITY:
+                got = "nothing" if best is None else f"{best.memory.id} at {best.similarity:.4f}"
+                problems.append(f"memory {record.id}'s own vector finds {got}")
+            else:
+                self_hits += 1
+    return Verified(
+        memories=len(records),
+        acknowledged=acknowledged,
+        unacknowledged_present=present,
+        unacknowledged_absent=absent,
+        by_state={memory_pb2.MemoryState.Name(s): n for s, n in sorted(Counter(r.state for r in records).items())},
+        events=len(events),
+        self_hits=self_hits,
+        probed=len(probes),
+        problems=problems,
+        present=set(by_content),
+        abstractions=sum(r.kind == ABSTRACTION for r in records),
+    )
+
+
+def retry_pending(service: Service, ledger: Ledger, present: set[str]) -> tuple[int, int, list[str]]:
+    """Resend every unacknowledged write with its request ids; returns (items retried, replayed, problems).
+
+    A retry must replay exactly the items the killed call had stored, keep their ids and store the rest.
+    """
+    retried = replayed = 0
+    problems: list[str] = []
+    for write in ledger.pending():
+        stored_before = [item.content in present for item in write.items]
+        write.attempts += 1
+        ids, replay_count = send(service, write)
+        ledger.acknowledge(write, ids)
+        retried += len(write.items)
+        replayed += replay_count
+        if write.rpc == "stream":
+            expected = sum(stored_before)
+        else:  # unary and batch calls are atomic: all of it was stored, or nothing
+            if any(stored_before) and not all(stored_before):
+                problems.append(f"atomic {write.rpc} {write.request_id} was stored in part before its retry")
+            expected = len(write.items) if all(stored_before) else 0
+        if replay_count != expected:
+            problems.append(f"retry of {write.rpc} {write.request_id} replayed {replay_count}, expected {expected}")
+    return retried, replayed, problems
+
+
+# ---- trials -----------------------------------------------------------------------------------
+
+
+@dataclass
+class TrialResult:
+    """One kill under a phase, and what the restart after it found."""
+
+    trial: int
+    phase: str
+    kill_after_s: float = 0.0
+    written: int = 0
+    """Memories acknowledged while the load ran."""
+    restart_s: float = 0.0
+    """From starting the process to its ready file (open, index load or rebuild)."""
+    verify_s: float = 0.0
+    memories: int = 0
+    acknowledged: int = 0
+    unacknowledged_present: int = 0
+    unacknowledged_absent: int = 0
+    retried: int = 0
+    replayed: int = 0
+    self_hits: int = 0
+    probed: int = 0
+    by_state: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    abstractions: int = 0
+
+    def record(self, seen: Verified, restart_s: float, verify_s: float) -> None:
+        """Fill in what the restart after this trial's kill found."""
+        self.restart_s, self.verify_s = round(restart_s, 3), round(verify_s, 3)
+        self.memories, self.acknowledged = seen.memories, seen.acknowledged
+        self.self_hits, self.probed = seen.self_hits, seen.probed
+        self.unacknowledged_present = seen.unacknowledged_present
+        self.unacknowledged_absent = seen.unacknowledged_absent
+        self.by_state = seen.by_state
+        self.abstractions = seen.abstractions
+        self.problems += seen.problems
+
+
+def counter_from(start: int) -> Iterator[int]:
+    """A counter shared by the writers (itertools.count's next() is atomic under the GIL)."""
+    import itertools
+
+    return itertools.count(start)
+
+
+def _load(
+    phase: Phase, service: Service, ledger: Ledger, counter: Iterator[int], rng: random.Random, row: TrialResult
+) -> Callable[[float], None]:
+    """Start the writer and the phase's drive; returns the function that stops them (call it after the kill)."""
+    stop = threading.Event()
+    writer = Writer(f"t{row.trial}", service, ledger, random.Random(rng.random()), counter)
+    ctx = PhaseContext(service, stop, random.Random(rng.random()), ledger, counter)
+    threads = [
+        threading.Thread(target=writer.run, args=(stop,), name="crash-writer"),
+        threading.Thread(target=phase.drive, args=(ctx,), name=f"crash-{phase.name}"),
+    ]
+    for thread in threads:
+        thread.start()
+
+    def finish(killed_at: float) -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=CALL_TIMEOUT_S * 2)
+        if writer.failure is not None and writer.failure[0] < killed_at:
+            row.problems.append(f"a write failed before the kill: {writer.failure[1]}")
+        row.notes.update(ctx.notes)
+        row.written = writer.acknowledged
+
+    return finish
+
+
+def run_trials(
+    data_dir: Path,
+    *,
+    trials: int,
+    phases: Sequence[str],
+    seed: int = 0,
+    kill_after_s: tuple[float, float] = (0.3, 2.0),
+    check_ann: bool = True,
+    old_sample: int = 500,
+    log: Callable[[str], None] = lambda line: None,
+) -> list[TrialResult]:
+    """Run ``trials`` kill-restart cycles on ``data_dir`` plus a final clean restart; one row per kill.
+
+    Row ``i`` is the kill under its phase and the verification at the next
+    start (with the retries of its unacknowledged writes). The last row, phase
+    "final", is the verification after those retries, then a clean SIGTERM stop.
+    Each restart checks the own-vector hit of every memory new since the last
+    check and of ``old_sample`` older ones (0 = all); the final one checks all.
+    """
+    rng = random.Random(seed)
+    ledger = Ledger()
+    counter = counter_from(1)
+    results: list[TrialResult] = []
+    previous: TrialResult | None = None
+    checked_below = 0
+    for trial in range(trials + 1):
+        final = trial == trials
+        phase = PHASES["writes"] if final else PHASES[phases[trial % len(phases)]]
+        row = TrialResult(trial, "final" if final else phase.name)
+        started = time.monotonic()
+        served = serve(data_dir, phase.serve_args)
+        restart_s = time.monotonic() - started
+        channel, service = stub(served.target)
+        try:
+            checked = time.monotonic()
+            seen = verify(service, ledger, check_ann=check_ann, old_below=checked_below, old_sample=old_sample)
+            checked_below = seen.memories + 1
+            retried, replayed, retry_problems = retry_pending(service, ledger, seen.present)
+            if previous is not None:
+                previous.record(seen, restart_s, time.monotonic() - checked)
+                previous.retried, previous.replayed = retried, replayed
+                previous.problems += retry_problems
+                _log_row(previous, log)
+            if final:
+                checked = time.monotonic()
+                again = verify(service, ledger, check_ann=check_ann, old_sample=0)
+                row.record(again, restart_s, time.monotonic() - checked)
+                code = served.stop()
+                if code != 0:
+                    row.problems.append(f"clean stop exited with {code}")
+                _log_row(row, log)
+            else:
+                phase.setup(service)
+                finish = _load(phase, service, ledger, counter, rng, row)
+                row.kill_after_s = round(rng.uniform(*kill_after_s), 3)
+                time.sleep(row.kill_after_s)
+                killed_at = time.monotonic()
+                served.kill()
+                finish(killed_at)
+                row.notes.update(phase.after_kill(data_dir))
+        except Exception:
+            served.kill()
+            log(served.log()[-4000:])
+            raise
+        finally:
+            channel.close()
+            shutil.rmtree(served.run_dir, ignore_errors=True)
+        results.append(row)
+        previous = row
+    return results
+
+
+def _log_row(row: TrialResult, log: Callable[[str], None]) -> None:
+    log(
+        f"trial {row.trial:3d} {row.phase:10s} killed after {row.kill_after_s:5.2f} s, wrote {row.written:5d}; "
+        f"restart {row.restart_s:5.2f} s, verify {row.verify_s:5.1f} s: {row.memories} memories "
+        f"{row.by_state}, unacked stored/not {row.unacknowledged_present}/{row.unacknowledged_absent}, "
+        f"retried {row.retried} (replayed {row.replayed}), self-hits {row.self_hits}/{row.probed}, {row.notes}, "
+        f"problems {len(row.problems)}"
+    )
+    for problem in row.problems[:20]:
+        log(f"    PROBLEM: {problem}")
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """CPU, cores, memory, versions, revision and load average, for the record."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory_gib = None
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    versions: dict[str, str | None] = {}
+    for package in ("grpcio", "protobuf", "rocksdict", "usearch", "numpy"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    revision = None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        revision = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory_gib,
+        "python": platform.python_version(),
+        "versions": versions,
+        "revision": revision,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def table(results: Sequence[TrialResult]) -> str:
+    """The per-phase summary table (Markdown): kills under each phase and what the restarts after them found."""
+    lines = [
+        "| phase killed | kills | acked writes checked (last restart) | unacked stored / not stored | "
+        "retried (replayed) | own vector finds it / probed | restart s (median) | verify s (median) "
+        "| notes | problems |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    by_phase: dict[str, list[TrialResult]] = defaultdict(list)
+    for row in results:
+        by_phase[row.phase].append(row)
+    for phase, rows in by_phase.items():
+        notes: Counter[str] = Counter()
+        for row in rows:
+            notes.update(row.notes)
+        lines.append(
+            f"| {phase} | {0 if phase == 'final' else len(rows)} | {rows[-1].acknowledged} "
+            f"| {sum(r.unacknowledged_present for r in rows)} / {sum(r.unacknowledged_absent for r in rows)} "
+            f"| {sum(r.retried for r in rows)} ({sum(r.replayed for r in rows)}) "
+            f"| {sum(r.self_hits for r in rows)} / {sum(r.probed for r in rows)} "
+            f"| {float(np.median([r.restart_s for r in rows])):.2f} "
+            f"| {float(np.median([r.verify_s for r in rows])):.1f} "
+            f"| {', '.join(f'{k} {v}' for k, v in sorted(notes.items())) or '-'} "
+            f"| {sum(len(r.problems) for r in rows)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the trials, print the table, optionally write JSON; exit 1 if any problem was found."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20, help="kill-restart cycles (default: %(default)s)")
+    parser.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help="comma-separated phases, taken round-robin (default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-kill-s", type=float, default=0.3, help="earliest kill after the load starts")
+    parser.add_argument("--max-kill-s", type=float, default=2.0, help="latest kill after the load starts")
+    parser.add_argument("--no-ann", action="store_true", help="skip the per-memory self-hit check")
+    parser.add_argument(
+        "--old-sample",
+        type=int,
+        default=500,
+        help="older memories re-checked by own vector at each restart; 0 = all (default: %(default)s)",
+    )
+    parser.add_argument("--data", type=Path, default=None, help="data directory (default: a temporary one)")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    phases = [p for p in args.phases.split(",") if p]
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:
+        parser.error(f"unknown phases {unknown}; known: {', '.join(PHASES)}")
+    data_dir = args.data or Path(tempfile.mkdtemp(prefix="memevo-crash-data-"))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    before = machine()
+    results = run_trials(
+        data_dir,
+        trials=args.trials,
+        phases=phases,
+        seed=args.seed,
+        kill_after_s=(args.min_kill_s, args.max_kill_s),
+        check_ann=not args.no_ann,
+        old_sample=args.old_sample,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    after = machine()
+    print(table(results))
+    problems = [p for r in results for p in r.problems]
+    print(f"\n{args.trials} kills, {len(problems)} problems; load average before {before['load_average']}, "
+          f"after {after['load_average']}")  # fmt: skip
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": " ".join(["python", "benchmarks/crash.py", *(argv or sys.argv[1:])]),
+                    "date": started.isoformat(timespec="seconds"),
+                    "machine": before,
+                    "load_average_after": after["load_average"],
+                    "trials": [r.__dict__ for r in results],
+                    "problems": len(problems),
+                },
+                indent=2,
+            )
+        )
+    if args.data is None:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,407 @@
+"""Agent-in-the-loop review: proposals the sidecar cannot decide alone, offered to the agent's reviewers.
+
+A proposal (consolidate a group, evict memories whose value is still above
+the review floor, re-interpret memories formed under an older framework) is
+stored in the data directory before it is offered, so a restart keeps it.
+Every attached reviewer that takes its kind receives it; the first decision
+wins and every other reviewer is told it was settled. A reviewer that
+disconnects leaves its proposals open: they are offered to the next reviewer
+that attaches, and at the deadline the policy decides (consolidation: wait,
+extractive or LLM; eviction: proceed; re-interpretation: drop).
+
+Applying a decision is one committer mutation (the consolidation and the
+proposal's removal land in the same batch), so nothing is half-applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from memevo.v1 import memory_pb2, memory_service_pb2, policy_pb2, review_pb2
+
+from ..domain import from_timestamp, now_s, to_timestamp
+from ..engine import Engine
+from ..errors import InvalidArgument
+from ..policy import ConsolidationSettings
+from ..store.rocks import CF_META, Txn
+from .abstraction import AbstractionError, extractive_text
+from .consolidation import ClusterFinder, consolidate
+
+log = logging.getLogger(__name__)
+
+PROPOSAL_PREFIX = b"proposal/"
+"""Open proposals live in the meta column family under this prefix, keyed by proposal id."""
+EVICTIONS_PER_PROPOSAL = 200
+"""Most memories one eviction proposal carries."""
+REINTERPRETATIONS_PER_PROPOSAL = 50
+MAX_REINTERPRET_PROPOSALS = 20
+"""A framework change offers at most this many re-interpretation proposals (the oldest memories first)."""
+LLM_RETRY_S = 60.0
+"""After a failed LLM consolidation, the proposal waits this long before the next try."""
+
+ALL_KINDS = frozenset(
+    {review_pb2.PROPOSAL_KIND_CONSOLIDATE, review_pb2.PROPOSAL_KIND_EVICT, review_pb2.PROPOSAL_KIND_REINTERPRET}
+)
+
+
+@dataclass
+class Reviewer:
+    """One attached Review stream: what it takes and the messages waiting to be sent to it."""
+
+    name: str
+    kinds: frozenset[int]
+    outbox: queue.Queue[memory_service_pb2.ReviewResponse] = field(default_factory=queue.Queue)
+    key: int = field(default_factory=lambda: uuid.uuid4().int)
+
+
+@dataclass
+class OpenProposal:
+    """A proposal not yet decided: the stored message (memories as ids) and who has seen it."""
+
+    proposal: review_pb2.Proposal
+    offered_to: set[int] = field(default_factory=set)
+    not_before_s: float = 0.0
+    """Policy decisions wait until then (back-off after a failed LLM call)."""
+
+    @property
+    def ids(self) -> list[int]:
+        return [m.id for m in self.proposal.memories]
+
+    @property
+    def deadline_s(self) -> float:
+        return from_timestamp(self.proposal.deadline)
+
+
+class ReviewBroker:
+    """Proposals, reviewers and the policy's decisions at deadlines. Thread-safe."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.finder = ClusterFinder(engine)
+        self._lock = threading.RLock()
+        self._reviewers: dict[int, Reviewer] = {}
+        self._open: dict[str, OpenProposal] = {}
+        self._deciding: set[str] = set()
+        self.last_pass = memory_service_pb2.ConsolidationStats()
+        for key, value in engine.store.iterate(CF_META, PROPOSAL_PREFIX, PROPOSAL_PREFIX[:-1] + b"0"):
+            proposal = review_pb2.Proposal.FromString(value)
+            self._open[proposal.id] = OpenProposal(proposal)
+            log.debug("open proposal %s restored from %r", proposal.id, key)
+        engine.eviction_gate = self.gate_evictions
+
+    @property
+    def settings(self) -> ConsolidationSettings:
+        """The consolidation policy now in force."""
+        return ConsolidationSettings.from_policy(self.engine.policy.consolidation)
+
+    # ---- reviewers ---------------------------------------------------------------------------
+
+    def attach(self, name: str, kinds: Sequence[int]) -> Reviewer:
+        """Register a reviewer and offer it every open proposal of its kinds."""
+        reviewer = Reviewer(name, frozenset(kinds) or ALL_KINDS)
+        with self._lock:
+            self._reviewers[reviewer.key] = reviewer
+            for open_proposal in self._open.values():
+                if open_proposal.proposal.kind in reviewer.kinds:
+                    self._offer(open_proposal, reviewer)
+        return reviewer
+
+    def detach(self, reviewer: Reviewer) -> None:
+        """Forget a reviewer; its undecided proposals stay open for others and for the policy."""
+        with self._lock:
+            self._reviewers.pop(reviewer.key, None)
+            for open_proposal in self._open.values():
+                open_proposal.offered_to.discard(reviewer.key)
+
+    def takes(self, kind: int) -> bool:
+        """Whether an attached reviewer takes proposals of ``kind``."""
+        with self._lock:
+            return any(kind in r.kinds for r in self._reviewers.values())
+
+    def _offer(self, open_proposal: OpenProposal, reviewer: Reviewer) -> None:
+        records, _ = self.engine.get(open_proposal.ids)
+        message = review_pb2.Proposal()
+        message.CopyFrom(open_proposal.proposal)
+        del message.memories[:]
+        message.memories.extend(records)
+        reviewer.outbox.put(memory_service_pb2.ReviewResponse(proposal=message))
+        open_proposal.offered_to.add(reviewer.key)
+
+    # ---- opening proposals ---------------------------------------------------------------------
+
+    def _propose(self, kind: int, ids: Sequence[int], reason: str, suggested_text: str = "") -> OpenProposal:
+        deadline = now_s() + self.settings.review_timeout_s
+        label = review_pb2.ProposalKind.Name(cast(Any, kind)).removeprefix("PROPOSAL_KIND_").lower()
+        proposal = review_pb2.Proposal(
+            id=f"{label}-{uuid.uuid4().hex[:16]}",
+            kind=kind,  # type: ignore[arg-type]
+            memories=[memory_pb2.Memory(id=i) for i in ids],
+            reason=reason,
+            suggested_text=suggested_text,
+            deadline=to_timestamp(deadline),
+        )
+
+        def mutation(txn: Txn) -> None:
+            txn.put(CF_META, PROPOSAL_PREFIX + proposal.id.encode(), proposal.SerializeToString())
+
+        self.engine.store.apply(mutation)
+        open_proposal = OpenProposal(proposal)
+        with self._lock:
+            self._open[proposal.id] = open_proposal
+            for reviewer in self._reviewers.values():
+                if kind in reviewer.kinds:
+                    self._offer(open_proposal, reviewer)
+        return open_proposal
+
+    def _members_in_open(self, kind: int | None = None) -> set[int]:
+        with self._lock:
+            return {i for p in self._open.values() if kind is None or p.proposal.kind == kind for i in p.ids}
+
+    def consolidation_pass(self) -> memory_service_pb2.ConsolidationStats:
+        """Find new groups; propose them, or let the policy consolidate at once; decide expired proposals."""
+        started = time.perf_counter()
+        settings = self.settings
+        result = self.finder.find(settings, exclude=self._members_in_open())
+        stats = memory_service_pb2.ConsolidationStats(seeds_examined=result.seeds, groups_found=len(result.groups))
+        for group in result.groups:
+            records, _ = self.engine.get(group)
+            if len(records) < settings.min_group_size:
+                continue
+            vectors = self.engine._read_vectors(np.asarray([r.id for r in records], dtype=np.int64))
+            suggested = extractive_text(records, vectors)
+            reason = _group_reason(records, settings.similarity)
+            reviewed = self.takes(review_pb2.PROPOSAL_KIND_CONSOLIDATE)
+            if not reviewed and settings.without_reviewer == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
+                if consolidate(self.engine, group, suggested, decided_by="policy: extractive") is not None:
+                    stats.consolidated_count += 1
+                continue
+            open_proposal = self._propose(review_pb2.PROPOSAL_KIND_CONSOLIDATE, group, reason, suggested)
+            stats.proposals_opened += 1
+            if not reviewed and settings.without_reviewer == policy_pb2.CONSOLIDATION_MODE_LLM:
+                stats.consolidated_count += self._decide_by_policy(open_proposal.proposal.id)
+        stats.expired_count = self.expire()
+        stats.total_ms = (time.perf_counter() - started) * 1e3
+        self.last_pass = stats
+        return stats
+
+    def gate_evictions(self, ids: npt.NDArray[np.int64], values: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+        """Which of the sweep's evictions to hold for review (True = hold); proposes the new ones."""
+        hold = np.zeros(ids.size, dtype=bool)
+        if ids.size == 0 or not self.takes(review_pb2.PROPOSAL_KIND_EVICT):
+            return hold
+        floor = self.settings.review_evictions_above
+        pending = self._members_in_open(review_pb2.PROPOSAL_KIND_EVICT)
+        already = np.isin(ids, np.fromiter(pending, dtype=np.int64, count=len(pending)))
+        worth_asking = ~(values <= floor)  # NaN values are asked about too
+        hold = already | worth_asking
+        fresh = ids[worth_asking & ~already]
+        for start in range(0, fresh.size, EVICTIONS_PER_PROPOSAL):
+            chunk = fresh[start : start + EVICTIONS_PER_PROPOSAL]
+            chunk_values = values[worth_asking & ~already][start : start + EVICTIONS_PER_PROPOSAL]
+            reason = (
+                f"value stayed below the eviction threshold for the grace period "
+                f"(values {float(np.nanmin(chunk_values)):.3f}..{float(np.nanmax(chunk_values)):.3f}, "
+                f"above the review floor {floor:g})"
+                if np.isfinite(chunk_values).any()
+                else "value stayed below the eviction threshold for the grace period"
+            )
+            self._propose(review_pb2.PROPOSAL_KIND_EVICT, chunk.tolist(), reason)
+        return hold
+
+    def propose_reinterpretation(self, version: str) -> int:
+        """After a framework change: offer memories formed under older versions for re-reading; returns how many."""
+        if not self.takes(review_pb2.PROPOSAL_KIND_REINTERPRET):
+            return 0
+        columns = self.engine.columns
+        live = columns.live_ids()
+        state = columns.state[live]
+        live = live[(state == memory_pb2.MEMORY_STATE_ACTIVE) | (state == memory_pb2.MEMORY_STATE_ARCHIVED)]
+        code = columns.frameworks.lookup(version)
+        older = live[columns.framework[live] != code]
+        older = older[~np.isin(older, list(self._members_in_open(review_pb2.PROPOSAL_KIND_REINTERPRET)))]
+        older = older[: REINTERPRETATIONS_PER_PROPOSAL * MAX_REINTERPRET_PROPOSALS]
+        for start in range(0, older.size, REINTERPRETATIONS_PER_PROPOSAL):
+            chunk = older[start : start + REINTERPRETATIONS_PER_PROPOSAL].tolist()
+            self._propose(
+                review_pb2.PROPOSAL_KIND_REINTERPRET,
+                chunk,
+                f"formed under an older framework than {version!r}: re-read and confirm, or correct",
+            )
+        return int(older.size)
+
+    # ---- decisions -----------------------------------------------------------------------------
+
+    def decide(self, reviewer: Reviewer, decision: review_pb2.Decision) -> None:
+        """Apply a reviewer's decision. InvalidArgument (naming the field) for a decision that cannot apply.
+
+        A decision about a proposal that is already settled (or unknown) is
+        answered with its settlement and changes nothing.
+        """
+        v_field = "decision"
+        if decision.verdict not in (
+            review_pb2.VERDICT_ACCEPT,
+            review_pb2.VERDICT_REJECT,
+            review_pb2.VERDICT_MODIFY,
+        ):
+            raise InvalidArgument.field(f"{v_field}.verdict", "must be ACCEPT, REJECT or MODIFY")
+        if len(decision.abstraction_text.encode()) > self.engine.limits.max_content_bytes:
+            raise InvalidArgument.field(
+                f"{v_field}.abstraction_text", f"at most {self.engine.limits.max_content_bytes} bytes"
+            )
+        if len(decision.note.encode()) > 4096:
+            raise InvalidArgument.field(f"{v_field}.note", "at most 4096 bytes")
+        with self._lock:
+            open_proposal = self._open.get(decision.proposal_id)
+            if open_proposal is None or decision.proposal_id in self._deciding:
+                reviewer.outbox.put(memory_service_pb2.ReviewResponse(settled_proposal_id=decision.proposal_id))
+                return
+            ids = open_proposal.ids
+            if decision.verdict == review_pb2.VERDICT_MODIFY:
+                chosen = list(dict.fromkeys(decision.memory_ids))
+                stray = [i for i in chosen if i not in ids]
+                if stray or not chosen:
+                    raise InvalidArgument.field(
+                        f"{v_field}.memory_ids",
+                        f"must be a non-empty subset of the proposal's memories; not in it: {stray[:10]}"
+                        if stray
+                        else "MODIFY needs the subset of the proposal's memories to apply it to",
+                    )
+                if open_proposal.proposal.kind == review_pb2.PROPOSAL_KIND_CONSOLIDATE and len(chosen) < 2:
+                    raise InvalidArgument.field(f"{v_field}.memory_ids", "a consolidation needs at least 2 memories")
+                ids = chosen
+            who = f"reviewer {reviewer.name}"
+            self._apply(open_proposal, decision.verdict, ids, decision.abstraction_text, who, decision.note)
+
+    def _apply(self, open_proposal: OpenProposal, verdict: int, ids: list[int], text: str, who: str, note: str) -> int:
+        """Settle ``open_proposal`` (lock held); returns 1 when an abstraction was written."""
+        proposal = open_proposal.proposal
+        key = PROPOSAL_PREFIX + proposal.id.encode()
+        written = 0
+
+        def drop(txn: Txn) -> None:
+            txn.delete(CF_META, key)
+
+        kind = proposal.kind
+        accepted = verdict in (review_pb2.VERDICT_ACCEPT, review_pb2.VERDICT_MODIFY)
+        if kind == review_pb2.PROPOSAL_KIND_CONSOLIDATE and accepted:
+            abstraction = consolidate(
+                self.engine,
+                ids,
+                text or proposal.suggested_text,
+                decided_by=f"{who}: {note}"[:128] if note else who,
+                proposal_id=proposal.id,
+                hook=drop,
+            )
+            written = int(abstraction is not None)
+        elif kind == review_pb2.PROPOSAL_KIND_EVICT:
+            evict = ids if accepted else []
+            spared = [i for i in open_proposal.ids if i not in evict]
+            self.engine.evict_reviewed(evict, reason=f"eviction confirmed by {who}", hook=drop)
+            self.engine.spare(spared)
+        elif kind == review_pb2.PROPOSAL_KIND_REINTERPRET and accepted:
+            self.engine.reaffirm_framework(ids, reason=f"re-interpreted by {who}", hook=drop)
+        else:
+            self.engine.store.apply(drop)
+        self._settled(proposal.id)
+        return written
+
+    def _settled(self, proposal_id: str) -> None:
+        open_proposal = self._open.pop(proposal_id, None)
+        if open_proposal is None:
+            return
+        for key in open_proposal.offered_to:
+            reviewer = self._reviewers.get(key)
+            if reviewer is not None:
+                reviewer.outbox.put(memory_service_pb2.ReviewResponse(settled_proposal_id=proposal_id))
+
+    def expire(self) -> int:
+        """Let the policy decide every proposal whose deadline passed; returns how many were settled."""
+        now = now_s()
+        with self._lock:
+            due = [
+                p.proposal.id
+                for p in self._open.values()
+                if p.deadline_s <= now and p.not_before_s <= now and p.proposal.id not in self._deciding
+            ]
+        return sum(self._decide_by_policy(proposal_id, count_settled=True) for proposal_id in due)
+
+    def _decide_by_policy(self, proposal_id: str, *, count_settled: bool = False) -> int:
+        settings = self.settings
+        with self._lock:
+            open_proposal = self._open.get(proposal_id)
+            if open_proposal is None or proposal_id in self._deciding:
+                return 0
+            kind = open_proposal.proposal.kind
+            if kind == review_pb2.PROPOSAL_KIND_EVICT:
+                self._apply(open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, "", "policy at deadline", "")
+                return 1
+            if kind == review_pb2.PROPOSAL_KIND_REINTERPRET:
+                self._apply(open_proposal, review_pb2.VERDICT_REJECT, [], "", "policy at deadline", "")
+                return 1
+            mode = settings.without_reviewer
+            if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
+                written = self._apply(
+                    open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, "", "policy: extractive", ""
+                )
+                return 1 if count_settled else written
+            if mode != policy_pb2.CONSOLIDATION_MODE_LLM or self.engine.llm is None:
+                # WAIT (or LLM without an endpoint): keep it open for the next reviewer, with a fresh deadline.
+                open_proposal.proposal.deadline.CopyFrom(to_timestamp(now_s() + settings.review_timeout_s))
+                return 0
+            self._deciding.add(proposal_id)
+        # The model call happens without the lock: reviewers and other proposals go on meanwhile.
+        try:
+            records, _ = self.engine.get(open_proposal.ids)
+            text = self.engine.llm.write(records, max_bytes=self.engine.limits.max_content_bytes)
+        except AbstractionError as error:
+            log.warning("LLM consolidation of %s failed, members left as they are: %s", proposal_id, error)
+            with self._lock:
+                self._deciding.discard(proposal_id)
+                open_proposal.not_before_s = now_s() + LLM_RETRY_S
+            return 0
+        with self._lock:
+            self._deciding.discard(proposal_id)
+            if proposal_id not in self._open:
+                return 0
+            written = self._apply(open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, text, "policy: LLM", "")
+            return 1 if count_settled else written
+
+    # ---- stats -------------------------------------------------------------------------------
+
+    def stats(self) -> memory_service_pb2.ReviewStats:
+        """Open proposals per kind, reviewers attached, the last pass."""
+        with self._lock:
+            kinds = [p.proposal.kind for p in self._open.values()]
+            return memory_service_pb2.ReviewStats(
+                open_consolidations=kinds.count(review_pb2.PROPOSAL_KIND_CONSOLIDATE),
+                open_evictions=kinds.count(review_pb2.PROPOSAL_KIND_EVICT),
+                open_reinterpretations=kinds.count(review_pb2.PROPOSAL_KIND_REINTERPRET),
+                reviewers=len(self._reviewers),
+                last_pass=self.last_pass,
+            )
+
+
+def _group_reason(records: Sequence[memory_pb2.Memory], similarity: float) -> str:
+    successes = sum(r.successes for r in records)
+    failures = sum(r.failures for r in records)
+    first = records[0]
+    about = (
+        f"strategies for task {first.task_signature!r}"
+        if first.kind == memory_pb2.MEMORY_KIND_STRATEGY and first.task_signature
+        else f"{memory_pb2.MemoryKind.Name(first.kind).removeprefix('MEMORY_KIND_').lower()} memories"
+        + (f" about {first.entity!r}" if first.entity else "")
+    )
+    return (
+        f"{len(records)} {about} at cosine similarity >= {similarity:g}; "
+        f"together {successes:g} successes and {failures:g} failures"
+    )

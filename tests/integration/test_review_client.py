@@ -1,0 +1,66 @@
+"""The Python client's reviewer session against a real sidecar: decide a consolidation with the agent's text."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Sidecar, start_sidecar
+from helpers import unit, wait_until
+
+from memevo.client import MemoryClient, MemoryInput, MemoryKind, MemoryState
+from memevo.v1 import review_pb2
+
+pytestmark = pytest.mark.integration
+
+DIM = 8
+
+
+@pytest.fixture
+def sidecar(tmp_path: Path) -> Iterator[Sidecar]:
+    process = start_sidecar(tmp_path / "data", "--sweep-interval-s", "0", dimension=DIM)
+    yield process
+    process.stop()
+
+
+def test_a_reviewer_session_writes_the_abstraction_and_unconsolidate_undoes_it(sidecar: Sidecar) -> None:
+    rng = np.random.default_rng(3)
+    centre = unit(rng.normal(size=DIM))
+    with MemoryClient(sidecar.unix_target) as client:
+        written = client.remember_batch(
+            [
+                MemoryInput(
+                    content=f"Retry the flaky upload with backoff, attempt {i}",
+                    vector=unit(centre + 0.02 * rng.normal(size=DIM)),
+                    kind=MemoryKind.STRATEGY,
+                    task_signature="upload",
+                )
+                for i in range(6)
+            ]
+        )
+        members = sorted(w.memory.id for w in written)
+        proposals: list[review_pb2.Proposal] = []
+        with client.reviewer("agent-llm", kinds=[review_pb2.PROPOSAL_KIND_CONSOLIDATE], timeout_s=60) as session:
+
+            def review() -> None:
+                for proposal in session.proposals():
+                    proposals.append(proposal)
+                    session.accept(proposal.id, text="Uploads: retry with exponential backoff.", note="llm")
+
+            reader = threading.Thread(target=review, daemon=True)
+            reader.start()
+            # Govern until the session has attached and received the group's proposal.
+            wait_until(lambda: client.govern() is not None and bool(proposals), "a proposal", timeout_s=30)
+            wait_until(lambda: proposals[0].id in session.settled, "its settlement", timeout_s=30)
+        assert sorted(m.id for m in proposals[0].memories) == members
+        assert {m.state for m in client.get(members)} == {MemoryState.CONSOLIDATED}
+        recalled = client.recall(vector=centre, k=3)
+        top = recalled.memories[0]
+        assert top.memory.kind == MemoryKind.ABSTRACTION
+        assert top.memory.content == "Uploads: retry with exponential backoff."
+        assert top.hint == "pattern distilled from 6 experiences"  # no outcome was reported for them
+        assert sorted(client.unconsolidate(top.memory.id)) == members
+        assert {m.state for m in client.get(members)} == {MemoryState.ACTIVE}

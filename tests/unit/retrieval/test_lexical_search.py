@@ -1,0 +1,82 @@
+"""BM25 search of the lexical index against a plain re-computation."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from collections import Counter
+
+import numpy as np
+
+from memevo.sidecar.retrieval.lexical import B, K1, LexicalIndex, tokenize
+
+
+def naive_bm25(docs: dict[int, str], query: str) -> dict[int, float]:
+    """Okapi BM25 of every document sharing a word with ``query``, written out directly."""
+    counts = {i: Counter(tokenize(text)) for i, text in docs.items()}
+    lengths = {i: sum(c.values()) for i, c in counts.items()}
+    average = sum(lengths.values()) / len(docs)
+    out: dict[int, float] = {}
+    for term in dict.fromkeys(tokenize(query)):
+        having = [i for i in docs if counts[i][term]]
+        if not having:
+            continue
+        idf = math.log(1.0 + (len(docs) - len(having) + 0.5) / (len(having) + 0.5))
+        for i in having:
+            tf = counts[i][term]
+            norm = K1 * (1.0 - B + B * lengths[i] / average)
+            out[i] = out.get(i, 0.0) + idf * tf * (K1 + 1.0) / (tf + norm)
+    return out
+
+
+def test_scores_match_plain_bm25_for_one_and_several_words() -> None:
+    rng = random.Random(3)
+    vocabulary = [f"w{i}" for i in range(40)]
+    docs = {i: " ".join(rng.choices(vocabulary, k=rng.randint(1, 12))) for i in rng.sample(range(1, 500), 200)}
+    index = LexicalIndex()
+    for i, text in docs.items():
+        index.add(i, text)
+    for query in ("w1", "w1 w2", "w3 w3 w4 w5 w39", "nothing", "w7 nothing"):
+        ids, scores = index.search(query)
+        expected = naive_bm25(docs, query)
+        assert sorted(ids.tolist()) == sorted(expected)
+        assert len(set(ids.tolist())) == ids.size
+        got = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+        for i, value in expected.items():
+            assert np.isclose(got[i], value, rtol=1e-5)
+
+
+def test_empty_index_and_stopword_query_find_nothing() -> None:
+    index = LexicalIndex()
+    assert index.search("anything")[0].size == 0
+    index.add(1, "a cat")
+    assert index.search("the and of")[0].size == 0
+    assert index.search("cat")[0].tolist() == [1]
+
+
+def test_searching_while_adding_neither_fails_nor_blocks_appends() -> None:
+    # Searches must not keep views of the growing arrays: an export would make append() raise.
+    index = LexicalIndex()
+    for i in range(1, 200):
+        index.add(i, "shared word")
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def search() -> None:
+        try:
+            while not done.is_set():
+                index.search("shared word")
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    try:
+        for i in range(200, 5_000):
+            index.add(i, "shared word")
+    finally:
+        done.set()
+        thread.join()
+    assert not errors
+    assert index.search("shared")[0].size == 4_999
