@@ -22,13 +22,9 @@ here asserts on time.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +34,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+try:
+    from benchmarks import machine as machine_info
+except ImportError:  # run as a script: the repository root is not on sys.path yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import machine as machine_info
 from memevo.sidecar.config import GovernanceConfig, SidecarConfig
 from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.embedding import EmbedderConfig
@@ -197,21 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         growth = rows[-1]["n_memories"] / rows[0]["n_memories"]
         print(f"\npass time grew {ratio:.2f}x while the store grew {growth:.0f}x")
     if args.json:
-        revision = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
-            json.dumps(
-                {
-                    "results": rows,
-                    "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load": os.getloadavg()},
-                    "date": datetime.date.today().isoformat(),
-                    "revision": revision,
-                    "dimension": args.dimension,
-                },
-                indent=2,
-            )
+            json.dumps({"results": rows, "machine": machine_info.machine(), "dimension": args.dimension}, indent=2)
         )
     return 0
 

@@ -42,12 +42,8 @@ CI); nothing here asserts on time, the timings in the table are for reading.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import importlib.metadata
 import json
-import os
-import platform
 import random
 import shutil
 import signal
@@ -66,6 +62,12 @@ import grpc
 import numpy as np
 
 from memevo.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc, policy_pb2
+
+try:
+    from benchmarks import machine as machine_info
+except ImportError:  # run as a script: the repository root is not on sys.path yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import machine as machine_info
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 120.0
@@ -771,35 +773,7 @@ def _log_row(row: TrialResult, log: Callable[[str], None]) -> None:
 
 def machine() -> dict[str, Any]:
     """CPU, cores, memory, versions, revision and load average, for the record."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory_gib = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    versions: dict[str, str | None] = {}
-    for package in ("grpcio", "protobuf", "rocksdict", "usearch", "numpy"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    revision = None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        revision = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": memory_gib,
-        "python": platform.python_version(),
-        "versions": versions,
-        "revision": revision,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
+    return machine_info.machine(("grpcio", "protobuf", "rocksdict", "usearch", "numpy"))
 
 
 def table(results: Sequence[TrialResult]) -> str:

@@ -23,11 +23,8 @@ nothing here asserts on time.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.metadata
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -59,6 +56,9 @@ from memevo.kernels.lifecycle import (  # noqa: E402
     propose_transitions,
 )
 from memevo.kernels.value import Scores, compute_scores  # noqa: E402
+
+sys.path.insert(0, str(REPO_ROOT))
+from benchmarks import machine as machine_info  # noqa: E402
 
 NOW = 1.75e9
 DAY = 86400.0
@@ -242,31 +242,11 @@ def measure(n: int, repeats: int, numpy_repeats: int, seed: int) -> dict[str, An
 
 def machine() -> dict[str, Any]:
     """Where the figures were measured."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory_gib = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    versions: dict[str, str | None] = {}
-    for package in ("numpy", "numba", "llvmlite"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "numba_threads": numba.get_num_threads(),
-        "numba_threading_layer": _threading_layer(),
-        "memory_gib": memory_gib,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "versions": versions,
-    }
+    return machine_info.machine(
+        ("numpy", "numba", "llvmlite"),
+        numba_threads=numba.get_num_threads(),
+        numba_threading_layer=_threading_layer(),
+    )
 
 
 def _threading_layer() -> str | None:

@@ -9,8 +9,10 @@ The store (``--store-n`` memories, 384-d client vectors, four namespaces; see
 directory for each run, so every run starts from the same state. A real
 ``memevo serve`` process serves the copy on a unix socket, with governance
 sweeps every ``--sweep-interval-s`` seconds (and its event-driven sweeps) and
-``--workers`` gRPC threads (default 64: one per client, so no call waits for a
-worker).
+``--workers`` gRPC threads (default 8: calls beyond them wait in gRPC's queue,
+which holds no thread and no GIL; with one worker per client the 64 threads
+convoy on the GIL and a recall, which releases and retakes it many times,
+waits far longer than a health check — see RESULTS.md).
 
 Clients: ``--processes`` client processes (default 4) each run
 ``clients / processes`` threads; every thread is one agent with its own
@@ -269,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=4, help="client processes the agents are spread over")
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds")
     parser.add_argument("--warmup-s", type=float, default=5.0, help="seconds of load before measuring")
-    parser.add_argument("--workers", type=int, default=64, help="gRPC worker threads of the sidecar")
+    parser.add_argument("--workers", type=int, default=8, help="gRPC worker threads of the sidecar")
     parser.add_argument("--sweep-interval-s", type=float, default=1.0, help="governance sweep interval of the sidecar")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)

@@ -147,7 +147,13 @@ def measure_size(
                 )
             for name, samples in runs.items():
                 rows.append(
-                    {"case": name, "n_memories": n, "calls": args.calls, "load_average": loads, **summary(samples)}
+                    {
+                        "case": name,
+                        "n_memories": n,
+                        "calls": args.calls,
+                        "load_average": loads,
+                        **summary(samples, cpu_runs[name]),
+                    }
                 )
         finally:
             floor.close()

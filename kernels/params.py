@@ -102,6 +102,15 @@ UNMEASURED_UNIQUENESS: Final = 1.0
 
 DEFAULT_COST_BUDGET_BYTES: Final = 1048576.0
 """Stored bytes at which cost reaches 1 (the proto's Policy.cost_budget_bytes default)."""
+DECAY_EXPONENT_MAX: Final = 100.0
+"""Largest decay exponent (half-lives) between the sweep's anchor and now, or stored in a decay term.
+
+The sweep stores each memory's decay at an anchor time and multiplies it by one per-kind factor
+2**-((now - anchor) / half_life) per sweep (kernels/sweep.py). Keeping both exponents within 100 keeps the
+factor a normal float32 (>= 2**-100) and every term finite, so no product is 0 * inf."""
+REBASE_EXPONENT: Final = 64.0
+"""The governance daemon moves the anchor to now (one O(n) refresh) once now is this many of the shortest
+half-lives past it: well before DECAY_EXPONENT_MAX, which the sweep refuses to exceed."""
 
 Clock = Literal["wall", "turns"]
 

@@ -97,6 +97,31 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between governance sweeps; 0 = only on Govern (default: %(default)s)",
     )
     parser.add_argument(
+        "--near-interval-s",
+        type=float,
+        default=GovernanceConfig().near_interval_s,
+        help="seconds between sweeps of memories near a threshold (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--full-sweep-interval-s",
+        type=float,
+        default=GovernanceConfig().full_interval_s,
+        help="seconds between sweeps of every memory, ARCHIVED ones included; 0 = never scheduled "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sweep-every-writes",
+        type=int,
+        default=GovernanceConfig().sweep_every_writes,
+        help="also sweep the ACTIVE tier after this many writes; 0 = by time only (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sample-above",
+        type=int,
+        default=GovernanceConfig().sample_above_count,
+        help="stores larger than this many memories are swept by rotating samples (default: %(default)s)",
+    )
+    parser.add_argument(
         "--checkpoint-interval-s",
         type=float,
         default=GovernanceConfig().checkpoint_interval_s,
@@ -158,7 +183,12 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         workers=args.workers,
         llm=LlmConfig(url=args.llm_url, model=args.llm_model, timeout_s=args.llm_timeout_s),
         governance=GovernanceConfig(
-            sweep_interval_s=args.sweep_interval_s, checkpoint_interval_s=args.checkpoint_interval_s
+            sweep_interval_s=args.sweep_interval_s,
+            checkpoint_interval_s=args.checkpoint_interval_s,
+            near_interval_s=args.near_interval_s,
+            full_interval_s=args.full_sweep_interval_s,
+            sweep_every_writes=args.sweep_every_writes,
+            sample_above_count=args.sample_above,
         ),
         grace_s=args.grace_s,
         ready_file=args.ready_file,

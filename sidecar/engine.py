@@ -41,7 +41,7 @@ from .perception.feedback import (
     unpack_retrieval,
 )
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
-from .retrieval.lexical import NamespacedLexicalIndex
+from .retrieval.lexical import NamespacedLexicalIndex, searchable_text
 from .store import snapshot
 from .store.columns import STATE_EVICTED, MemoryColumns
 from .store.rocks import (
@@ -99,6 +99,14 @@ class Written:
     replayed: bool
     affected: tuple[int, ...] = ()
     """Other memories the write changed (superseded, back-dated neighbours, soft conflicts)."""
+
+
+class ScoredPool(list[memory_pb2.Memory]):
+    """The records a retrieval scored (its re-ranked pool), and recall's match of each candidate id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.matches: dict[int, float] = {}
 
 
 class Engine:
@@ -169,7 +177,7 @@ class Engine:
         for _, value in self.store.iterate(CF_MEMORIES):
             record.ParseFromString(value)
             self.columns.set_record(record)
-            self.lexical.add(record.namespace, record.id, record.content)
+            self.lexical.add(record.namespace, record.id, searchable_text(record))
             if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
 
@@ -327,7 +335,7 @@ class Engine:
                 request_id=item.request_id or batch_request_id,
             )
             txn.put(CF_VECTORS, u64_key(memory_id), vectors[row].astype("<f4").tobytes())
-            self.perceiver.register(txn, record)
+            self.perceiver.register(txn, record, vectors[row])
             if item.request_id:
                 txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([memory_id]))
             affected = tuple(o.id for o, _, _ in decision.updated)
@@ -349,7 +357,7 @@ class Engine:
             for record in new_strategies:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
             for memory_id in fresh_ids:
-                self.lexical.add(changed[memory_id].namespace, memory_id, changed[memory_id].content)
+                self.lexical.add(changed[memory_id].namespace, memory_id, searchable_text(changed[memory_id]))
             # A restatement counts as one more use of the memory it confirms.
             self.columns.record_access(np.asarray(confirmed, dtype=np.int64), now, turn)
             self.index.add(ids, fresh_vectors)
@@ -941,7 +949,7 @@ class Engine:
                 self.columns.set_record(old)
                 self.columns.set_record(new)
                 if fresh and vectors is not None:
-                    self.lexical.add(new.namespace, new.id, new.content)
+                    self.lexical.add(new.namespace, new.id, searchable_text(new))
                     self.index.add(np.asarray([new.id], dtype=np.int64), vectors)
 
             txn.on_commit(publish)
@@ -1100,12 +1108,12 @@ class Engine:
     @contextlib.contextmanager
     def scoring_policy(
         self, policy: policy_pb2.Policy | None = None, params: npt.NDArray[np.float64] | None = None
-    ) -> Iterator[list[memory_pb2.Memory]]:
+    ) -> Iterator[ScoredPool]:
         """Within the block, this thread's reads score with ``policy`` (an experiment arm's) if given.
 
-        Yields the list of records scored in the block (a recall's re-ranked pool), for the replay log.
+        Yields the records scored in the block (a recall's re-ranked pool) and their matches, for the replay log.
         """
-        seen: list[memory_pb2.Memory] = []
+        seen = ScoredPool()
         self._scoring.override = (policy, params, seen)
         try:
             yield seen
@@ -1123,6 +1131,12 @@ class Engine:
         if override is not None and override[0] is not None:
             policy, params = override[0], override[1]
         return score(self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows, params)
+
+    def note_matches(self, ids: Sequence[int], matches: Sequence[float]) -> None:
+        """Hand recall's match of each pool candidate to an open :meth:`scoring_policy` block (exact, for replay)."""
+        override = getattr(self._scoring, "override", None)
+        if override is not None:
+            override[2].matches.update(zip(ids, matches, strict=True))
 
     def note_scored(self, ids: Sequence[int], inconsistency: Sequence[float], demoted_by: Sequence[int]) -> None:
         """Hand candidates ranked without being read to an open :meth:`scoring_policy` block (its replay pool).

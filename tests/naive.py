@@ -160,51 +160,85 @@ def link_neighbours(
             return labels
 
 
-def sweep(
-    state: npt.NDArray[np.uint8],
+def derive_terms(
     kind: npt.NDArray[np.uint8],
     confidence: npt.NDArray[np.float32],
     inconsistency: npt.NDArray[np.float32],
-    feedback: npt.NDArray[np.float32],
-    log_count: npt.NDArray[np.float32],
-    utility: npt.NDArray[np.float32],
+    successes: npt.NDArray[np.float32],
+    failures: npt.NDArray[np.float32],
+    access_count: npt.NDArray[np.uint32],
+    importance: npt.NDArray[np.uint8],
+    content_bytes: npt.NDArray[np.uint32],
+    uniqueness: npt.NDArray[np.float32],
     stored_bytes: npt.NDArray[np.uint32],
-    touched: npt.NDArray[np.float32],
-    state_since: npt.NDArray[np.float32],
+    touched: F64,
+    anchor: float,
+    params: F64,
+    cost_budget_bytes: float,
+    latest: float = np.inf,
+) -> tuple[F64, F64, F64, F64]:
+    """Reference for memevo.kernels.sweep.derive_terms: (acc_base, conf_term, rel_term, static) in float64."""
+    row = params[_row_of(kind, params)]
+    s = np.where(np.isnan(successes), 0.0, successes.astype(np.float64))
+    f = np.where(np.isnan(failures), 0.0, failures.astype(np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = s - f
+        x = np.where(np.isnan(x), 0.0, x)
+        feedback = 1.0 / (1.0 + np.exp(-x))
+    c = np.clip(np.nan_to_num(confidence.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+    inc = np.clip(np.nan_to_num(inconsistency.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+    given = (importance >= 1) & (importance <= 10)
+    proxy = np.minimum(1.0, np.log1p(content_bytes.astype(np.float64)) / np.log1p(kp.LENGTH_PROXY_BYTES))
+    u = uniqueness.astype(np.float64)
+    u = np.where(np.isnan(u), kp.UNMEASURED_UNIQUENESS, np.clip(u, 0.0, 1.0))
+    utility = np.where(given, importance / 10.0, proxy) * u
+
+    floor = row[:, kp.CONFIDENCE_FLOOR]
+    w_c = row[:, kp.W_CONFIDENCE]
+    excess = w_c * np.maximum(c - floor, 0.0)
+    acc_base = w_c * np.minimum(c, floor) + row[:, kp.W_FEEDBACK] * feedback - row[:, kp.W_INCONSISTENCY] * inc
+    static = (
+        row[:, kp.BETA] * row[:, kp.ACCESS_WEIGHT] * np.log1p(access_count.astype(np.float64))
+        + row[:, kp.GAMMA] * utility
+        - row[:, kp.DELTA] * stored_bytes.astype(np.float64) / cost_budget_bytes
+    )
+    timed = np.isfinite(touched)
+    t = np.minimum(np.where(timed, touched, anchor), latest)
+    cap = kp.DECAY_EXPONENT_MAX
+    rel_term = np.where(timed, np.exp2(np.minimum((t - anchor) / row[:, kp.HALF_LIFE], cap)), 0.0)
+    conf_decay = np.exp2(np.minimum((t - anchor) / row[:, kp.CONFIDENCE_DECAY_HALF_LIFE], cap))
+    conf_term = np.where(timed, excess * conf_decay, 0.0)
+    acc_base = np.where(timed, acc_base, acc_base + excess)
+    static = np.where(timed, static, static + row[:, kp.BETA])
+    return acc_base, conf_term, rel_term, static
+
+
+def sweep(
+    state: npt.NDArray[np.uint8],
+    kind: npt.NDArray[np.uint8],
+    acc_base: npt.NDArray[np.float32],
+    conf_term: npt.NDArray[np.float32],
+    rel_term: npt.NDArray[np.float32],
+    static: npt.NDArray[np.float32],
+    since: npt.NDArray[np.float32],
     below: npt.NDArray[np.float32],
     now: float,
     params: F64,
-    cost_budget_bytes: float,
     margin: float = 0.0,
 ) -> tuple[F64, npt.NDArray[np.uint8], F64, npt.NDArray[np.uint8]]:
-    """Reference for memevo.kernels.sweep.sweep: (value, next_state, next_below, near), float64 arithmetic."""
+    """Reference for memevo.kernels.sweep.sweep: (value, next_state, next_below, near), float64 arithmetic.
+
+    ``now`` is the offset from the terms' anchor; the per-kind decay factors are exp2 of it, per item.
+    """
     row = params[_row_of(kind, params)]
-    t = touched.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        dt = now - t
-        dt = np.where(np.isfinite(t) & (dt > 0), dt, 0.0)
-        c = np.clip(np.nan_to_num(confidence.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
-        floor = row[:, kp.CONFIDENCE_FLOOR]
-        decayed = floor + (c - floor) * np.exp2(-dt / row[:, kp.CONFIDENCE_DECAY_HALF_LIFE])
-        c_eff = np.where(c > floor, decayed, c)
-        inc = np.clip(np.nan_to_num(inconsistency.astype(np.float64), nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
-        accuracy = np.clip(
-            row[:, kp.W_CONFIDENCE] * c_eff + row[:, kp.W_FEEDBACK] * feedback - row[:, kp.W_INCONSISTENCY] * inc,
-            0.0,
-            1.0,
-        )
-        relevance = np.exp2(-dt / row[:, kp.HALF_LIFE]) + row[:, kp.ACCESS_WEIGHT] * log_count
-        cost = stored_bytes.astype(np.float64) / cost_budget_bytes
-        value = (
-            row[:, kp.ALPHA] * accuracy
-            + row[:, kp.BETA] * relevance
-            + row[:, kp.GAMMA] * utility
-            - row[:, kp.DELTA] * cost
-        )
+    decay = np.minimum(rel_term * np.exp2(-now / row[:, kp.HALF_LIFE]), 1.0)
+    confidence_part = conf_term * np.exp2(-now / row[:, kp.CONFIDENCE_DECAY_HALF_LIFE])
+    accuracy = np.clip(acc_base.astype(np.float64) + confidence_part, 0.0, 1.0)
+    value = row[:, kp.ALPHA] * accuracy + row[:, kp.BETA] * decay + static
     # The lifecycle step on the float32 value, with times as given (float32 offsets).
     v32 = value.astype(np.float32)
     next_state, next_below = propose_transitions(
-        v32, state, kind, state_since.astype(np.float64), below.astype(np.float64), now, params
+        v32, state, kind, since.astype(np.float64), below.astype(np.float64), now, params
     )
     thresholds = row.astype(np.float32)
     active = state == STATE_ACTIVE
@@ -216,25 +250,3 @@ def sweep(
         | ((active | archived) & np.isfinite(next_below))
     ) & (next_state != STATE_EVICTED)
     return value, next_state, next_below, near.astype(np.uint8)
-
-
-def derive(
-    successes: npt.NDArray[np.float32],
-    failures: npt.NDArray[np.float32],
-    access_count: npt.NDArray[np.uint32],
-    importance: npt.NDArray[np.uint8],
-    content_bytes: npt.NDArray[np.uint32],
-    uniqueness: npt.NDArray[np.float32],
-) -> tuple[F64, F64, F64]:
-    """Reference for memevo.kernels.sweep.derive: (feedback, log_count, utility)."""
-    s = np.where(np.isnan(successes), 0.0, successes.astype(np.float64))
-    f = np.where(np.isnan(failures), 0.0, failures.astype(np.float64))
-    with np.errstate(invalid="ignore", over="ignore"):
-        x = s - f
-        x = np.where(np.isnan(x), 0.0, x)
-        feedback = 1.0 / (1.0 + np.exp(-x))
-    given = (importance >= 1) & (importance <= 10)
-    proxy = np.minimum(1.0, np.log1p(content_bytes.astype(np.float64)) / np.log1p(kp.LENGTH_PROXY_BYTES))
-    u = uniqueness.astype(np.float64)
-    u = np.where(np.isnan(u), kp.UNMEASURED_UNIQUENESS, np.clip(u, 0.0, 1.0))
-    return feedback, np.log1p(access_count.astype(np.float64)), np.where(given, importance / 10.0, proxy) * u

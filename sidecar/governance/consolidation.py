@@ -32,6 +32,7 @@ from ..domain import now_s, to_timestamp
 from ..engine import Engine, _pack_ids, _request_key, _unpack_ids
 from ..errors import FailedPrecondition, InvalidArgument, NotFound
 from ..policy import ConsolidationSettings
+from ..retrieval.lexical import searchable_text
 from ..store.rocks import CF_MEMORIES, CF_META, CF_REQUESTS, CF_VECTORS, Txn, key_u64, u64_key
 
 log = logging.getLogger(__name__)
@@ -291,7 +292,7 @@ def consolidate(
             for member in members:
                 engine.columns.set_record(member)
             engine.columns.set_record(abstraction)
-            engine.lexical.add(abstraction.namespace, abstraction_id, text)
+            engine.lexical.add(abstraction.namespace, abstraction_id, searchable_text(abstraction))
             engine.index.add(np.asarray([abstraction_id], dtype=np.int64), vector[None, :])
 
         txn.on_commit(publish)

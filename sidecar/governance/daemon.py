@@ -2,7 +2,13 @@
 
 A sweep runs the fused kernel of ``kernels/sweep.py`` over the compact hot
 columns (no Python object per memory), then applies the proposed
-transitions through the committer, each with a change-log event. Which
+transitions through the committer, each with a change-log event. A
+scheduled sweep of a block of slots writes only the ``below`` and ``near``
+entries that change and re-runs the full kernel on the few chunks where a
+memory moves; ``Govern`` and dry runs compute every value. Before a sweep
+the columns' decay terms are re-anchored when the policy or time mode
+changed or now drifted too far from the anchor (``MemoryColumns.rebase``,
+O(n), rare). Which
 memories a scheduled sweep evaluates depends on the tier that is due:
 
 - ``near`` (every ``near_interval_s``): the memories the last sweep flagged
@@ -28,23 +34,38 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from memevo.kernels.lifecycle import STATE_ACTIVE, STATE_ARCHIVED, STATE_EVICTED, count_transitions
 from memevo.kernels.params import CHUNK
-from memevo.kernels.sweep import COUNT_EVALUATED, COUNT_MOVED, SweepResult, sweep, sweep_coefficients, sweep_rows
+from memevo.kernels.sweep import (
+    COUNT_EVALUATED,
+    COUNT_MOVED,
+    N_COUNTS,
+    SweepResult,
+    sweep,
+    sweep_coefficients,
+    sweep_in_place,
+    sweep_rows,
+)
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from ..config import GovernanceConfig
 from ..domain import to_timestamp
 from ..engine import Engine
-from ..store.columns import NO_CODE, REBASE_AFTER, MemoryColumns
+from ..store.columns import NO_CODE, MemoryColumns
 
 log = logging.getLogger(__name__)
+_U8 = npt.NDArray[np.uint8]
+_F32 = npt.NDArray[np.float32]
 
 TRANSITIONS_PER_COMMIT = 1024
+LAUNCH_BLOCK = 64 * CHUNK
+"""Slots per kernel launch of a scheduled sweep (about 1M): kernel launches are serialised
+(kernels/_wrappers.py), so a recall's small kernel waits for at most one block, not a whole 10M sweep."""
 """Transitions applied per committer mutation: bounds how long one sweep holds up writers."""
 RECENT_SWEEPS = 16
 TIER_NEAR = "near"
@@ -154,8 +175,6 @@ class GovernanceDaemon:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._buffers: SweepResult | None = None
-        self._coef_key: tuple[bytes, float] | None = None
-        self._coef = np.zeros((0, 0), dtype=np.uint64)
         self._cursors = {TIER_NEAR: 1, TIER_ACTIVE: 1, TIER_FULL: 1}
         now = time.monotonic()
         self.tiers = TierClock(config, now, now, now, engine.columns.writes)
@@ -272,8 +291,8 @@ class GovernanceDaemon:
             ids = ids[(ids > 0) & (ids < self.engine.columns.size)]
             return self._sweep(ids, trigger, dry_run=False)
 
-    def _prepare(self) -> tuple[float, npt.NDArray[np.uint64]]:
-        """The current time as an offset on the columns' clock (rebasing it if needed), and the coefficients."""
+    def _prepare(self) -> npt.NDArray[np.uint64]:
+        """The sweep coefficients at the current time, re-anchoring the columns' terms first if needed."""
         engine = self.engine
         columns = engine.columns
         policy = engine.policy
@@ -281,81 +300,78 @@ class GovernanceDaemon:
             clock, now = "turns", float(engine.current_turn)
         else:
             clock, now = "wall", time.time()
-        if clock != columns.clock or abs(now - columns.epoch) > REBASE_AFTER[clock]:
-            columns.set_clock(clock, now)
         budget = policy.cost_budget_bytes or 1.0
         params = engine.params
-        key = (params.tobytes(), budget)
-        if key != self._coef_key:
-            self._coef = sweep_coefficients(params, budget)
-            self._coef_key = key
-        return now - columns.epoch, self._coef
+        if columns.needs_rebase(clock, now, params, budget):
+            columns.rebase(clock, now, params, budget)
+        return sweep_coefficients(columns.params, now - columns.epoch)
+
+    def _columns(self, rows: slice) -> tuple[_U8, _U8, _F32, _F32, _F32, _F32, _F32, _F32]:
+        """The sweep's input columns at ``rows`` (views, no copies)."""
+        c: MemoryColumns = self.engine.columns
+        return (
+            c.state[rows],
+            c.kind[rows],
+            c.acc_base[rows],
+            c.conf_term[rows],
+            c.rel_term[rows],
+            c.static[rows],
+            c.since[rows],
+            c.below[rows],
+        )
+
+    def _full(self, rows: slice | npt.NDArray[np.int64], coef: npt.NDArray[np.uint64]) -> SweepResult:
+        """Every output of a sweep of ``rows``, into reused buffers (inputs untouched)."""
+        margin = self.config.near_margin
+        if not isinstance(rows, slice):
+            return sweep_rows(rows, *self._columns(slice(0, self.engine.columns.size)), coef, margin=margin)
+        n = rows.stop - rows.start
+        if self._buffers is None or self._buffers.value.shape[0] < n:
+            capacity = max(n, 1024)
+            self._buffers = SweepResult(
+                np.empty(capacity, dtype=np.float32),
+                np.empty(capacity, dtype=np.uint8),
+                np.empty(capacity, dtype=np.float32),
+                np.empty(capacity, dtype=np.uint8),
+                np.zeros(((capacity + CHUNK - 1) // CHUNK, N_COUNTS), dtype=np.int64),
+            )
+        buffers = self._buffers
+        out = SweepResult(
+            buffers.value[:n],
+            buffers.next_state[:n],
+            buffers.next_below[:n],
+            buffers.near[:n],
+            np.zeros(((n + CHUNK - 1) // CHUNK, N_COUNTS), dtype=np.int64),
+        )
+        return sweep(*self._columns(rows), coef, margin=margin, out=out)
 
     def _kernel(
-        self, rows: slice | npt.NDArray[np.int64], now: float, coef: npt.NDArray[np.uint64], *, dry_run: bool
-    ) -> SweepResult:
+        self, rows: slice | npt.NDArray[np.int64], coef: npt.NDArray[np.uint64], *, dry_run: bool
+    ) -> tuple[npt.NDArray[np.int64], Moved]:
+        """Per-chunk counts and the moves of a sweep of ``rows``; unless ``dry_run``, below and near are updated."""
         columns: MemoryColumns = self.engine.columns
-        margin = self.config.near_margin
-        if isinstance(rows, slice):
-            a, b = rows.start, rows.stop
-            n = b - a
-            if self._buffers is None or self._buffers.value.shape[0] < n:
-                capacity = max(n, 1024)
-                self._buffers = SweepResult(
-                    np.empty(capacity, dtype=np.float32),
-                    np.empty(capacity, dtype=np.uint8),
-                    np.empty(capacity, dtype=np.float32),
-                    np.empty(capacity, dtype=np.uint8),
-                    np.zeros(((capacity + CHUNK - 1) // CHUNK, 3), dtype=np.int64),
-                )
-            buffers = self._buffers
-            # A scheduled sweep writes below and near in place: the only columns it changes besides states.
-            out = SweepResult(
-                buffers.value[:n],
-                buffers.next_state[:n],
-                buffers.next_below[:n] if dry_run else columns.below[a:b],
-                buffers.near[:n] if dry_run else columns.near[a:b],
-                np.zeros(((n + CHUNK - 1) // CHUNK, 3), dtype=np.int64),
+        if dry_run or not isinstance(rows, slice):
+            result = self._full(rows, coef)
+            if not dry_run:
+                columns.below[rows] = result.next_below
+                columns.near[rows] = result.near
+            return result.counts, _moved(rows, result, columns.state)
+        blocks = []
+        for start in range(rows.start, rows.stop, LAUNCH_BLOCK):
+            block = slice(start, min(start + LAUNCH_BLOCK, rows.stop))
+            blocks.append(
+                sweep_in_place(*self._columns(block), columns.near[block], coef, margin=self.config.near_margin)
             )
-            return sweep(
-                columns.state[a:b],
-                columns.kind[a:b],
-                columns.confidence[a:b],
-                columns.inconsistency[a:b],
-                columns.feedback[a:b],
-                columns.log_count[a:b],
-                columns.utility[a:b],
-                columns.stored_bytes[a:b],
-                columns.touched[a:b],
-                columns.since[a:b],
-                columns.below[a:b],
-                now,
-                coef,
-                margin=margin,
-                out=out,
-            )
-        n = columns.size
-        result = sweep_rows(
-            rows,
-            columns.state[:n],
-            columns.kind[:n],
-            columns.confidence[:n],
-            columns.inconsistency[:n],
-            columns.feedback[:n],
-            columns.log_count[:n],
-            columns.utility[:n],
-            columns.stored_bytes[:n],
-            columns.touched[:n],
-            columns.since[:n],
-            columns.below[:n],
-            now,
-            coef,
-            margin=margin,
-        )
-        if not dry_run:
-            columns.below[rows] = result.next_below
-            columns.near[rows] = result.near
-        return result
+            time.sleep(0)  # let a recall waiting for the kernel launch lock in between blocks
+        counts = np.concatenate(blocks) if blocks else np.zeros((0, N_COUNTS), dtype=np.int64)
+        # Values and next states only where something moves (the in-place update is idempotent).
+        parts = []
+        for chunk in np.flatnonzero(counts[:, COUNT_MOVED]).tolist():
+            part = slice(rows.start + chunk * CHUNK, min(rows.start + (chunk + 1) * CHUNK, rows.stop))
+            parts.append(_moved(part, self._full(part, coef), columns.state))
+        if not parts:
+            return counts, _NO_MOVES
+        return counts, Moved(*(np.concatenate(arrays) for arrays in zip(*parts, strict=True)))
 
     def _sweep(
         self, rows: slice | npt.NDArray[np.int64], trigger: str, *, dry_run: bool
@@ -363,13 +379,11 @@ class GovernanceDaemon:
         started = time.time()
         t0 = time.perf_counter()
         engine = self.engine
-        columns = engine.columns
-        now, coef = self._prepare()
+        coef = self._prepare()
         kernel_start = time.perf_counter()
-        result = self._kernel(rows, now, coef, dry_run=dry_run)
+        counts, (moved_ids, observed, targets, values) = self._kernel(rows, coef, dry_run=dry_run)
         kernel_ms = (time.perf_counter() - kernel_start) * 1e3
-        totals = result.counts.sum(axis=0)
-        moved_ids, observed, targets, values = _moved(rows, result, columns.state)
+        totals = counts.sum(axis=0)
         matrix = count_transitions(observed, targets)
         if not dry_run:
             for start in range(0, moved_ids.size, TRANSITIONS_PER_COMMIT):
@@ -393,9 +407,21 @@ class GovernanceDaemon:
         return stats
 
 
-def _moved(
-    rows: slice | npt.NDArray[np.int64], result: SweepResult, state: npt.NDArray[np.uint8]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+class Moved(NamedTuple):
+    """The memories a sweep moves: ids, observed state, target state and value."""
+
+    ids: npt.NDArray[np.int64]
+    observed: npt.NDArray[np.uint8]
+    targets: npt.NDArray[np.uint8]
+    values: npt.NDArray[np.float32]
+
+
+_NO_MOVES = Moved(
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.float32)
+)
+
+
+def _moved(rows: slice | npt.NDArray[np.int64], result: SweepResult, state: npt.NDArray[np.uint8]) -> Moved:
     """Ids, observed state, target state and value of the slots a sweep moves.
 
     Only chunks whose kernel count says something moved are compared. The observed state is read
@@ -403,9 +429,8 @@ def _moved(
     is dropped, and the committer re-checks each against the stored record.
     """
     chunks = np.flatnonzero(result.counts[:, COUNT_MOVED])
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.uint8))
     if chunks.size == 0:
-        return (*empty, np.zeros(0, dtype=np.float32))
+        return _NO_MOVES
     positions = []
     for chunk in chunks.tolist():
         part = slice(chunk * CHUNK, min((chunk + 1) * CHUNK, result.next_state.shape[0]))
@@ -420,7 +445,7 @@ def _moved(
     keep = np.fromiter(
         ((int(o), int(t)) in _VALID_MOVES for o, t in zip(observed, targets, strict=True)), dtype=bool, count=ids.size
     )
-    return ids[keep].astype(np.int64), observed[keep], targets[keep], result.value[where][keep]
+    return Moved(ids[keep].astype(np.int64), observed[keep], targets[keep], result.value[where][keep])
 
 
 _REASONS: dict[int, str] = {

@@ -1,14 +1,23 @@
 """Change detection at write time: hard conflicts on fact keys, soft conflicts and duplicates.
 
-Runs inside the committer (one mutation at a time), so its reads and the
-writes it decides are serial. It decides deterministically where the
+Runs under the store's commit lock (one mutation at a time), so its reads and
+the writes it decides are serial. It decides deterministically where the
 structure allows (a fact key), and only nudges scores where it does not (a
 near-duplicate that disagrees raises the older memory's inconsistency).
+
+Because it runs in the serial section of every write, it keeps what never
+changes about a memory in RAM: the unit vectors of recently written entity
+memories (the soft-conflict candidates of hot entities) and, per fact version,
+its world time and normalised value. Both are keyed by memory id and filled
+only with durable ids (an id of a write that failed is handed out again), and
+everything that can change (state, links, confidence) is still read from the
+record or the hot columns.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -32,6 +41,10 @@ REPEATABLE_KINDS = (memory_pb2.MEMORY_KIND_EPISODE,)
 
 SOFT_CONFLICT_CANDIDATES = 256
 """Most recent memories of an entity compared with a new one: bounds the write's cost."""
+VECTOR_CACHE_BYTES = 32 * 2**20
+"""RAM for unit vectors of recently written entity memories (soft-conflict candidates skip RocksDB)."""
+VERSION_CACHE_ENTRIES = 500_000
+"""Fact versions whose world time and normalised value are kept in RAM (about 150 bytes each)."""
 INCONSISTENCY_STEP = 0.5
 """Inconsistency added by a soft conflict at similarity 1 (scaled down linearly to the threshold)."""
 CONFIRM_CONFIDENCE_GAIN = 0.2
@@ -89,13 +102,105 @@ def _confirm(existing: memory_pb2.Memory, decision: Decision, now: float) -> Dec
     return decision
 
 
+def unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Rows scaled to length 1, in float32 (the same numbers whether a row comes alone or with others)."""
+    out: npt.NDArray[np.float32] = matrix.astype(np.float32)
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out
+
+
+class RecentVectors:
+    """Unit vectors of recently stored memories, by id: a direct-mapped ring over the dense ids.
+
+    Slot ``id % capacity`` holds the newest id put there, so the ring keeps about
+    the last ``capacity`` ids (older ids that were looked up stay until a newer id
+    needs their slot). Vectors never change once stored, so an entry stays valid;
+    callers put only durable ids. Not thread-safe: used under the commit lock.
+    """
+
+    def __init__(self, budget_bytes: int = VECTOR_CACHE_BYTES) -> None:
+        self.budget_bytes = budget_bytes
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._vectors = np.zeros((0, 0), dtype=np.float32)
+
+    def _ready(self, dimension: int) -> bool:
+        if self._vectors.shape[1] != dimension:
+            capacity = self.budget_bytes // max(4 * dimension, 1)
+            if capacity <= 0:
+                return False
+            self._ids = np.full(capacity, -1, dtype=np.int64)
+            self._vectors = np.zeros((capacity, dimension), dtype=np.float32)  # pages are touched on first use
+        return True
+
+    def put(self, ids: npt.NDArray[np.int64], units: npt.NDArray[np.float32]) -> None:
+        """Remember the unit vectors of durable ``ids`` (a newer id keeps its slot)."""
+        if ids.size == 0 or not self._ready(units.shape[1]):
+            return
+        slots = ids % self._ids.size
+        newer = self._ids[slots] <= ids
+        self._ids[slots[newer]] = ids[newer]
+        self._vectors[slots[newer]] = units[newer]
+
+    def get(self, ids: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32]]:
+        """Which ``ids`` are held, and their vectors (rows of the misses are garbage)."""
+        if self._ids.size == 0:
+            return np.zeros(ids.size, dtype=bool), np.zeros((ids.size, 0), dtype=np.float32)
+        slots = ids % self._ids.size
+        return self._ids[slots] == ids, self._vectors[slots]
+
+
+class _Version:
+    """One version of a fact key, its record read only when a decision needs more than time and value."""
+
+    __slots__ = ("_record", "_txn", "memory_id", "state", "valid_from_s", "value")
+
+    def __init__(
+        self,
+        txn: Txn,
+        memory_id: int,
+        valid_from_s: float,
+        value: str,
+        state: int,
+        record: memory_pb2.Memory | None = None,
+    ) -> None:
+        self._txn = txn
+        self.memory_id = memory_id
+        self.valid_from_s = valid_from_s
+        self.value = value
+        self.state = state
+        """From the record when it was read, else from the hot columns (which mirror it once published)."""
+        self._record = record
+
+    def record(self) -> memory_pb2.Memory:
+        """The full record (read once; perception changes it in place)."""
+        if self._record is None:
+            self._record = _load(self._txn, self.memory_id)
+            if self._record is None:  # pragma: no cover - the version index and the records are written together
+                raise KeyError(f"fact version {self.memory_id} has no record")
+            self.state = self._record.state
+        return self._record
+
+
 class Perceiver:
     """Decides how a new memory relates to what is stored."""
 
-    def __init__(self, settings: PerceptionSettings, columns: MemoryColumns | None = None) -> None:
+    def __init__(
+        self,
+        settings: PerceptionSettings,
+        columns: MemoryColumns | None = None,
+        *,
+        vector_cache_bytes: int = VECTOR_CACHE_BYTES,
+        version_cache_entries: int = VERSION_CACHE_ENTRIES,
+    ) -> None:
         self.settings = settings
         self.columns = columns
         """The hot columns, when available: candidates come from them instead of a prefix scan."""
+        self.recent_vectors = RecentVectors(vector_cache_bytes)
+        """Unit vectors of recent entity memories, so soft-conflict checks of busy entities skip RocksDB."""
+        self._version_keys: dict[int, tuple[float, str]] = {}
+        """Durable fact version id -> (valid_from in seconds, normalised value): neither ever changes."""
+        self.version_cache_entries = version_cache_entries
+        """Most entries of ``_version_keys`` (0 = read every version's record at every keyed write)."""
 
     def _recent_about(self, txn: Txn, record: memory_pb2.Memory, prefix: bytes) -> list[int]:
         """The most recent stored memories about the record's entity in its namespace, newest first."""
@@ -109,8 +214,21 @@ class Perceiver:
             return []
         ids = columns.entity_ids(entity)
         ids = ids[ids < columns.size]
-        ids = ids[(columns.namespace[ids] == namespace) & np.isin(columns.state[ids], CURRENT_STATES)]
-        return [int(i) for i in ids[::-1][:SOFT_CONFLICT_CANDIDATES]]
+        # Newest first, a window at a time: a busy entity has thousands of ids and most are current.
+        found: list[npt.NDArray[np.int64]] = []
+        count, end, window = 0, ids.size, 2 * SOFT_CONFLICT_CANDIDATES
+        while end > 0 and count < SOFT_CONFLICT_CANDIDATES:
+            chunk = ids[max(0, end - window) : end]
+            state = columns.state[chunk]
+            chunk = chunk[(columns.namespace[chunk] == namespace) & ((state == ACTIVE) | (state == ARCHIVED))]
+            found.append(chunk[::-1])
+            count += chunk.size
+            end -= window
+            window *= 4
+        if not found:
+            return []
+        recent: list[int] = np.concatenate(found)[:SOFT_CONFLICT_CANDIDATES].tolist()
+        return recent
 
     def perceive(self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32], now: float) -> Decision:
         """Classify ``record`` (not yet stored, id assigned) and adjust it and its neighbours."""
@@ -124,8 +242,15 @@ class Perceiver:
             return self._soft(txn, record, vector, now, decision)
         return decision
 
-    def register(self, txn: Txn, record: memory_pb2.Memory) -> None:
-        """Index a stored record for later perception (dedup key, fact versions, entity)."""
+    def register(self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32] | None = None) -> None:
+        """Index a stored record for later perception (dedup key, fact versions, entity).
+
+        ``vector``, the record's vector when the caller has it at hand, is kept in RAM once the write is durable.
+        """
+        if record.entity and vector is not None:
+            ids = np.asarray([record.id], dtype=np.int64)
+            units = unit_rows(vector.reshape(1, -1))
+            txn.on_commit(lambda: self.recent_vectors.put(ids, units))
         if not record.fact.attribute and record.kind not in REPEATABLE_KINDS:
             txn.put(CF_DEDUP, dedup_key(record.namespace, record.kind, record.content), record.id.to_bytes(8, "big"))
         if record.entity:
@@ -168,17 +293,55 @@ class Perceiver:
         records = [r for r in (_load(txn, i) for i in ids) if r is not None]
         return sorted(records, key=lambda r: (from_timestamp(r.valid_from), r.id))
 
+    def _versions(self, txn: Txn, key: bytes) -> list[_Version]:
+        """Every version of a fact key, oldest valid_from first, reading records only where needed.
+
+        A version this group wrote is read from the overlay; a durable one takes its
+        time and value from RAM (read once) and its state from the hot columns.
+        """
+        durable = [key_u64(k[-8:]) for k in txn.prefix_keys(CF_FACT_VERSIONS, key + b"\0")]
+        known = set(durable)
+        pending = [i for i in txn.pending(CF_FACT_VERSIONS, key) if i not in known]
+        columns = self.columns
+        cache = self._version_keys
+        out: list[_Version] = []
+        for memory_id in durable + pending:
+            slot = memory_id.to_bytes(8, "big")
+            cached = cache.get(memory_id)
+            if (
+                cached is not None
+                and columns is not None
+                and memory_id < columns.size
+                and not txn.in_group(CF_MEMORIES, slot)
+            ):
+                out.append(_Version(txn, memory_id, cached[0], cached[1], int(columns.state[memory_id])))
+                continue
+            loaded = _load(txn, memory_id)
+            if loaded is None:
+                continue
+            valid_from_s, value = from_timestamp(loaded.valid_from), normalise_text(loaded.fact.value)
+            if memory_id in known and self.version_cache_entries > 0:
+                cache[memory_id] = (valid_from_s, value)
+            out.append(_Version(txn, memory_id, valid_from_s, value, loaded.state, loaded))
+        if len(cache) > self.version_cache_entries:
+            for stale in list(itertools.islice(cache, len(cache) // 2)):  # oldest entries first
+                del cache[stale]
+        out.sort(key=lambda v: (v.valid_from_s, v.memory_id))
+        return out
+
     def _hard(self, txn: Txn, record: memory_pb2.Memory, now: float, decision: Decision) -> Decision:
         key = fact_key(record.namespace, record.entity, record.fact.attribute)
-        versions = self.versions(txn, key)
+        versions = self._versions(txn, key)
         value = normalise_text(record.fact.value)
         new_from = from_timestamp(record.valid_from)
         multi = self.settings.is_multi_valued(record.namespace, record.fact.attribute)
         for version in versions:
             # The same value restated: confirm it (current) or the identical historical entry.
-            same_value = normalise_text(version.fact.value) == value
-            if same_value and (version.state in CURRENT_STATES or from_timestamp(version.valid_from) == new_from):
-                return _confirm(version, decision, now)
+            if version.value != value or not (version.state in CURRENT_STATES or version.valid_from_s == new_from):
+                continue
+            existing = version.record()  # authoritative state: confirm only what the record says
+            if existing.state in CURRENT_STATES or version.valid_from_s == new_from:
+                return _confirm(existing, decision, now)
         if multi:
             return decision
         raw_current = txn.get(CF_FACTS, key)
@@ -203,31 +366,31 @@ class Perceiver:
     def _backdate(
         self,
         record: memory_pb2.Memory,
-        versions: list[memory_pb2.Memory],
+        versions: list[_Version],
         new_from: float,
         now: float,
         decision: Decision,
     ) -> Decision:
         """A late-arriving older value: history, closed by the next newer version, never current."""
-        later = [v for v in versions if from_timestamp(v.valid_from) >= new_from]
-        first_from = min(from_timestamp(v.valid_from) for v in later)
-        tied = [v for v in later if from_timestamp(v.valid_from) == first_from]
+        later = [v for v in versions if v.valid_from_s >= new_from]
+        first_from = min(v.valid_from_s for v in later)
+        tied = [v.record() for v in later if v.valid_from_s == first_from]
         # Among versions of the same world time, the one that won (current, else most trusted) closes it.
         successor = next((v for v in tied if v.state in CURRENT_STATES), max(tied, key=lambda v: v.confidence))
         record.state = OBSOLETE
         record.valid_to.CopyFrom(successor.valid_from)
         record.superseded_by = successor.id
-        earlier = [v for v in versions if from_timestamp(v.valid_from) < new_from]
+        earlier = [v for v in versions if v.valid_from_s < new_from]
         # Links stay two-way: the successor now supersedes the late fact, in place of its old predecessor.
-        replaced = [i for i in successor.supersedes if not earlier or i != earlier[-1].id]
-        if earlier and earlier[-1].superseded_by != successor.id:
-            replaced.append(earlier[-1].id)  # the predecessor was not linked to the successor: keep its link
+        replaced = [i for i in successor.supersedes if not earlier or i != earlier[-1].memory_id]
+        if earlier and earlier[-1].record().superseded_by != successor.id:
+            replaced.append(earlier[-1].memory_id)  # the predecessor was not linked to the successor: keep its link
         del successor.supersedes[:]
         successor.supersedes.extend([*replaced, record.id])
         successor.updated_at.CopyFrom(to_timestamp(now))
         decision.updated.append((successor, successor.state, f"now supersedes late fact {record.id}"))
         if earlier:
-            predecessor = earlier[-1]
+            predecessor = earlier[-1].record()
             closes_after = not predecessor.HasField("valid_to") or from_timestamp(predecessor.valid_to) > new_from
             if closes_after:
                 before = predecessor.state
@@ -240,6 +403,34 @@ class Perceiver:
         return decision
 
     # ---- duplicates and soft conflicts ------------------------------------------------------
+
+    def _unit_vectors(self, txn: Txn, ids: list[int], durable: int) -> tuple[list[int], npt.NDArray[np.float32]]:
+        """The ids that have a vector, in order, and their unit vectors (one row each).
+
+        The first ``durable`` ids are published, hence durable: their vectors come
+        from RAM when held there, and those read from RocksDB are kept for the next
+        write. (One evicted earlier in this group may still come from RAM; its record
+        is gone from the overlay, so it is skipped like a missing vector would be.)
+        """
+        wanted = np.asarray(ids, dtype=np.int64)
+        held, rows = self.recent_vectors.get(wanted)
+        held[durable:] = False  # this group's own writes: only the overlay has them
+        missing = np.flatnonzero(~held).tolist()
+        if not missing:
+            return ids, rows
+        raws = txn.get_many(CF_VECTORS, [ids[i].to_bytes(8, "big") for i in missing])
+        read = [(i, raw) for i, raw in zip(missing, raws, strict=True) if raw is not None]
+        if read:
+            positions = np.asarray([i for i, _ in read], dtype=np.int64)
+            units = unit_rows(np.stack([np.frombuffer(raw, dtype="<f4") for _, raw in read]))
+            if rows.shape[1] != units.shape[1]:
+                rows = np.zeros((wanted.size, units.shape[1]), dtype=np.float32)
+            rows[positions] = units
+            held[positions] = True
+            durable_read = positions[positions < durable]
+            self.recent_vectors.put(wanted[durable_read], rows[durable_read])
+        present = np.flatnonzero(held)
+        return wanted[present].tolist(), rows[present]
 
     def _exact_duplicate(self, txn: Txn, record: memory_pb2.Memory) -> memory_pb2.Memory | None:
         raw = txn.get(CF_DEDUP, dedup_key(record.namespace, record.kind, record.content))
@@ -259,22 +450,20 @@ class Perceiver:
         decision: Decision,
     ) -> Decision:
         prefix = entity_prefix(record.namespace, record.entity)
-        ids = self._recent_about(txn, record, prefix)
-        ids += [i for i in txn.pending(CF_ENTITIES, prefix) if i not in ids]
+        durable = self._recent_about(txn, record, prefix)
+        known = set(durable)
+        ids = durable + [i for i in txn.pending(CF_ENTITIES, prefix) if i not in known]
         if not ids:
             return decision
-        # Vectors first (one database call, no parsing); records only for the close ones.
-        raws = txn.get_many(CF_VECTORS, [i.to_bytes(8, "big") for i in ids])
-        present = [(i, raw) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+        # Vectors first (RAM, else one database call; no parsing); records only for the close ones.
+        present, matrix = self._unit_vectors(txn, ids, len(durable))
         if not present:
             return decision
-        matrix = np.stack([np.frombuffer(raw, dtype="<f4") for _, raw in present]).astype(np.float32)
-        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         unit = vector / np.linalg.norm(vector)
         close_enough = min(self.settings.soft_conflict_similarity, self.settings.duplicate_similarity)
         candidates: list[memory_pb2.Memory] = []
         close: list[float] = []
-        for (memory_id, _), similarity in zip(present, (matrix @ unit).tolist(), strict=True):
+        for memory_id, similarity in zip(present, (matrix @ unit).tolist(), strict=True):
             if similarity < close_enough:
                 continue
             existing = _load(txn, memory_id)

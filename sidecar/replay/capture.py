@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from memevo.v1 import memory_pb2, memory_service_pb2
 
@@ -45,35 +44,6 @@ MODE_HISTORY = 2
 def observation_key(retrieval_id: str) -> bytes:
     """The key of a retrieval's observation record (sorts right after the retrieval record)."""
     return retrieval_id.encode() + OBSERVATION_SUFFIX
-
-
-def trust_of(accuracy: float, relevance: float) -> float:
-    """Recall's trust of a memory from its scores: 0.6 x accuracy + 0.4 x min(relevance, 1), clipped to [0, 1]."""
-    return min(1.0, max(0.0, 0.6 * accuracy + 0.4 * min(relevance, 1.0)))
-
-
-def rank_factor(trust: float, inconsistency: float, demoted: bool) -> float:
-    """What recall multiplies a candidate's match by (see RecallRequest): trust, inconsistency, demotion."""
-    from ..retrieval.recall import DEMOTED_FACTOR, INCONSISTENCY_PENALTY, TRUST_FLOOR
-
-    factor = (TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust) * (1.0 - INCONSISTENCY_PENALTY * min(inconsistency, 1.0))
-    return factor * (DEMOTED_FACTOR if demoted else 1.0)
-
-
-def rank_factors(
-    accuracy: npt.NDArray[np.float32],
-    relevance: npt.NDArray[np.float32],
-    inconsistency: npt.NDArray[np.float32],
-    demoted: npt.NDArray[np.bool_],
-) -> npt.NDArray[np.float64]:
-    """:func:`rank_factor` of many candidates at once (replay's hot loop)."""
-    from ..retrieval.recall import DEMOTED_FACTOR, INCONSISTENCY_PENALTY, TRUST_FLOOR
-
-    trust = np.clip(0.6 * accuracy.astype(np.float64) + 0.4 * np.minimum(relevance, 1.0), 0.0, 1.0)
-    factor = (TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust) * (
-        1.0 - INCONSISTENCY_PENALTY * np.minimum(inconsistency, 1.0)
-    )
-    return np.asarray(factor * np.where(demoted, DEMOTED_FACTOR, 1.0), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -126,9 +96,11 @@ def write_observation(
     for record in pool:
         unique.setdefault(record.id, record)
     records = list(unique.values())
-    hits = {memory_id: score for memory_id, _, score in observation.hits}
+    # Recall hands over the exact match of every candidate it ranked; the estimate below is for pools
+    # scored some other way.
+    exact: dict[int, float] = getattr(pool, "matches", {})
     similarity = {memory_id: sim for memory_id, sim, _ in observation.hits}
-    others = [r.id for r in records if r.id not in similarity]
+    others = [r.id for r in records if r.id not in similarity and r.id not in exact]
     if others:
         raws = engine.store.multi_get(CF_VECTORS, [u64_key(i) for i in others])
         for memory_id, raw in zip(others, raws, strict=True):
@@ -140,7 +112,7 @@ def write_observation(
             similarity[memory_id] = float(vector @ query.vector) / norm if norm > 0 else 0.0
     lexical: dict[int, float] = {}
     weight = 0.0
-    if query.text:
+    if query.text and any(r.id not in exact for r in records):
         weight = LEXICAL_WEIGHT
         lex_ids, lex_scores = engine.lexical.search(query.namespace, query.text)
         best = float(lex_scores.max()) if lex_scores.size else 0.0
@@ -155,9 +127,8 @@ def write_observation(
     for record in records:
         demoted = bool(record.demoted_by)
         inconsistency = float(record.inconsistency)
-        if record.id in hits:
-            trust = trust_of(record.scores.accuracy, record.scores.relevance)
-            match = hits[record.id] / rank_factor(trust, inconsistency, demoted)
+        if record.id in exact:
+            match = exact[record.id]
         else:
             match = (1.0 - weight) * max(similarity[record.id], 0.0) + weight * lexical.get(record.id, 0.0)
         candidates.append([record.id, round(match, 6), round(inconsistency, 6), int(demoted)])

@@ -51,13 +51,14 @@ import numpy.typing as npt
 
 from memevo.kernels.lifecycle import STATE_ACTIVE, STATE_ARCHIVED, STATE_EMPTY, STATE_EVICTED, propose_transitions
 from memevo.kernels.value import compute_scores
-from memevo.v1 import policy_pb2
+from memevo.v1 import memory_pb2, policy_pb2
 
 from ..config import GovernanceConfig
 from ..errors import InvalidArgument
 from ..perception.feedback import FAILURE_LOSS, SUCCESS_GAIN
 from ..policy import params_from_policy, validate_policy
-from .capture import MODE_CURRENT, MODE_HISTORY, rank_factors
+from ..retrieval.recall import rank_factors
+from .capture import MODE_CURRENT, MODE_HISTORY
 from .export import LOG_FORMAT, LOG_VERSION, policy_from_json
 
 STATE_OBSOLETE = 4
@@ -365,8 +366,14 @@ def replay(log: ReplayLog, policy: policy_pb2.Policy, options: ReplayOptions | N
             if keep.any() and step.k > 0:
                 kept = np.flatnonzero(keep)
                 scored = scores_of(rows[kept], now)
+                picked = rows[kept]
                 rank = step.match[kept] * rank_factors(
-                    scored.accuracy, scored.relevance, step.inconsistency[kept], step.demoted[kept]
+                    scored.accuracy,
+                    scored.relevance,
+                    step.inconsistency[kept],
+                    log.importance[picked],
+                    log.kind[picked] == memory_pb2.MEMORY_KIND_STRATEGY,
+                    step.demoted[kept],
                 )
                 order = np.argsort(-rank, kind="stable")[: step.k]
                 positions = kept[order]

@@ -19,6 +19,8 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
+from memevo.v1 import memory_pb2
+
 K1 = 1.2
 B = 0.75
 MAX_QUERY_TOKENS = 64
@@ -214,3 +216,14 @@ class NamespacedLexicalIndex:
         if index is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         return index.search(query)
+
+
+def searchable_text(record: memory_pb2.Memory) -> str:
+    """What BM25 indexes for a memory: its text plus the fields an agent names in questions.
+
+    The entity, the fact's attribute and a strategy's task signature are where
+    a question's words ("What is Bianca's job title?") meet the memory most
+    reliably, and an embedding of a long text dilutes them.
+    """
+    extra = " ".join(part for part in (record.entity, record.fact.attribute, record.task_signature) if part)
+    return f"{record.content} {extra}" if extra else record.content

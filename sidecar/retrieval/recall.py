@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +41,10 @@ LEXICAL_WEIGHT = 0.3
 """Share of the word-match (BM25) signal in a candidate's match when the query has text."""
 TRUST_FLOOR = 0.75
 """Share of the score a candidate keeps whatever its trust: trust reorders close matches, not far ones."""
+IMPORTANCE_WEIGHT = 0.2
+"""Share of the score the client's importance rating moves: a 1 keeps 82 %, a 10 all of it."""
+UNRATED_IMPORTANCE = 5.5
+"""Rating assumed for a memory written without one (importance 0): mid-scale, so an unrated store ranks as before."""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -158,6 +163,7 @@ class Recaller:
         hits = self._read_hits(query, ids, sims, scores, ranked, scored)
         returned = np.asarray([h.memory.id for h in hits], dtype=np.int64)
         rest = ~np.isin(ids, returned)
+        self.engine.note_matches(ids.tolist(), match.tolist())
         self.engine.note_scored(
             ids[rest].tolist(), columns.inconsistency[ids[rest]].tolist(), demoted_by[rest].tolist()
         )
@@ -165,22 +171,25 @@ class Recaller:
         return hits
 
     def _rank_factors(self, ids: IdArray, scored: Scores) -> tuple[npt.NDArray[np.float64], IdArray]:
-        """What each candidate's match is multiplied by (trust, inconsistency, demotion), and who demoted it."""
+        """What each candidate's match is multiplied by (see :func:`rank_factors`), and who demoted it."""
         columns = self.engine.columns
-        accuracy = np.asarray(scored.accuracy, dtype=np.float64)
-        relevance = np.asarray(scored.relevance, dtype=np.float64)
-        trust = np.clip(0.6 * accuracy + 0.4 * np.minimum(relevance, 1.0), 0.0, 1.0)
-        factor = TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust
-        factor *= 1.0 - INCONSISTENCY_PENALTY * np.minimum(columns.inconsistency[ids].astype(np.float64), 1.0)
+        is_strategy = columns.kind[ids] == memory_pb2.MEMORY_KIND_STRATEGY
+        strategies = np.flatnonzero(is_strategy)
         demoted_by = np.zeros(ids.size, dtype=np.int64)
         # Demotion lives on the record, and only strategies are demoted: read just those.
-        strategies = np.flatnonzero(columns.kind[ids] == memory_pb2.MEMORY_KIND_STRATEGY)
         if strategies.size:
             raws = self.engine.store.multi_get(CF_MEMORIES, [u64_key(int(i)) for i in ids[strategies]])
             for position, raw in zip(strategies.tolist(), raws, strict=True):
                 if raw is not None:
                     demoted_by[position] = memory_pb2.Memory.FromString(raw).demoted_by
-        factor[demoted_by != 0] *= DEMOTED_FACTOR
+        factor = rank_factors(
+            np.asarray(scored.accuracy),
+            np.asarray(scored.relevance),
+            columns.inconsistency[ids],
+            columns.importance[ids],
+            is_strategy,
+            demoted_by != 0,
+        )
         return factor, demoted_by
 
     def _read_hits(
@@ -294,7 +303,7 @@ class Recaller:
         return np.asarray(self._unit_vectors(ids) @ unit[0], dtype=np.float32)
 
     def _unit_vectors(self, ids: IdArray) -> npt.NDArray[np.float32]:
-        """Unit vectors of ids, from the fresh tail, the graph or RocksDB, wherever each is."""
+        """Unit vectors of ids: from the fresh tail (already unit) or RocksDB (normalised here)."""
         tail_ids, tail_vectors = self.engine.index.tail_snapshot()
         vectors = np.empty((ids.size, self.engine.dimension), dtype=np.float32)
         slots = np.searchsorted(tail_ids, ids)
@@ -304,15 +313,44 @@ class Recaller:
             vectors[in_tail] = tail_vectors[slots[in_tail]]
         rest = ~in_tail
         if rest.any():
-            rest_ids = ids[rest]
-            in_graph = self.engine.index.graph_contains(rest_ids)
-            rows = np.empty((rest_ids.size, self.engine.dimension), dtype=np.float32)
-            if in_graph.any():
-                rows[in_graph] = self.engine.index.graph_vectors(rest_ids[in_graph])
-            if (~in_graph).any():
-                # Moved out of the tail and not yet visible in the graph snapshot: read RocksDB.
-                raws = self.engine.store.multi_get(CF_VECTORS, [u64_key(int(i)) for i in rest_ids[~in_graph]])
-                stored = np.stack([np.frombuffer(r or b"", dtype="<f4") for r in raws])
-                rows[~in_graph] = stored / np.linalg.norm(stored, axis=1, keepdims=True)
-            vectors[rest] = rows
+            # RocksDB holds every vector: one multi_get and one normalisation beat usearch's get(), whose
+            # Python-level per-key conversion cost more than the whole read.
+            raws = self.engine.store.multi_get(CF_VECTORS, [u64_key(int(i)) for i in ids[rest]])
+            zero = bytes(4 * self.engine.dimension)  # forgotten meanwhile: similarity 0, dropped at the read
+            joined = b"".join(r if r is not None else zero for r in raws)
+            stored = np.frombuffer(joined, dtype="<f4").reshape(-1, self.engine.dimension)
+            norms = np.linalg.norm(stored, axis=1, keepdims=True)
+            vectors[rest] = stored / np.where(norms > 0, norms, 1.0)
         return vectors
+
+
+def rank_factors(
+    accuracy: npt.NDArray[np.floating[Any]],
+    relevance: npt.NDArray[np.floating[Any]],
+    inconsistency: npt.NDArray[np.floating[Any]],
+    importance: npt.NDArray[np.integer[Any]],
+    is_strategy: npt.NDArray[np.bool_],
+    demoted: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.float64]:
+    """What recall multiplies each candidate's match by (the formula on RecallRequest); one row per candidate.
+
+    Pure arrays in, array out, so that replay ranks logged candidates exactly as recall did.
+    """
+    accuracy = np.array(accuracy, dtype=np.float64)
+    strategies = np.flatnonzero(is_strategy)
+    if strategies.size:
+        # A strategy's accuracy is mostly its outcome record, i.e. how hard its task is: it says which
+        # strategy to prefer (see demotion), not how it compares with facts or episodes. Taken as is, a
+        # task that usually fails ranked its best strategy under every untested log line about the task.
+        # Shifting keeps the strategies' differences, so the lift does not amplify thin evidence.
+        accuracy[strategies] += 1.0 - accuracy[strategies].max()
+    trust = np.clip(0.6 * accuracy + 0.4 * np.minimum(np.asarray(relevance, dtype=np.float64), 1.0), 0.0, 1.0)
+    factor = TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust
+    # The client's own rating of what matters (as in Generative Agents' retrieval): a fact or a lesson
+    # outranks a passing remark that names the same entity and is as close to the query.
+    rated = np.asarray(importance, dtype=np.float64)
+    rating = np.where(rated > 0, np.minimum(rated, 10.0), UNRATED_IMPORTANCE) / 10.0
+    factor *= 1.0 - IMPORTANCE_WEIGHT + IMPORTANCE_WEIGHT * rating
+    factor *= 1.0 - INCONSISTENCY_PENALTY * np.minimum(np.asarray(inconsistency, dtype=np.float64), 1.0)
+    factor[np.asarray(demoted, dtype=bool)] *= DEMOTED_FACTOR
+    return factor

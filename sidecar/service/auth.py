@@ -93,6 +93,10 @@ class TokenTable:
     def __len__(self) -> int:
         return len(self._scopes)
 
+    def merge(self, other: TokenTable) -> None:
+        """Accept every token of ``other`` too."""
+        self._scopes.update(other._scopes)
+
     def scope_of_token(self, token: str) -> Scope | None:
         """The scope of ``token``, None when it is not one of ours."""
         return self._scopes.get(_digest(token))

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME: str = memory_service_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name
 
+MIN_CONCURRENT_RPCS = 1024
+"""Calls the server accepts at once (running or queued for a worker), at least."""
+
 # Keepalive: answer client pings every 20 s, tolerate idle Watch/Review streams.
 KEEPALIVE_OPTIONS = [
     ("grpc.keepalive_time_ms", 20_000),
@@ -87,9 +90,13 @@ class Sidecar:
     """
 
     def __init__(self, config: SidecarConfig, *, token: str | None = None, tokens: TokenTable | None = None) -> None:
-        table = tokens if tokens is not None else TokenTable()
+        table = TokenTable()
+        table.merge(tokens or TokenTable())
         if token:
-            table.add(token, EVERYTHING)
+            try:
+                table.add(token, EVERYTHING)
+            except ValueError as exc:
+                raise FailedPrecondition(f"bad sidecar token: {exc}", reason="BAD_TOKEN") from exc
         # Refused before the data directory is opened: a misconfiguration must not touch the data.
         check_listen_policy(config, has_tokens=bool(table))
         credentials = server_credentials(config)
@@ -121,7 +128,9 @@ class Sidecar:
             futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="memevo-rpc"),
             options=options,
             interceptors=interceptors,
-            maximum_concurrent_rpcs=config.workers * 8,
+            # Calls beyond the workers wait in gRPC's queue (no thread, no GIL) up to this bound, then
+            # get RESOURCE_EXHAUSTED; few workers and a deep queue keep latency low under load.
+            maximum_concurrent_rpcs=max(config.workers * 8, MIN_CONCURRENT_RPCS),
         )
         memory_service_pb2_grpc.add_MemoryServiceServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -8,14 +8,23 @@ kept only for the memories that have them.
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from array import array
 
 import numpy as np
 import numpy.typing as npt
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from memevo.kernels.sweep import derive_one
+from memevo.kernels.params import (
+    CONFIDENCE_DECAY_HALF_LIFE,
+    DEFAULT_COST_BUDGET_BYTES,
+    HALF_LIFE,
+    REBASE_EXPONENT,
+    default_params,
+)
+from memevo.kernels.sweep import Terms, derive_terms
 from memevo.v1 import memory_pb2
 
 STATE_UNSPECIFIED = memory_pb2.MEMORY_STATE_UNSPECIFIED
@@ -88,19 +97,20 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "state_since": (np.float64, np.nan),
     "state_since_turn": (np.float64, np.nan),
     "uniqueness": (np.float32, np.nan),
-    # The sweep's compact columns (kernels/sweep.py): float32 caches and float32 time offsets from ``epoch`` in
-    # the clock the policy runs on. Derived from the columns above when those change.
-    "feedback": (np.float32, 0.5),
-    "log_count": (np.float32, 0.0),
-    "utility": (np.float32, 0.0),
-    "touched": (np.float32, np.nan),
+    # The sweep's compact columns (kernels/sweep.py): float32 terms anchored at ``epoch`` under the current policy,
+    # and float32 time offsets from ``epoch`` in the clock the policy runs on. Derived from the columns above when
+    # those change, and all of them again when the policy or the anchor changes (``rebase``).
+    "acc_base": (np.float32, 0.0),
+    "conf_term": (np.float32, 0.0),
+    "rel_term": (np.float32, 0.0),
+    "static": (np.float32, 0.0),
     "since": (np.float32, np.nan),
     "below": (np.float32, np.nan),
     "near": (np.uint8, 0),
 }
 HOT_COLUMNS = (
-    *("state", "kind", "confidence", "inconsistency", "feedback", "log_count", "utility", "stored_bytes"),
-    *("touched", "since", "below", "near", "namespace", "entity", "valid_from", "valid_to"),
+    *("state", "kind", "acc_base", "conf_term", "rel_term", "static", "since", "below", "near"),
+    *("namespace", "entity", "valid_from", "valid_to"),
 )
 """The columns a sweep (kernels/sweep.py) or a recall filter scans; the others are read per record only."""
 HOT_BYTES_PER_MEMORY = sum(np.dtype(_COLUMN_SPECS[name][0]).itemsize for name in HOT_COLUMNS)
@@ -109,8 +119,8 @@ REBASE_AFTER = {"wall": 7 * 86_400.0, "turns": 1_000_000.0}
 """How far (clock units) now may move from the epoch before the time offsets are rebased on it.
 
 A float32 offset x is exact to |x| * 2**-24: within 7 days of the epoch that is 0.03 s, and a time 10
-years back still resolves to 16 s (its decay is 0 at any half-life under a year). Turn offsets are exact
-integers up to 2**24 turns from the epoch."""
+years back still resolves to 16 s. Turn offsets are exact integers up to 2**24 turns from the epoch. The
+decay terms need a rebase sooner when a half-life is short: see ``needs_rebase``."""
 # Bytes a memory costs besides its text and vector: record fields, keys, index entries.
 RECORD_OVERHEAD_BYTES = 256
 
@@ -118,7 +128,7 @@ RECORD_OVERHEAD_BYTES = 256
 class MemoryColumns:
     """Structure-of-arrays metadata of every memory, slot = id.
 
-    Writers (the committer thread) hold the lock while appending or changing a
+    Writers (the holder of the store's commit lock) hold the lock while appending or changing a
     row; readers take a consistent view of the row count and read arrays
     without the lock (a row is fully written before the count includes it).
     """
@@ -151,14 +161,14 @@ class MemoryColumns:
     state_since_turn: npt.NDArray[np.float64]
     uniqueness: npt.NDArray[np.float32]
     """1 - similarity to the nearest other memory of its entity; NaN when unmeasured. Not persisted."""
-    feedback: npt.NDArray[np.float32]
-    """sigmoid(successes - failures), cached for the sweep."""
-    log_count: npt.NDArray[np.float32]
-    """log1p(access_count), cached for the sweep."""
-    utility: npt.NDArray[np.float32]
-    """density * uniqueness, cached for the sweep."""
-    touched: npt.NDArray[np.float32]
-    """Last access (or creation, when never accessed) as an offset from ``epoch`` in ``clock`` units; NaN = unknown."""
+    acc_base: npt.NDArray[np.float32]
+    """The part of accuracy that does not decay (kernels/sweep.py), under ``params``."""
+    conf_term: npt.NDArray[np.float32]
+    """The decaying part of accuracy at ``epoch`` (kernels/sweep.py)."""
+    rel_term: npt.NDArray[np.float32]
+    """Relevance decay at ``epoch``: 2**-((epoch - last use) / half_life) (kernels/sweep.py)."""
+    static: npt.NDArray[np.float32]
+    """The time-independent value terms: use count, utility, cost (kernels/sweep.py)."""
     since: npt.NDArray[np.float32]
     """When the current state was entered, offset from ``epoch`` in ``clock`` units; NaN = unknown."""
     below: npt.NDArray[np.float32]
@@ -182,7 +192,11 @@ class MemoryColumns:
         self.clock = "wall"
         """The clock of the offset columns: "wall" (seconds) or "turns"."""
         self.epoch = 0.0
-        """What offset 0 means on that clock (epoch seconds or a turn); moved by ``set_clock``."""
+        """What offset 0 means on that clock (epoch seconds or a turn), and the decay terms' anchor; see ``rebase``."""
+        self.params = default_params("wall")
+        """The policy matrix the terms were derived under (kernels/params.py); changed by ``rebase``."""
+        self.cost_budget_bytes = DEFAULT_COST_BUDGET_BYTES
+        """The cost budget the terms were derived under."""
         self.writes = 0
         """Rows written by set_record since start (the daemon sweeps its frequent tier every N writes)."""
         self._allocate(max(capacity, 16))
@@ -282,45 +296,81 @@ class MemoryColumns:
             self.last_access_at[ids] = now_s
             if turn is not None:
                 self.last_access_turn[ids] = turn
-            self.log_count[ids] = np.log1p(self.access_count[ids].astype(np.float64))
-            if self.clock == "wall":
-                self.touched[ids] = now_s - self.epoch
-            elif turn is not None and turn > 0:
-                self.touched[ids] = turn - self.epoch
+            self._refresh(ids.astype(np.int64, copy=False), now_s)
             self.accessed.update(ids.tolist())
 
     def _derive_row(self, memory_id: int) -> None:
-        """Refresh the sweep's caches and offsets of one row from its raw columns (lock held)."""
-        i = memory_id
-        self.feedback[i], self.log_count[i], self.utility[i] = derive_one(
-            float(self.successes[i]),
-            float(self.failures[i]),
-            int(self.access_count[i]),
-            int(self.importance[i]),
-            int(self.content_bytes[i]),
-            float(self.uniqueness[i]),
-        )
-        rows = slice(i, i + 1)
-        self.touched[rows], self.since[rows] = self._offsets(rows)
+        """Refresh the sweep's terms and offsets of one row from its raw columns (lock held)."""
+        rows = slice(memory_id, memory_id + 1)
+        self.since[rows] = (self._since(rows) - self.epoch).astype(np.float32)
+        self._refresh(np.array([memory_id], dtype=np.int64), time.time())
 
-    def _offsets(self, rows: slice) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-        """touched and since of ``rows`` on the current clock, from the float64 columns."""
+    def terms(self) -> Terms:
+        """The four term columns (full capacity; slice them to ``size``)."""
+        return Terms(self.acc_base, self.conf_term, self.rel_term, self.static)
+
+    def _latest(self, now_s: float) -> float:
+        """Latest time a term may count from (kernels/sweep.py): now on the wall clock; turns never run ahead."""
+        return now_s if self.clock == "wall" else math.inf
+
+    def _refresh(self, ids: npt.NDArray[np.int64], now_s: float) -> None:
+        """Re-derive the terms of ``ids`` (valid slots) under the current basis (lock held)."""
+        derive_terms(
+            self.kind,
+            self.confidence,
+            self.inconsistency,
+            self.successes,
+            self.failures,
+            self.access_count,
+            self.importance,
+            self.content_bytes,
+            self.uniqueness,
+            self.stored_bytes,
+            self._touched(ids),
+            anchor=self.epoch,
+            params=self.params,
+            cost_budget_bytes=self.cost_budget_bytes,
+            latest=self._latest(now_s),
+            rows=ids,
+            out=self.terms(),
+            check=False,  # our own columns and ids: the checks would cost more than the refresh
+        )
+
+    def _touched(self, rows: slice | npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Decay reference time of ``rows`` on the current clock: last access, else creation (NaN = none)."""
         if self.clock == "wall":
             last = self.last_access_at[rows]
-            touched = np.where(np.isfinite(last), last, self.recorded_at[rows])
-            since = self.state_since[rows]
-        else:
-            last_turn = self.last_access_turn[rows]
-            touched = np.where(last_turn > 0, last_turn.astype(np.float64), self.created_turn[rows])
-            since = self.state_since_turn[rows]
-        return (touched - self.epoch).astype(np.float32), (since - self.epoch).astype(np.float32)
+            return np.where(np.isfinite(last), last, self.recorded_at[rows])
+        last_turn = self.last_access_turn[rows]
+        return np.where(last_turn > 0, last_turn.astype(np.float64), self.created_turn[rows])
 
-    def set_clock(self, clock: str, epoch: float) -> None:
-        """Put the offset columns on ``clock`` ("wall" or "turns") relative to ``epoch``; O(n), under the lock.
+    def _since(self, rows: slice) -> npt.NDArray[np.float64]:
+        return self.state_since[rows] if self.clock == "wall" else self.state_since_turn[rows]
 
-        The sweep calls it when the policy's time mode changed and when now drifted more than
-        REBASE_AFTER from the epoch. ``below`` (no float64 twin) is shifted on a rebase and cleared on a
-        clock change (the next sweep starts the grace period again).
+    def needs_rebase(self, clock: str, now: float, params: npt.NDArray[np.float64], cost_budget_bytes: float) -> bool:
+        """Whether the terms must be re-derived before a sweep at ``now`` on ``clock`` under this policy.
+
+        Yes when the clock, policy or budget changed, when now is before the anchor, more than
+        REBASE_AFTER past it (offset precision) or more than REBASE_EXPONENT of the shortest half-life
+        past it (the sweep's per-kind factors must stay normal float32; kernels/params.py).
+        """
+        elapsed = now - self.epoch
+        shortest = float(params[:, [HALF_LIFE, CONFIDENCE_DECAY_HALF_LIFE]].min())
+        return (
+            clock != self.clock
+            or cost_budget_bytes != self.cost_budget_bytes
+            or params.shape != self.params.shape
+            or not np.array_equal(params, self.params)
+            or not 0.0 <= elapsed <= min(REBASE_AFTER[clock], REBASE_EXPONENT * shortest)
+        )
+
+    def rebase(self, clock: str, epoch: float, params: npt.NDArray[np.float64], cost_budget_bytes: float) -> None:
+        """Anchor the offsets and terms at ``epoch`` on ``clock`` under ``params``; O(n) and parallel, under the lock.
+
+        The sweep calls it when ``needs_rebase``: a policy or time-mode change, or now drifting away from
+        the anchor. ``below`` (no float64 twin) is shifted when only the anchor moves and cleared on a
+        clock change (the next sweep starts the grace period again). About 0.1 s per million memories;
+        writers wait meanwhile.
         """
         if clock not in REBASE_AFTER:
             raise ValueError(f"clock must be 'wall' or 'turns', not {clock!r}")
@@ -332,7 +382,28 @@ class MemoryColumns:
                 self.below[:n] = np.nan
             self.clock = clock
             self.epoch = float(epoch)
-            self.touched[:n], self.since[:n] = self._offsets(slice(0, n))
+            self.params = np.array(params, dtype=np.float64, copy=True)
+            self.cost_budget_bytes = float(cost_budget_bytes)
+            rows = slice(0, n)
+            self.since[rows] = (self._since(rows) - self.epoch).astype(np.float32)
+            derive_terms(
+                self.kind[rows],
+                self.confidence[rows],
+                self.inconsistency[rows],
+                self.successes[rows],
+                self.failures[rows],
+                self.access_count[rows],
+                self.importance[rows],
+                self.content_bytes[rows],
+                self.uniqueness[rows],
+                self.stored_bytes[rows],
+                self._touched(rows),
+                anchor=self.epoch,
+                params=self.params,
+                cost_budget_bytes=self.cost_budget_bytes,
+                latest=self._latest(time.time()),
+                out=Terms(*(column[rows] for column in self.terms())),
+            )
 
     def take_accessed(self) -> list[int]:
         """The ids accessed since the last call (for the statistics checkpoint)."""

@@ -19,6 +19,7 @@ import os
 import pickle
 import threading
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,13 @@ _RLOCK_TYPES = (type(threading.RLock()),)
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles locks as fresh, unlocked locks (the snapshot is taken with nothing running)."""
+    """Pickles locks as fresh, unlocked locks (the snapshot is taken with nothing running), arrays as raw bytes."""
 
     def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is array:
+            # The word index holds two small arrays per distinct word: rebuilding each from its bytes
+            # loads about twice as fast as the default reconstructor.
+            return array, (obj.typecode, obj.tobytes())
         if isinstance(obj, _LOCK_TYPES):
             return threading.Lock, ()
         if isinstance(obj, _RLOCK_TYPES):

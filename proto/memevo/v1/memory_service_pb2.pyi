@@ -373,13 +373,16 @@ Global___RecallFilter: _TypeAlias = RecallFilter  # noqa: Y015
 
 @_typing.final
 class RecallRequest(_message.Message):
-    """Ranking: score = match x (0.75 + 0.25 x trust) x (1 - 0.5 x inconsistency), halved for a
-    demoted strategy, where
+    """Ranking: score = match x (0.75 + 0.25 x trust) x (0.8 + 0.2 x importance / 10)
+    x (1 - 0.5 x inconsistency), halved for a demoted strategy, where
     match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) when query text
-    is given (cosine alone otherwise; BM25 statistics are per namespace), and
-    trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from
-    the memory's scores: names, numbers and dates match by words, and among similar matches the
-    more reliable and more used memory ranks first.
+    is given (cosine alone otherwise; BM25 statistics are per namespace, over the text plus the
+    entity, fact attribute and task signature),
+    trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
+    strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
+    strategy to prefer, not how strategies compare with facts), and an unrated importance counts
+    as 5.5: names, numbers and dates match by words, and among similar matches the more reliable,
+    more important and more used memory ranks first.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1070,7 +1073,11 @@ class SweepStats(_message.Message):
     total_ms: _builtins.float
     """Wall time of the whole sweep, milliseconds."""
     trigger: _builtins.str
-    """What triggered it: "request", "schedule", "writes", "event"."""
+    """What triggered it and which tier it covered: "request" (Govern), "schedule" (every memory),
+    "schedule: active" (ACTIVE memories and those near a threshold), "schedule: near", "writes: active"
+    (after many writes), "event" (memories a change event named); " (sample)" is appended when a large
+    store was swept by a rotating block, " (dry run)" for a Govern dry run.
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """System time the sweep started."""

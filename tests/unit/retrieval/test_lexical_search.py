@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 
-from memevo.sidecar.retrieval.lexical import B, K1, LexicalIndex, tokenize
+from memevo.sidecar.retrieval.lexical import K1, B, LexicalIndex, tokenize
 
 
 def naive_bm25(docs: dict[int, str], query: str) -> dict[int, float]:

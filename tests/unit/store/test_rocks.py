@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memevo.sidecar.errors import FailedPrecondition, InvalidArgument
+from memevo.sidecar.errors import FailedPrecondition, InvalidArgument, Unavailable
 from memevo.sidecar.store.rocks import CF_CHANGELOG, CF_MEMORIES, RocksStore, Txn, u64_key
 
 
@@ -109,3 +109,84 @@ def test_reads_inside_a_group_see_earlier_uncommitted_writes(tmp_path: Path) -> 
         future.result()
     assert seen == [b"v1"]
     store.close()
+
+
+def test_an_uncontended_apply_commits_on_the_calling_thread(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    threads: list[int] = []
+
+    def mutation(txn: Txn) -> int:
+        threads.append(threading.get_ident())
+        txn.on_commit(lambda: threads.append(threading.get_ident()))
+        return _write_one(txn)
+
+    try:
+        assert store.apply(mutation) == 1
+        assert threads == [threading.get_ident()] * 2  # no hand-off to the committer thread and back
+        assert store.submit(mutation).result() == 2
+        assert threads[2] != threading.get_ident()  # submit leaves the work to the committer thread
+    finally:
+        store.close()
+
+
+def test_applies_and_submits_from_many_threads_share_groups_and_stay_dense(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def applier() -> None:
+        for _ in range(60):
+            memory_id = store.apply(_write_one)
+            with lock:
+                results.append(memory_id)
+
+    def submitter() -> None:
+        futures = [store.submit(_write_one) for _ in range(60)]
+        ids = [future.result(timeout=60) for future in futures]
+        assert ids == sorted(ids)  # one thread's submissions commit in order
+        with lock:
+            results.extend(ids)
+
+    threads = [threading.Thread(target=applier) for _ in range(4)]
+    threads += [threading.Thread(target=submitter) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.close()
+    assert sorted(results) == list(range(1, 361))
+    reopened = _open(tmp_path)
+    assert reopened.last_sequence == 360
+    assert [k for k, _ in reopened.iterate(CF_CHANGELOG)] == [u64_key(i) for i in range(1, 361)]
+    reopened.close()
+
+
+def test_a_failing_publish_is_logged_and_the_durable_write_still_acknowledged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = _open(tmp_path)
+
+    def fail() -> None:
+        raise RuntimeError("the columns refused it")
+
+    def broken_publish(txn: Txn) -> int:
+        txn.on_commit(fail)
+        return _write_one(txn)
+
+    try:
+        assert store.apply(broken_publish) == 1
+        assert store.apply(_write_one) == 2  # the next writer is not stuck behind the failure
+        assert store.get(CF_MEMORIES, u64_key(1)) == b"m1"
+        assert "publishing a committed write failed" in caplog.text
+    finally:
+        store.close()
+
+
+def test_writes_after_close_are_refused_as_unavailable(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    store.apply(_write_one)
+    store.close()
+    with pytest.raises(Unavailable):
+        store.apply(_write_one)
+    with pytest.raises(Unavailable):
+        store.submit(_write_one)

@@ -715,13 +715,16 @@ func (x *RecallFilter) GetValidFromBefore() *timestamppb.Timestamp {
 	return nil
 }
 
-// Ranking: score = match x (0.75 + 0.25 x trust) x (1 - 0.5 x inconsistency), halved for a
-// demoted strategy, where
+// Ranking: score = match x (0.75 + 0.25 x trust) x (0.8 + 0.2 x importance / 10)
+// x (1 - 0.5 x inconsistency), halved for a demoted strategy, where
 // match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) when query text
-// is given (cosine alone otherwise; BM25 statistics are per namespace), and
-// trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from
-// the memory's scores: names, numbers and dates match by words, and among similar matches the
-// more reliable and more used memory ranks first.
+// is given (cosine alone otherwise; BM25 statistics are per namespace, over the text plus the
+// entity, fact attribute and task signature),
+// trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
+// strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
+// strategy to prefer, not how strategies compare with facts), and an unrated importance counts
+// as 5.5: names, numbers and dates match by words, and among similar matches the more reliable,
+// more important and more used memory ranks first.
 type RecallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Query text: embedded by the sidecar (unless query_vector is given) and matched by words (BM25).
@@ -2149,7 +2152,10 @@ type SweepStats struct {
 	KernelMs float64 `protobuf:"fixed64,4,opt,name=kernel_ms,json=kernelMs,proto3" json:"kernel_ms,omitempty"`
 	// Wall time of the whole sweep, milliseconds.
 	TotalMs float64 `protobuf:"fixed64,5,opt,name=total_ms,json=totalMs,proto3" json:"total_ms,omitempty"`
-	// What triggered it: "request", "schedule", "writes", "event".
+	// What triggered it and which tier it covered: "request" (Govern), "schedule" (every memory),
+	// "schedule: active" (ACTIVE memories and those near a threshold), "schedule: near", "writes: active"
+	// (after many writes), "event" (memories a change event named); " (sample)" is appended when a large
+	// store was swept by a rotating block, " (dry run)" for a Govern dry run.
 	Trigger       string `protobuf:"bytes,6,opt,name=trigger,proto3" json:"trigger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
