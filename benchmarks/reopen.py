@@ -32,12 +32,9 @@ on time; the target (≤ 10 s for 1M) is printed next to the figure.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
-import importlib.metadata
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -97,6 +94,12 @@ _import_memevo()
 from memevo.sidecar.store.snapshot import SNAPSHOT_FILE  # noqa: E402
 from memevo.v1 import memory_pb2  # noqa: E402
 
+try:
+    from benchmarks import machine as machine_info
+except ImportError:  # run as a script: the repository root is not on sys.path yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import machine as machine_info
+
 KINDS = (
     memory_pb2.MEMORY_KIND_EPISODE,
     memory_pb2.MEMORY_KIND_FACT,
@@ -107,35 +110,7 @@ KINDS = (
 
 def machine() -> dict[str, Any]:
     """CPU, cores, memory, versions, code revision and the load average now."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory_gib = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    versions: dict[str, str | None] = {}
-    for package in ("numpy", "grpcio", "protobuf", "rocksdict", "usearch", "numba"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    revision = None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        revision = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": memory_gib,
-        "python": platform.python_version(),
-        "versions": versions,
-        "revision": revision,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
+    return machine_info.machine(("numpy", "grpcio", "protobuf", "rocksdict", "usearch", "numba"))
 
 
 def _items(start: int, count: int, dimension: int, entities: int, rng: np.random.Generator) -> list[Any]:

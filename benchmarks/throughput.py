@@ -56,11 +56,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib.metadata
 import json
 import multiprocessing
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -86,6 +84,12 @@ except ImportError:
 import grpc  # noqa: E402
 
 from memevo.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc  # noqa: E402
+
+try:
+    from benchmarks import machine as machine_info
+except ImportError:  # run as a script: the repository root is not on sys.path yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import machine as machine_info
 
 DIMENSION = 384
 BUILD_BATCH = 5_000
@@ -743,32 +747,8 @@ def fresh_tail(targets: dict[str, Any]) -> int:
 
 
 def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    versions: dict[str, str | None] = {}
-    for package in ("numpy", "grpcio", "protobuf", "rocksdict", "usearch", "numba"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    revision = None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        revision = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "python": platform.python_version(),
-        "versions": versions,
-        "revision": revision,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
+    """CPU, cores, memory, versions, code revision and the load average now."""
+    return machine_info.machine(("numpy", "grpcio", "protobuf", "rocksdict", "usearch", "numba"))
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -34,6 +34,19 @@ writes are timed with :class:`memevo.client.MemoryClient` for reference
 (client, gRPC and socket included). Every figure is the median over
 ``--repeats`` runs of the run's percentile, each run ``--writes`` calls; a
 second table splits the headline figure by write category (runs pooled).
+Two figures help read latencies taken on a shared, loaded machine: "CPU
+ms/write" is the process's CPU time during a run (every thread: validation,
+perception, commit, publish, and the index builder and governance daemon that
+run alongside) divided by the run's writes, which depends far less on the
+load than wall time; "bare fsync" is, just before each server-side run, the
+p50/p99 of 200 fsynced one-key writes to a separate RocksDB next to the data
+directory: the floor a durable write cannot go below on this disk right now.
+
+To compare two code revisions on identical data, preload once with
+``--preload-only --data DIR``, then run each revision with ``--preloaded
+--data COPY`` on its own copy of DIR (the stream is replayed without being
+written, so the timed writes are the same).
+
 ``--json PATH`` writes ``{"n_memories", "p50_ms", "p99_ms"}`` (server-side,
 one caller, index caught up) plus every other figure, the machine, its load
 average at each run and the code revision. Not a test: nothing here asserts
@@ -296,10 +309,13 @@ class Figures:
     """The machine's 1-minute load average at the start of each run."""
     index_saved: list[bool] = field(default_factory=list)
     """Whether the index builder saved the graph to disk during each run (it does every 300 s)."""
+    fsync_floor: list[tuple[float, float]] = field(default_factory=list)
+    """(p50, p99) seconds of a bare fsynced one-key RocksDB write on the same disk, just before each run."""
 
-    def add(self, samples: Sequence[float], wall_s: float) -> None:
+    def add(self, samples: Sequence[float], wall_s: float, cpu_s: float) -> None:
         self.runs.append(
             {
+                "cpu_ms_per_write": cpu_s * 1e3 / len(samples),
                 "p50": percentile(samples, 50),
                 "p90": percentile(samples, 90),
                 "p99": percentile(samples, 99),
@@ -324,11 +340,19 @@ class Figures:
             "max_ms": round(self.median("max") * 1e3, 3),
             "mean_ms": round(self.median("mean") * 1e3, 3),
             "writes_per_s": round(self.median("writes_per_s"), 1),
+            "cpu_ms_per_write": round(self.median("cpu_ms_per_write"), 3),
             "p99_ms_per_run": [round(run["p99"] * 1e3, 3) for run in self.runs],
             "outcomes": dict(self.outcomes),
             "fresh_tail_at_start": self.tail_at_start,
             "load_average_at_start": self.load_average,
             "index_saved_during_run": self.index_saved,
+            "fsync_floor_ms_per_run": [[round(p50 * 1e3, 3), round(p99 * 1e3, 3)] for p50, p99 in self.fsync_floor],
+            "fsync_floor_p50_ms": round(statistics.median(f[0] for f in self.fsync_floor) * 1e3, 3)
+            if self.fsync_floor
+            else None,
+            "fsync_floor_p99_ms": round(statistics.median(f[1] for f in self.fsync_floor) * 1e3, 3)
+            if self.fsync_floor
+            else None,
             "by_category_pooled": {
                 category: {
                     "count": len(values),
@@ -381,6 +405,34 @@ def run_calls(
     return samples, time.perf_counter() - wall_started, outcomes
 
 
+class FsyncFloor:
+    """A bare RocksDB next to the data directory: what one fsynced write costs on this disk right now."""
+
+    def __init__(self, directory: Path) -> None:
+        import rocksdict
+
+        self.directory = directory
+        options = rocksdict.Options(raw_mode=True)
+        options.create_if_missing(True)
+        self._db = rocksdict.Rdict(str(directory), options)
+        self._sync = rocksdict.WriteOptions()
+        self._sync.sync = True
+
+    def sample(self, writes: int = 200) -> tuple[float, float]:
+        """(p50, p99) seconds of ``writes`` synced one-key writes (about a Remember's size each)."""
+        value = b"x" * 2_048
+        samples = []
+        for i in range(writes):
+            began = time.perf_counter()
+            self._db.put(i.to_bytes(8, "big"), value, self._sync)
+            samples.append(time.perf_counter() - began)
+        return percentile(samples, 50), percentile(samples, 99)
+
+    def close(self) -> None:
+        self._db.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
 def measure(
     label: str,
     prepare: Callable[[Item], Any],
@@ -393,23 +445,34 @@ def measure(
     index_state: Callable[[], tuple[int, float]],
     log: Callable[[str], None],
     before_run: Callable[[], object] = lambda: None,
+    floor: FsyncFloor | None = None,
 ) -> Figures:
     figures = Figures(label, callers)
     for run in range(repeats):
         before_run()
+        if floor is not None:
+            figures.fsync_floor.append(floor.sample())
         figures.load_average.append(round(os.getloadavg()[0], 2))
         items = [(item.category, prepare(item)) for item in workload.batch(writes)]  # client work: not timed
         tail, saved_before = index_state()
         figures.tail_at_start.append(tail)
+        cpu_started = time.process_time()
         samples, wall_s, outcomes = run_calls(call, items, callers)
+        cpu_s = time.process_time() - cpu_started
         figures.index_saved.append(index_state()[1] != saved_before)
-        figures.add([latency for _, latency in samples], wall_s)
+        figures.add([latency for _, latency in samples], wall_s, cpu_s)
         for category, latency in samples:
             figures.by_category.setdefault(category, []).append(latency)
         figures.outcomes.update(outcomes)
         last = figures.runs[-1]
+        floor_note = (
+            f", bare fsync p50/p99 {figures.fsync_floor[-1][0] * 1e3:.3f}/{figures.fsync_floor[-1][1] * 1e3:.3f} ms"
+            if figures.fsync_floor
+            else ""
+        )
         log(
-            f"  {label} run {run + 1}/{repeats}: p50 {last['p50'] * 1e3:.3f} ms, p99 {last['p99'] * 1e3:.3f} ms, "
+            f"  {label} run {run + 1}/{repeats}: p50 {last['p50'] * 1e3:.3f} ms, p99 {last['p99'] * 1e3:.3f} ms"
+            f"{floor_note}, "
             f"{last['writes_per_s']:.0f} writes/s (fresh tail {figures.tail_at_start[-1]}, "
             f"load {figures.load_average[-1]}{', index saved meanwhile' if figures.index_saved[-1] else ''})"
         )
@@ -546,12 +609,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="data directory to use (default: a temporary one, removed)")
     parser.add_argument("--skip-during-build", action="store_true", help="only measure once the index caught up")
     parser.add_argument("--skip-wire", action="store_true", help="skip the unix-socket client measurement")
+    parser.add_argument(
+        "--preload-only",
+        action="store_true",
+        help="preload --data, wait for the index, close it cleanly and stop (a store to copy for --preloaded runs)",
+    )
+    parser.add_argument(
+        "--preloaded",
+        action="store_true",
+        help="--data already holds the preload of these --n/--seed settings: replay the stream without writing it "
+        "(run each code revision on a fresh copy of one preloaded store to compare them on identical data)",
+    )
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     temporary = None
+    if (args.preload_only or args.preloaded) and args.data is None:
+        parser.error("--preload-only and --preloaded need --data")
     if args.data is None:
         temporary = tempfile.TemporaryDirectory(prefix="memevo-bench-")
         data_dir = Path(temporary.name) / "data"
@@ -594,9 +670,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 index = stats().index
                 return int(index.fresh_tail_count), index.saved_at.ToSeconds() if index.HasField("saved_at") else 0.0
 
-            results["preload"] = preload(servicer, workload, args.n, log)
-            results["preload"]["mix"] = dict(workload.mix)
+            if args.preloaded:
+                workload.batch(args.n)  # the same stream continues where the preload left it
+                stored = int(stats().total_count)
+                if stored < args.n:
+                    raise SystemExit(f"--preloaded: {data_dir} holds {stored} memories, fewer than --n {args.n}")
+                results["preload"] = {"preloaded": True, "stored": stored, "mix": dict(workload.mix)}
+            else:
+                results["preload"] = preload(servicer, workload, args.n, log)
+                results["preload"]["mix"] = dict(workload.mix)
             results["preload"]["fresh_tail_after"] = tail()
+            if args.preload_only:
+                log("waiting for the index to catch up before closing the preloaded store")
+                results["index_catch_up_s"] = round(wait_for_index(stats, log), 1)
+                log(f"preloaded {data_dir}: {results['preload']}")
+                return 0
 
             def request_of(item: Item) -> Any:
                 return memory_service_pb2.RememberRequest(memory=item.proto())
@@ -622,6 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             log("waiting for the index to catch up")
             results["index_catch_up_s"] = round(wait_for_index(stats, log), 1)
+            floor = FsyncFloor(data_dir.parent / f"{data_dir.name}-fsync-floor")
             for callers in (1, args.callers):
                 label = f"server, {callers} caller{'s' if callers > 1 else ''}"
                 log(f"measuring {label}")
@@ -637,8 +726,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         index_state=index_state,
                         log=log,
                         before_run=lambda: wait_for_index(stats, log),
+                        floor=floor,
                     )
                 )
+            floor.close()
             final = stats()
             results["stored_after_server_runs"] = int(final.total_count)
             results["governance_sweeps"] = [
@@ -704,12 +795,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"\nGoverned Remember latency at {args.n:,} memories, dimension {args.dimension}, conflict detection on")
     print(f"(medians of {args.repeats} runs x {args.writes} writes; machine: {results['machine']['cores']} cores)\n")
-    print(f"| {'measure':<36} | {'p50 ms':>7} | {'p90 ms':>7} | {'p99 ms':>7} | {'max ms':>7} | {'writes/s':>8} |")
-    print(f"|{'-' * 38}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 10}|")
+    print(
+        f"| {'measure':<36} | {'p50 ms':>7} | {'p90 ms':>7} | {'p99 ms':>7} | {'max ms':>7} | {'writes/s':>8} "
+        f"| {'CPU ms/write':>12} | {'bare fsync p50/p99 ms':>21} |"
+    )
+    print(f"|{'-' * 38}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 10}|{'-' * 14}|{'-' * 23}|")
     for label, row in by_label.items():
+        fsync = (
+            f"{row['fsync_floor_p50_ms']:.3f} / {row['fsync_floor_p99_ms']:.3f}" if row["fsync_floor_p50_ms"] else "-"
+        )
         print(
             f"| {label:<36} | {row['p50_ms']:>7.3f} | {row['p90_ms']:>7.3f} | {row['p99_ms']:>7.3f} "
-            f"| {row['max_ms']:>7.2f} | {row['writes_per_s']:>8.0f} |"
+            f"| {row['max_ms']:>7.2f} | {row['writes_per_s']:>8.0f} | {row['cpu_ms_per_write']:>12.3f} | {fsync:>21} |"
         )
     outcomes = Counter[str]()
     for row in by_label.values():

@@ -16,8 +16,6 @@ import hashlib
 import importlib.metadata
 import json
 import math
-import os
-import platform
 import re
 import shlex
 import string
@@ -33,6 +31,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+
+try:
+    from benchmarks import machine as machine_info
+except ImportError:  # run as a script: the repository root is not on sys.path yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks import machine as machine_info
+
 import numpy.typing as npt
 
 from memevo.client import Memory, MemoryClient, MemoryInput, WriteResult
@@ -249,23 +254,8 @@ def file_sha256(path: Path) -> str:
 
 def machine() -> dict[str, Any]:
     """The machine a figure was measured on: CPU, cores, memory, Python, OS and load."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory_gib = None
-    with contextlib.suppress(ValueError, OSError, AttributeError):
-        memory_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": memory_gib,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
+    info = machine_info.machine(())
+    return {key: info[key] for key in ("cpu", "cores", "memory_gib", "python", "platform", "load_average")}
 
 
 def versions() -> dict[str, str | None]:

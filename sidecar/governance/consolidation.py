@@ -87,8 +87,10 @@ class ClusterFinder:
 
     def note_changed(self, ids: Iterable[int]) -> None:
         """Memories whose statistics changed: look at their neighbourhood again at the next pass."""
+        size = self.engine.columns.size
         with self._lock:
-            self._changed.update(ids)
+            # Only ids that are stored: a request may name ids that never existed (up to 2^64 - 1).
+            self._changed.update(i for i in ids if 0 < i < size)
 
     def find(self, settings: ConsolidationSettings, *, exclude: set[int]) -> PassResult:
         """Groups of at least ``min_group_size`` similar, eligible memories among the new ones' neighbourhoods.

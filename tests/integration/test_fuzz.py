@@ -15,6 +15,7 @@ must keep running.
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,7 +48,8 @@ REFUSALS = {
 """Clear refusals. INTERNAL, UNKNOWN and UNAVAILABLE (a dead process) never are."""
 WATCH_WAIT_S = 0.3
 """A valid Watch streams until cancelled: it is cut after this long (DEADLINE_EXCEEDED counts as accepted)."""
-EXAMPLES = 40
+EXAMPLES = int(os.environ.get("MEMEVO_FUZZ_EXAMPLES", "40"))
+"""Examples per RPC; the long run recorded in RESULTS.md sets MEMEVO_FUZZ_EXAMPLES."""
 FD = pb_descriptor.FieldDescriptor
 
 FUZZ = settings(
@@ -291,7 +293,7 @@ def check(sidecar: Sidecar, service: Any, method: str, request: Message) -> None
 
 
 FUZZED_METHODS = [m.name for m in SERVICE.methods if not (m.client_streaming and m.server_streaming)]
-"""Every RPC but the bidirectional Review stream (see the Review section below)."""
+"""Every RPC but the bidirectional Review stream (fuzzed as whole streams below)."""
 
 
 @pytest.mark.parametrize("method", FUZZED_METHODS)
@@ -308,19 +310,38 @@ def test_fuzzed_requests_get_a_clear_answer(
     check(sidecar, service, method, request)
 
 
-def test_every_rpc_but_review_is_fuzzed() -> None:
-    assert {m.name for m in SERVICE.methods} - set(FUZZED_METHODS) == {"Review"}
+def test_every_rpc_is_fuzzed() -> None:
+    assert {m.name for m in SERVICE.methods} - set(FUZZED_METHODS) == {"Review"}  # fuzzed as streams below
 
 
-# ---- Review (bidirectional stream): not fuzzed yet ---------------------------------------------
-# Review is left out on purpose for now (it is being built while this is written). Fuzz it here:
-# draw streams from review_requests() below (a hello, then decisions with hostile proposal ids,
-# verdicts and abstraction texts), send each on one Review call, and check every answer as check()
-# does; then drop the exclusion in FUZZED_METHODS and test_every_rpc_but_review_is_fuzzed.
+# ---- Review (bidirectional stream) ---------------------------------------------------------------
+
+
+@FUZZ
+@given(messages=st.deferred(lambda: review_requests()), kinds=st.lists(st.integers(-5, 2**31 - 1), max_size=3))
+def test_fuzzed_review_streams_get_a_clear_answer(
+    fuzzed: tuple[Sidecar, Any, list[int]], messages: list[memory_service_pb2.ReviewRequest], kinds: list[int]
+) -> None:
+    sidecar, service, _ = fuzzed
+    messages[0].hello.kinds.extend(kinds)
+    before = _snapshot(service)
+    error: grpc.RpcError | None = None
+    try:
+        # The stream is half-closed after the last message: the sidecar answers and ends it.
+        answers = [r.WhichOneof("message") for r in service.Review(iter(messages), timeout=10)]
+    except grpc.RpcError as caught:
+        error, answers = caught, []
+    assert set(answers) <= {"proposal", "settled_proposal_id"}
+    if error is not None:
+        assert error.code() in REFUSALS, f"Review answered {error.code()}: {error.details()}\n{messages}"[:3000]
+        assert error.details()
+    # No proposal is open in this store, so no decision can change anything, accepted or refused.
+    assert _snapshot(service) == before
+    assert sidecar.process.poll() is None, sidecar.log()[-5000:]
 
 
 def review_requests() -> st.SearchStrategy[list[memory_service_pb2.ReviewRequest]]:
-    """Review streams to fuzz with once Review is implemented: a hello and up to five decisions."""
+    """Review streams: a hello, then up to five decisions with hostile proposal ids, verdicts and texts."""
 
     @st.composite
     def stream(draw: st.DrawFn) -> list[memory_service_pb2.ReviewRequest]:
