@@ -330,6 +330,26 @@ def archive_fast_policy(service: Service) -> policy_pb2.Policy:
     return policy
 
 
+FREEZE_SETTLE_S = 1.5
+"""After freezing, how long a sweep or consolidation pass already under way gets to finish."""
+
+
+def freeze_governance(service: Service) -> None:
+    """Stop lifecycle moves and policy consolidations while a restart is verified.
+
+    The verifier compares a scan of the records with the change log and GetStats; a tier sweep or a
+    consolidation landing between those reads would look like a mismatch. The next phase's setup
+    installs its own policy.
+    """
+    policy = service.GetPolicy(memory_service_pb2.GetPolicyRequest(), timeout=CALL_TIMEOUT_S).policy
+    for kind in policy.kinds:
+        kind.min_time_in_state_s = kind.min_time_in_state_turns = 1e12
+        kind.evict_grace_s = kind.evict_grace_turns = 1e12
+    policy.consolidation.without_reviewer = policy_pb2.CONSOLIDATION_MODE_WAIT
+    service.UpdatePolicy(memory_service_pb2.UpdatePolicyRequest(policy=policy), timeout=CALL_TIMEOUT_S)
+    time.sleep(FREEZE_SETTLE_S)
+
+
 def _setup_sweep(service: Service) -> None:
     service.UpdatePolicy(
         memory_service_pb2.UpdatePolicyRequest(policy=archive_fast_policy(service)), timeout=CALL_TIMEOUT_S
@@ -719,6 +739,7 @@ def run_trials(
         channel, service = stub(served.target)
         try:
             checked = time.monotonic()
+            freeze_governance(service)
             seen = verify(service, ledger, check_ann=check_ann, old_below=checked_below, old_sample=old_sample)
             checked_below = seen.memories + 1
             retried, replayed, retry_problems = retry_pending(service, ledger, seen.present)

@@ -672,9 +672,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             if args.preloaded:
                 workload.batch(args.n)  # the same stream continues where the preload left it
-                stored = int(stats().total_count)
-                if stored < args.n:
-                    raise SystemExit(f"--preloaded: {data_dir} holds {stored} memories, fewer than --n {args.n}")
+                stored = int(stats().total_count)  # fewer than --n: restatements confirm instead of adding
+                if stored == 0:
+                    raise SystemExit(f"--preloaded: {data_dir} holds no memories; preload it with --preload-only")
                 results["preload"] = {"preloaded": True, "stored": stored, "mix": dict(workload.mix)}
             else:
                 results["preload"] = preload(servicer, workload, args.n, log)

@@ -86,6 +86,9 @@ class GovernanceConfig:
     """Stores with more slots than this are swept by samples: each scheduled sweep takes a rotating block."""
     sample_count: int = 2_000_000
     """Slots per sampled sweep (a block of consecutive ids; near-tier samples take this many near ids)."""
+    sweep_threads: int = 0
+    """Threads a scheduled or event-driven sweep uses; 0 = every core but one, so that recalls keep a core
+    while a large store is swept (a sweep is bound by memory bandwidth: one thread does most of it)."""
     react_to_events: bool = True
     """Re-evaluate at once the memories a perception event (update, supersession, outcome) names."""
     checkpoint_interval_s: float = 5.0

@@ -30,12 +30,14 @@ counts in memory. The trigger of each sweep in GetStats says which path ran:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
@@ -196,7 +198,13 @@ class GovernanceDaemon:
             thread.join()
         self.checkpoint()
 
+    def _limit_threads(self) -> None:
+        # numba's thread count is per calling thread: this caps the daemon's sweeps, not Govern's.
+        wanted = self.config.sweep_threads or max(1, (os.cpu_count() or 1) - 1)
+        numba.set_num_threads(max(1, min(wanted, numba.config.NUMBA_NUM_THREADS)))
+
     def _run(self) -> None:
+        self._limit_threads()
         last_checkpoint = time.monotonic()
         intervals = (
             self.config.sweep_interval_s,
@@ -222,6 +230,7 @@ class GovernanceDaemon:
 
     def _follow_events(self) -> None:
         """Re-evaluate the memories named by perception events as they are committed."""
+        self._limit_threads()
         after = self.engine.store.last_sequence
         while not self._stop.is_set():
             try:
