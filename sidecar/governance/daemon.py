@@ -201,7 +201,7 @@ class GovernanceDaemon:
     def _limit_threads(self) -> None:
         # numba's thread count is per calling thread: this caps the daemon's sweeps, not Govern's.
         wanted = self.config.sweep_threads or max(1, (os.cpu_count() or 1) - 1)
-        numba.set_num_threads(max(1, min(wanted, numba.config.NUMBA_NUM_THREADS)))
+        numba.set_num_threads(max(1, min(wanted, numba.get_num_threads())))
 
     def _run(self) -> None:
         self._limit_threads()

@@ -111,24 +111,6 @@ def test_reads_inside_a_group_see_earlier_uncommitted_writes(tmp_path: Path) -> 
     store.close()
 
 
-def test_an_uncontended_apply_commits_on_the_calling_thread(tmp_path: Path) -> None:
-    store = _open(tmp_path)
-    threads: list[int] = []
-
-    def mutation(txn: Txn) -> int:
-        threads.append(threading.get_ident())
-        txn.on_commit(lambda: threads.append(threading.get_ident()))
-        return _write_one(txn)
-
-    try:
-        assert store.apply(mutation) == 1
-        assert threads == [threading.get_ident()] * 2  # no hand-off to the committer thread and back
-        assert store.submit(mutation).result() == 2
-        assert threads[2] != threading.get_ident()  # submit leaves the work to the committer thread
-    finally:
-        store.close()
-
-
 def test_applies_and_submits_from_many_threads_share_groups_and_stay_dense(tmp_path: Path) -> None:
     store = _open(tmp_path)
     results: list[int] = []
