@@ -331,15 +331,13 @@ class Observation:
     retrieval_id: str
     arm: str
     returned_ids: list[int] = field(default_factory=list)
-    hits: list[tuple[int, float, float]] = field(default_factory=list)
-    """(id, cosine similarity, ranking score) of each returned memory, for the replay log."""
 
 
 @contextmanager
 def observed_retrieval(engine: Engine, query: RecallQuery) -> Iterator[Observation]:
     """Wrap one Recall or BuildContext: assign an arm, rank with its policy, log the retrieval.
 
-    The caller ranks inside the block and fills ``returned_ids`` and ``hits``;
+    The caller ranks inside the block and fills ``returned_ids``;
     on a clean exit the retrieval record (for ReportOutcome) and its candidate
     log (for replay) are written.
     """

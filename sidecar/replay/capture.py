@@ -8,12 +8,9 @@ the two expire together. It holds JSON::
      "c": [[id, match, inconsistency, demoted], ...]}
 
 ``c`` is the re-ranked pool of the recall in match order, each candidate's
-``match`` being the policy-free part of its ranking score (see RecallRequest):
-for a returned memory it is recovered exactly from its score (score divided
-by its trust, inconsistency and demotion factors); for the others it is
-estimated as 0.7 x max(cosine, 0) + 0.3 x BM25 / best BM25 of the query's
-namespace (cosine alone without query text), because the live ranking does
-not keep them. ``mode`` is 0 for current-only retrieval, 1 when ARCHIVED
+``match`` being the policy-free part of its ranking score (see RecallRequest)
+exactly as recall computed it (recall hands it over; nothing is recomputed
+here). ``mode`` is 0 for current-only retrieval, 1 when ARCHIVED
 memories were asked for, 2 for history and as-of queries.
 """
 
@@ -23,11 +20,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from memevo.v1 import memory_pb2, memory_service_pb2
 
-from ..store.rocks import CF_RETRIEVALS, CF_VECTORS, RocksStore, u64_key
+from ..store.rocks import CF_RETRIEVALS, RocksStore
 
 if TYPE_CHECKING:
     from ..domain import RecallQuery
@@ -89,49 +84,23 @@ def write_observation(
     pool: list[memory_pb2.Memory],
     generation: int,
 ) -> None:
-    """Write the observation record of one retrieval (unsynced, like the retrieval record)."""
-    from ..retrieval.recall import LEXICAL_WEIGHT
+    """Write the observation record of one retrieval (unsynced, like the retrieval record).
 
-    unique: dict[int, memory_pb2.Memory] = {}
-    for record in pool:
-        unique.setdefault(record.id, record)
-    records = list(unique.values())
-    # Recall hands over the exact match of every candidate it ranked; the estimate below is for pools
-    # scored some other way.
+    The candidates are the pool recall ranked, each with the match recall computed for it (handed over
+    through the scoring block, so nothing is recomputed here); records scored without a match are not
+    candidates.
+    """
     exact: dict[int, float] = getattr(pool, "matches", {})
-    similarity = {memory_id: sim for memory_id, sim, _ in observation.hits}
-    others = [r.id for r in records if r.id not in similarity and r.id not in exact]
-    if others:
-        raws = engine.store.multi_get(CF_VECTORS, [u64_key(i) for i in others])
-        for memory_id, raw in zip(others, raws, strict=True):
-            if raw is None:
-                similarity[memory_id] = 0.0
-                continue
-            vector = np.frombuffer(raw, dtype="<f4")
-            norm = float(np.linalg.norm(vector))
-            similarity[memory_id] = float(vector @ query.vector) / norm if norm > 0 else 0.0
-    lexical: dict[int, float] = {}
-    weight = 0.0
-    if query.text and any(r.id not in exact for r in records):
-        weight = LEXICAL_WEIGHT
-        lex_ids, lex_scores = engine.lexical.search(query.namespace, query.text)
-        best = float(lex_scores.max()) if lex_scores.size else 0.0
-        if best > 0:
-            wanted = set(unique)
-            lexical = {
-                int(i): float(s) / best
-                for i, s in zip(lex_ids.tolist(), lex_scores.tolist(), strict=True)
-                if i in wanted
-            }
     candidates = []
-    for record in records:
-        demoted = bool(record.demoted_by)
-        inconsistency = float(record.inconsistency)
-        if record.id in exact:
-            match = exact[record.id]
-        else:
-            match = (1.0 - weight) * max(similarity[record.id], 0.0) + weight * lexical.get(record.id, 0.0)
-        candidates.append([record.id, round(match, 6), round(inconsistency, 6), int(demoted)])
+    seen: set[int] = set()
+    for record in pool:
+        if record.id in seen or record.id not in exact:
+            continue
+        seen.add(record.id)
+        candidates.append(
+            [record.id, round(exact[record.id], 6), round(float(record.inconsistency), 6), int(bool(record.demoted_by))]
+        )
+    candidates.sort(key=lambda c: -c[1])
     body = {
         "v": OBSERVATION_VERSION,
         "arm": observation.arm,

@@ -359,7 +359,6 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         with observed_retrieval(self.engine, query) as observed:
             hits = self.recaller.recall(query)
             observed.returned_ids = [h.memory.id for h in hits]
-            observed.hits = [(h.memory.id, h.similarity, h.score) for h in hits]
         response = memory_service_pb2.RecallResponse(retrieval_id=observed.retrieval_id, arm=observed.arm)
         for hit in hits:
             response.memories.add(memory=hit.memory, similarity=hit.similarity, score=hit.score, hint=hit.hint)
@@ -450,7 +449,6 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                 framework_version=self.engine.framework_version,
             )
             observed.returned_ids = [line.hit.memory.id for line in built.lines]
-            observed.hits = [(line.hit.memory.id, line.hit.similarity, line.hit.score) for line in built.lines]
         response = memory_service_pb2.BuildContextResponse(
             text=built.text, tokens_used=built.tokens, retrieval_id=observed.retrieval_id, arm=observed.arm
         )
