@@ -220,7 +220,7 @@ def _compute_scores(
             value[i] = alpha * acc + beta * rel + gamma * util - delta * cst
 
 
-def _coefficients(params: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
+def _compute_coefficients(params: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
     coef = np.empty((params.shape[0], _N_WORDS), dtype=np.uint64)
     # Capped so that dt * rate is never inf * 0 = NaN; a half-life under 1e-30 clock units decays at once anyway.
     rates = np.minimum(1.0 / params[:, [HALF_LIFE, CONFIDENCE_DECAY_HALF_LIFE]], _MAX_RATE)
@@ -231,6 +231,22 @@ def _coefficients(params: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
     coef[:, _W_BETA_GAMMA] = pack_f32_pairs(params[:, BETA], params[:, GAMMA])
     coef[:, _W_DELTA] = pack_f32_pairs(params[:, DELTA], np.zeros(params.shape[0]))
     return coef
+
+
+def _coefficients(params: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
+    """The packed coefficients of ``params``, cached by content (a few policies serve every read)."""
+    key = params.tobytes()
+    coef = _COEFFICIENTS.get(key)
+    if coef is None or coef.shape[0] != params.shape[0]:
+        coef = _compute_coefficients(params)
+        coef.flags.writeable = False
+        if len(_COEFFICIENTS) >= 64:
+            _COEFFICIENTS.clear()
+        _COEFFICIENTS[key] = coef
+    return coef
+
+
+_COEFFICIENTS: dict[bytes, npt.NDArray[np.uint64]] = {}
 
 
 def compute_scores(

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -101,12 +102,27 @@ class Written:
     """Other memories the write changed (superseded, back-dated neighbours, soft conflicts)."""
 
 
-class ScoredPool(list[memory_pb2.Memory]):
-    """The records a retrieval scored (its re-ranked pool), and recall's match of each candidate id."""
+class ScoredPool:
+    """A retrieval's re-ranked candidate pool as recall ranked it, for the replay log (arrays, one row each)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.matches: dict[int, float] = {}
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.matches = np.zeros(0, dtype=np.float32)
+        self.inconsistency = np.zeros(0, dtype=np.float32)
+        self.demoted = np.zeros(0, dtype=np.uint8)
+
+    def extend(
+        self,
+        ids: npt.NDArray[np.int64],
+        matches: npt.NDArray[np.floating[Any]],
+        inconsistency: npt.NDArray[np.floating[Any]],
+        demoted: npt.NDArray[np.bool_],
+    ) -> None:
+        """Add candidates (an id noted twice keeps its first row)."""
+        self.ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
+        self.matches = np.concatenate([self.matches, np.asarray(matches, dtype=np.float32)])
+        self.inconsistency = np.concatenate([self.inconsistency, np.asarray(inconsistency, dtype=np.float32)])
+        self.demoted = np.concatenate([self.demoted, np.asarray(demoted, dtype=np.uint8)])
 
 
 class Engine:
@@ -1111,7 +1127,7 @@ class Engine:
     ) -> Iterator[ScoredPool]:
         """Within the block, this thread's reads score with ``policy`` (an experiment arm's) if given.
 
-        Yields the records scored in the block (a recall's re-ranked pool) and their matches, for the replay log.
+        Yields the pool recall ranks in the block (see :meth:`note_pool`), for the replay log.
         """
         seen = ScoredPool()
         self._scoring.override = (policy, params, seen)
@@ -1132,23 +1148,17 @@ class Engine:
             policy, params = override[0], override[1]
         return score(self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows, params)
 
-    def note_matches(self, ids: Sequence[int], matches: Sequence[float]) -> None:
-        """Hand recall's match of each pool candidate to an open :meth:`scoring_policy` block (exact, for replay)."""
+    def note_pool(
+        self,
+        ids: npt.NDArray[np.int64],
+        matches: npt.NDArray[np.floating[Any]],
+        inconsistency: npt.NDArray[np.floating[Any]],
+        demoted: npt.NDArray[np.bool_],
+    ) -> None:
+        """Hand recall's ranked pool (each candidate's exact match) to an open :meth:`scoring_policy` block."""
         override = getattr(self._scoring, "override", None)
         if override is not None:
-            override[2].matches.update(zip(ids, matches, strict=True))
-
-    def note_scored(self, ids: Sequence[int], inconsistency: Sequence[float], demoted_by: Sequence[int]) -> None:
-        """Hand candidates ranked without being read to an open :meth:`scoring_policy` block (its replay pool).
-
-        Each becomes a record holding only its id, inconsistency and demotion; nothing happens outside a block.
-        """
-        override = getattr(self._scoring, "override", None)
-        if override is not None:
-            override[2].extend(
-                memory_pb2.Memory(id=i, inconsistency=x, demoted_by=d)
-                for i, x, d in zip(ids, inconsistency, demoted_by, strict=True)
-            )
+            override[2].extend(ids, matches, inconsistency, demoted)
 
     def fill_scores(
         self, records: Sequence[memory_pb2.Memory], *, known: tuple[Sequence[int], Scores] | None = None
@@ -1159,10 +1169,8 @@ class Engine:
             return
         policy, params = self.policy, self.params
         override = getattr(self._scoring, "override", None)
-        if override is not None:
-            override[2].extend(records)
-            if override[0] is not None:
-                policy, params = override[0], override[1]
+        if override is not None and override[0] is not None:
+            policy, params = override[0], override[1]
         if known is not None:
             scores = known[1]
             position = {int(memory_id): i for i, memory_id in enumerate(known[0])}

@@ -250,3 +250,20 @@ def sweep(
         | ((active | archived) & np.isfinite(next_below))
     ) & (next_state != STATE_EVICTED)
     return value, next_state, next_below, near.astype(np.uint8)
+
+
+def bm25(
+    postings: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]],
+    lengths: npt.NDArray[np.uint32],
+    average: float,
+    k1: float,
+    b: float,
+) -> tuple[npt.NDArray[np.int64], F64]:
+    """Twin of memevo.kernels.lexical.bm25: documents in order of first appearance, scores summed per document."""
+    order: dict[int, float] = {}
+    for ids, counts, idf in postings:
+        tf = counts.astype(np.float64)
+        norm = k1 * (1.0 - b + b * lengths[ids.astype(np.int64)].astype(np.float64) / average)
+        for doc, score in zip(ids.tolist(), (idf * tf * (k1 + 1.0) / (tf + norm)).tolist(), strict=True):
+            order[doc] = order.get(doc, 0.0) + score
+    return np.asarray(list(order), dtype=np.int64), np.asarray(list(order.values()), dtype=np.float64)

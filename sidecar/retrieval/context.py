@@ -10,7 +10,7 @@ from memevo.v1 import memory_pb2
 from ..domain import Hit, RecallQuery
 from .hints import hint_keys, render_hint
 from .recall import Recaller
-from .tokens import estimate_tokens
+from .tokens import NEWLINE_TOKENS, WeightCache, tokens_of, weight
 
 CANDIDATES = 50
 """Ranked memories considered for a context; the budget decides how many make it in."""
@@ -43,6 +43,8 @@ class ContextLine:
     hint: str
     text: str
     tokens: int
+    weight: float
+    """The unrounded estimate of ``text`` (see retrieval/tokens.py)."""
 
 
 @dataclass(frozen=True)
@@ -54,22 +56,51 @@ class Context:
     tokens: int
 
 
+_CONTENT_WEIGHTS = WeightCache(collapse_whitespace=True)
+_HINT_WEIGHTS = WeightCache(capacity=10_000)
+_BULLET = "-"
+_BULLET_WEIGHT = weight(_BULLET)
+
+
 def render_line(record: memory_pb2.Memory, hint: str) -> str:
     """One memory as a line of the block."""
     content = " ".join(record.content.split())
-    return f"- {content} ({hint})"
+    return f"{_BULLET} {content} ({hint})"
 
 
-def _render(lines: list[ContextLine], language: str) -> str:
+def line_weight(record: memory_pb2.Memory, hint: str) -> float:
+    """``weight(render_line(record, hint))``, from cached weights of its whitespace-separated parts."""
+    return _BULLET_WEIGHT + _CONTENT_WEIGHTS.weight(record.content) + _HINT_WEIGHTS.weight(f"({hint})")
+
+
+def line_tokens(record: memory_pb2.Memory, hint: str) -> int:
+    """``estimate_tokens(render_line(record, hint))`` without scanning the line."""
+    return tokens_of(line_weight(record, hint))
+
+
+def _title(language: str) -> str:
+    return f"{TITLE[language]}:"
+
+
+def _heading(language: str, group: str) -> str:
+    return f"## {HEADINGS[language][group]}"
+
+
+def _render(lines: list[ContextLine], language: str) -> tuple[str, int]:
+    """The block and its estimate (summed from its parts' weights: the same as estimating the block)."""
     if not lines:
-        return ""
-    out = [f"{TITLE[language]}:"]
+        return "", 0
+    out = [_title(language)]
+    total = _HINT_WEIGHTS.weight(out[0])
     for name, _ in GROUPS:
         members = [line for line in lines if line.group == name]
         if members:
-            out.append(f"## {HEADINGS[language][name]}")
+            out.append(_heading(language, name))
+            total += _HINT_WEIGHTS.weight(out[-1])
             out.extend(line.text for line in members)
-    return "\n".join(out)
+            total += sum(line.weight for line in members)
+    total += NEWLINE_TOKENS * (len(out) - 1)
+    return "\n".join(out), tokens_of(total)
 
 
 def build_context(
@@ -84,21 +115,23 @@ def build_context(
     chosen: list[ContextLine] = []
     # Lines are estimated one by one: the estimate of the joined block is at most their sum
     # (plus one token per line break), so staying within the sum stays within the budget.
-    used = estimate_tokens(TITLE[language] + ":")
+    used = tokens_of(_HINT_WEIGHTS.weight(_title(language)))
     groups_present: set[str] = set()
     for hit in hits:
-        hint = render_hint(hint_keys(hit.memory, query, framework_version), language)
+        # Recall rendered the English hint already.
+        hint = hit.hint if language == "en" else render_hint(hint_keys(hit.memory, query, framework_version), language)
         text = render_line(hit.memory, hint)
-        line = ContextLine(hit, group_of(hit.memory.kind), hint, text, estimate_tokens(text))
+        line_w = line_weight(hit.memory, hint)
+        line = ContextLine(hit, group_of(hit.memory.kind), hint, text, tokens_of(line_w), line_w)
         cost = line.tokens + 1
         if line.group not in groups_present:
-            cost += estimate_tokens(f"## {HEADINGS[language][line.group]}") + 1
+            cost += tokens_of(_HINT_WEIGHTS.weight(_heading(language, line.group))) + 1
         if used + cost <= token_budget:
             chosen.append(line)
             groups_present.add(line.group)
             used += cost
-    text = _render(chosen, language)
-    return Context(text=text, lines=_in_render_order(chosen), tokens=estimate_tokens(text))
+    text, tokens = _render(chosen, language)
+    return Context(text=text, lines=_in_render_order(chosen), tokens=tokens)
 
 
 def _in_render_order(lines: list[ContextLine]) -> list[ContextLine]:

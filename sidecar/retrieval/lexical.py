@@ -19,6 +19,7 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
+from memevo.kernels.lexical import Scratch, bm25
 from memevo.v1 import memory_pb2
 
 K1 = 1.2
@@ -146,41 +147,51 @@ class LexicalIndex:
         terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
         if not terms:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        views: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint16], npt.NDArray[np.uint32]]] = []
+        scratch = _SCRATCH.take()
+        try:
+            with self._lock:
+                # Scored under the lock: the postings are views of growing arrays, which must be gone
+                # before an append may resize them; the kernel reads each posting once (tens of µs).
+                documents = max(self._documents, 1)
+                average = self._total_length / documents if self._total_length else 1.0
+                postings: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]] = []
+                for term in terms:
+                    ids_array, counts_array = self._ids.get(term), self._counts.get(term)
+                    if ids_array is None or counts_array is None or not len(ids_array):
+                        continue
+                    frequency = len(ids_array)
+                    idf = math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+                    postings.append(
+                        (np.frombuffer(ids_array, dtype=np.uint64), np.frombuffer(counts_array, dtype=np.uint16), idf)
+                    )
+                if not postings:
+                    return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+                lengths = np.frombuffer(self._length, dtype=np.uint32)
+                try:
+                    return bm25(postings, lengths, average, K1, B, scratch)
+                finally:
+                    del lengths, postings
+        finally:
+            _SCRATCH.give_back(scratch)
+
+
+class _ScratchPool:
+    """BM25 accumulators shared by every index: one per concurrent search, reused (see kernels/lexical.py)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: list[Scratch] = []
+
+    def take(self) -> Scratch:
         with self._lock:
-            documents = max(self._documents, 1)
-            average = self._total_length / documents if self._total_length else 1.0
-            # Copy out only the postings' rows, never the whole length array (4 bytes per memory, per query);
-            # every view of a growing array is gone before the lock is released (an export blocks appends).
-            all_lengths = np.frombuffer(self._length, dtype=np.uint32) if len(self._length) else None
-            for term in terms:
-                ids_array, counts_array = self._ids.get(term), self._counts.get(term)
-                if all_lengths is None or ids_array is None or counts_array is None or not len(ids_array):
-                    continue
-                ids = np.frombuffer(ids_array, dtype=np.uint64).astype(np.int64)
-                counts = np.frombuffer(counts_array, dtype=np.uint16).copy()
-                views.append((ids, counts, all_lengths[ids]))
-            del all_lengths
-        if not views:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        all_ids = []
-        all_scores = []
-        for ids, counts, lengths in views:
-            frequency = ids.size
-            idf = math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
-            tf = counts.astype(np.float32)
-            norm = K1 * (1.0 - B + B * lengths.astype(np.float32) / average)
-            all_ids.append(ids)
-            all_scores.append((idf * tf * (K1 + 1.0) / (tf + norm)).astype(np.float32))
-        if len(all_ids) == 1:  # postings hold each id once
-            return all_ids[0], all_scores[0]
-        ids = np.concatenate(all_ids)
-        scores = np.concatenate(all_scores)
-        # Sum per id: sort once and add runs (np.unique's inverse and np.add.at cost several times more).
-        order = np.argsort(ids, kind="stable")
-        ids, scores = ids[order], scores[order]
-        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-        return ids[starts], np.add.reduceat(scores, starts).astype(np.float32)
+            return self._free.pop() if self._free else Scratch()
+
+    def give_back(self, scratch: Scratch) -> None:
+        with self._lock:
+            self._free.append(scratch)
+
+
+_SCRATCH = _ScratchPool()
 
 
 class NamespacedLexicalIndex:

@@ -48,6 +48,10 @@ UNRATED_IMPORTANCE = 5.5
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
+GRAPH_READ_LIMIT = 256
+"""Up to this many vectors are read from the HNSW graph (RAM); more come from RocksDB in one read."""
+SHORTLIST_FACTOR = 4
+"""Word matches filtered first, as a multiple of the pool (see :func:`_best_passing`)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,30 @@ def _mask(columns: MemoryColumns, ids: IdArray, flt: _Filter) -> npt.NDArray[np.
     return keep
 
 
+def _best_passing(
+    columns: MemoryColumns, ids: IdArray, scores: npt.NDArray[np.float32], flt: _Filter, pool: int
+) -> tuple[IdArray, npt.NDArray[np.float32]]:
+    """The ``pool`` best-scored ids that pass the filter (all passing ids when fewer), unordered.
+
+    A common word matches a large share of a namespace: filtering every match and then selecting would
+    touch them all. Most matches pass, so the best few times ``pool`` are filtered first; only when too
+    few of those pass is the whole list filtered. Either way the result is the same set.
+    """
+    if ids.size > SHORTLIST_FACTOR * pool:
+        top = np.argpartition(-scores, SHORTLIST_FACTOR * pool - 1)[: SHORTLIST_FACTOR * pool]
+        keep = _mask(columns, ids[top], flt)
+        if int(keep.sum()) >= pool:
+            ids, scores = ids[top[keep]], scores[top[keep]]
+            top = np.argpartition(-scores, pool - 1)[:pool]
+            return ids[top], scores[top]
+    keep = _mask(columns, ids, flt)
+    ids, scores = ids[keep], scores[keep]
+    if ids.size > pool:
+        top = np.argpartition(-scores, pool - 1)[:pool]
+        ids, scores = ids[top], scores[top]
+    return ids, scores
+
+
 class Recaller:
     """Runs recall queries against one engine's columns, index and store."""
 
@@ -162,11 +190,7 @@ class Recaller:
             ranked = ranked[self._diversify(ids[ranked], scores[ranked], query)]
         hits = self._read_hits(query, ids, sims, scores, ranked, scored)
         returned = np.asarray([h.memory.id for h in hits], dtype=np.int64)
-        rest = ~np.isin(ids, returned)
-        self.engine.note_matches(ids.tolist(), match.tolist())
-        self.engine.note_scored(
-            ids[rest].tolist(), columns.inconsistency[ids[rest]].tolist(), demoted_by[rest].tolist()
-        )
+        self.engine.note_pool(ids, match, columns.inconsistency[ids], demoted_by != 0)
         columns.record_access(returned, now_s(), query.turn)
         return hits
 
@@ -227,20 +251,17 @@ class Recaller:
         columns = self.engine.columns
         lex_ids, lex_scores = self.engine.lexical.search(query.namespace, query.text)
         inside = lex_ids < columns.size
-        lex_ids, lex_scores = lex_ids[inside], lex_scores[inside]
-        keep = _mask(columns, lex_ids, flt)
-        lex_ids, lex_scores = lex_ids[keep], lex_scores[keep]
-        if lex_ids.size > pool:
-            top = np.argpartition(-lex_scores, pool - 1)[:pool]
-            lex_ids, lex_scores = lex_ids[top], lex_scores[top]
+        if not inside.all():
+            lex_ids, lex_scores = lex_ids[inside], lex_scores[inside]
+        lex_ids, lex_scores = _best_passing(columns, lex_ids, lex_scores, flt, pool)
         extra = np.setdiff1d(lex_ids, ids, assume_unique=True)
         if extra.size:
             ids = np.concatenate([ids, extra])
             sims = np.concatenate([sims, self._exact_similarities(extra, query.vector.reshape(1, -1))])
         lexical = np.zeros(ids.size, dtype=np.float32)
-        position = {int(i): row for row, i in enumerate(ids)}
-        for memory_id, value in zip(lex_ids.tolist(), lex_scores.tolist(), strict=True):
-            lexical[position[memory_id]] = value
+        if lex_ids.size:
+            sorter = np.argsort(ids, kind="stable")
+            lexical[sorter[np.searchsorted(ids, lex_ids, sorter=sorter)]] = lex_scores
         return ids, sims, lexical
 
     def _diversify(self, ids: IdArray, scores: npt.NDArray[np.float64], query: RecallQuery) -> IdArray:
@@ -311,10 +332,14 @@ class Recaller:
         in_tail[in_tail] = tail_ids[slots[in_tail]] == ids[in_tail]
         if in_tail.any():
             vectors[in_tail] = tail_vectors[slots[in_tail]]
-        rest = ~in_tail
-        if rest.any():
-            # RocksDB holds every vector: one multi_get and one normalisation beat usearch's get(), whose
-            # Python-level per-key conversion cost more than the whole read.
+        rest = np.flatnonzero(~in_tail)
+        if rest.size and rest.size <= GRAPH_READ_LIMIT:
+            from_graph, found = self.engine.index.graph_vectors(ids[rest])
+            vectors[rest[found]] = from_graph[found]
+            rest = rest[~found]
+        if rest.size:
+            # RocksDB holds every vector: for many ids one multi_get and one normalisation beat usearch's
+            # get(), whose Python-level per-key conversion then costs more than the whole read.
             raws = self.engine.store.multi_get(CF_VECTORS, [u64_key(int(i)) for i in ids[rest]])
             zero = bytes(4 * self.engine.dimension)  # forgotten meanwhile: similarity 0, dropped at the read
             joined = b"".join(r if r is not None else zero for r in raws)

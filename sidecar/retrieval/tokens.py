@@ -54,6 +54,7 @@ _LONG_WORD = re.compile(f"[A-Za-z]{{{LONG_WORD_LETTERS + 1},}}")
 _CONTRACTION = re.compile(r"'(?:s|t|re|ve|m|ll|d)\b", re.IGNORECASE)
 _DIGIT_GROUP = re.compile(r"[0-9]{1,3}")
 _PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]+")
+_PUNCTUATION_PAST_SECOND = re.compile(r"(?<=[!-/:-@\[-`{-~]{2})[!-/:-@\[-`{-~]")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _WIDE = re.compile(r"[\u3000-\u303f\uff00-\uffef]")
 
@@ -62,11 +63,27 @@ def estimate_tokens(text: str) -> int:
     """Estimated cl100k tokens of ``text``; 0 for an empty string. Never raises."""
     if not text:
         return 0
+    return tokens_of(weight(text))
+
+
+def tokens_of(total: float) -> int:
+    """The token count of a weight (see :func:`weight`): rounded up, at least 1."""
+    return max(1, math.ceil(total - 1e-9))
+
+
+def weight(text: str) -> float:
+    """The unrounded estimate of ``text``.
+
+    Additive over whitespace: every piece counted lies between whitespace, so the weight of
+    ``a + " " + b`` is the weight of ``a`` plus the weight of ``b``. Context building sums cached weights
+    of a line's parts instead of scanning each line again.
+    """
+    if not text:
+        return 0.0
     # Each count is one C-level regex pass; a Python loop over pieces would cost ~7x more.
     contractions = len(_CONTRACTION.findall(text))
     long_words = _LONG_WORD.findall(text)
-    punctuation = _PUNCTUATION.findall(text)
-    punctuation_chars = sum(map(len, punctuation))
+    punctuation = len(_PUNCTUATION.findall(text))
     total = (
         WORD_TOKENS * (len(_WORD.findall(text)) - contractions)
         + CONTRACTION_TOKENS * contractions
@@ -74,8 +91,8 @@ def estimate_tokens(text: str) -> int:
         + LONG_LETTER_TOKENS * (sum(map(len, long_words)) - LONG_WORD_LETTERS * len(long_words))
         + DIGIT_GROUP_TOKENS * len(_DIGIT_GROUP.findall(text))
         # The contraction's apostrophe is a punctuation run of its own: counted once, above.
-        + PUNCTUATION_RUN_TOKENS * (len(punctuation) - contractions)
-        + PUNCTUATION_EXTRA_TOKENS * max(0, punctuation_chars - 2 * len(punctuation))
+        + PUNCTUATION_RUN_TOKENS * (punctuation - contractions)
+        + PUNCTUATION_EXTRA_TOKENS * len(_PUNCTUATION_PAST_SECOND.findall(text))
         + NEWLINE_TOKENS * text.count("\n")
     )
     if not text.isascii():
@@ -84,4 +101,27 @@ def estimate_tokens(text: str) -> int:
         non_ascii = len(text) - len(text.encode("ascii", "ignore"))
         total += CJK_TOKENS_PER_CHAR * cjk + WIDE_TOKENS_PER_CHAR * wide
         total += OTHER_TOKENS_PER_CHAR * (non_ascii - cjk - wide)
-    return max(1, math.ceil(total - 1e-9))
+    return float(total)
+
+
+class WeightCache:
+    """Weights of texts seen recently (memory contents, hints), bounded; thread-safe enough for a cache.
+
+    A context re-estimates the same memories query after query; a dict lookup costs a fraction of the
+    regex passes. When full it starts over rather than tracking recency.
+    """
+
+    def __init__(self, capacity: int = 100_000, *, collapse_whitespace: bool = False) -> None:
+        self.capacity = capacity
+        self.collapse_whitespace = collapse_whitespace
+        self._weights: dict[str, float] = {}
+
+    def weight(self, text: str) -> float:
+        """:func:`weight` of ``text`` (with runs of whitespace made one space, if so built), cached."""
+        found = self._weights.get(text)
+        if found is None:
+            found = weight(" ".join(text.split()) if self.collapse_whitespace else text)
+            if len(self._weights) >= self.capacity:
+                self._weights = {}
+            self._weights[text] = found
+        return found

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -283,18 +282,29 @@ class VectorIndex:
                     self._snapshot = ids, vectors
             return self._snapshot
 
-    def graph_vectors(self, ids: IdArray) -> FloatMatrix:
-        """Unit vectors of ids that are in the graph (rows in ``ids`` order)."""
+    def graph_vectors(self, ids: IdArray) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
+        """Unit vectors of ids from the graph (rows in ``ids`` order) and which ids it holds (other rows: 0).
+
+        usearch converts each key's vector separately in Python: cheap for a few dozen ids, not for thousands.
+        """
+        vectors = np.zeros((ids.size, self.dimension), dtype=np.float32)
+        found = np.zeros(ids.size, dtype=bool)
         if ids.size == 0:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+            return vectors, found
         self._lock.acquire_shared()
         try:
-            found = self._graph.get(ids.astype(np.uint64))
+            rows = self._graph.get(ids.astype(np.uint64), dtype="f32")
         finally:
             self._lock.release_shared()
-        if isinstance(found, tuple):
-            found = np.stack(cast(list[npt.NDArray[np.float32]], list(found)))
-        return normalize_rows(np.asarray(found, dtype=np.float32).reshape(ids.size, self.dimension))
+        if not isinstance(rows, tuple):
+            rows = (rows,)
+        present = [row for row in rows if row is not None]
+        if present:
+            found[:] = [row is not None for row in rows]
+            vectors[found] = np.stack(present)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit = (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
+        return unit, found & (norms[:, 0] > 0)
 
     # ---- the builder ------------------------------------------------------------------------
 

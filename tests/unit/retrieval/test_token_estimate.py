@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -62,3 +63,59 @@ def test_any_text_gets_a_non_negative_integer(text: str) -> None:
     value = estimate_tokens(text)
     assert isinstance(value, int)
     assert value >= (1 if text else 0)
+
+
+def test_weights_add_up_over_whitespace_so_context_lines_can_be_counted_from_parts() -> None:
+    from memevo.sidecar.retrieval.context import line_tokens, render_line
+    from memevo.v1 import memory_pb2
+
+    rng = random.Random(5)
+    pieces = [
+        "Bianca's",
+        "job",
+        "is",
+        "CTO.",
+        "1234567",
+        "(!!)",
+        "naïve",
+        "café",
+        "数据库",
+        "，",
+        "\n",
+        "don't",
+        "API-v2",
+        "Xylophonist",
+        "e.g.",
+        "🙂",
+        "'s",
+        "x",
+        "  ",
+    ]
+    for _ in range(500):
+        content = "".join(rng.choice(pieces) + rng.choice([" ", "\n", "\t", ""]) for _ in range(rng.randint(0, 12)))
+        hint = rng.choice(
+            ["current", "historical reference — the situation may have changed", "当前", "superseded by 17"]
+        )
+        record = memory_pb2.Memory(content=content)
+        assert line_tokens(record, hint) == estimate_tokens(render_line(record, hint)), (content, hint)
+
+
+def test_a_rendered_block_counts_as_the_estimate_of_its_text() -> None:
+    from memevo.sidecar.retrieval.context import GROUPS, ContextLine, _render, line_weight, render_line
+    from memevo.v1 import memory_pb2
+
+    rng = random.Random(11)
+    words = ["Bianca", "moved", "to", "Lisbon", "in", "2023.", "(see", "notes)", "数据", "don't", "--", "!!!"]
+    for language in ("en", "zh"):
+        for _ in range(50):
+            lines = []
+            for _ in range(rng.randint(1, 8)):
+                record = memory_pb2.Memory(content=" ".join(rng.choice(words) for _ in range(rng.randint(1, 9))))
+                hint = rng.choice(["current", "historical reference — the situation may have changed"])
+                group = rng.choice([name for name, _ in GROUPS])
+                weight_ = line_weight(record, hint)
+                text = render_line(record, hint)
+                lines.append(ContextLine(None, group, hint, text, estimate_tokens(text), weight_))  # type: ignore[arg-type]
+            text, tokens = _render(lines, language)
+            assert tokens == estimate_tokens(text), text
+    assert _render([], "en") == ("", 0)

@@ -1,0 +1,86 @@
+"""The BM25 accumulation kernel against its NumPy twin, and its edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memevo.kernels.lexical import Scratch, bm25
+from tests import naive
+
+K1, B = 1.2, 0.75
+
+
+def _postings(rng: np.random.Generator, n_docs: int, n_terms: int, max_postings: int):
+    out = []
+    for _ in range(n_terms):
+        size = int(rng.integers(0, max_postings + 1))
+        ids = rng.choice(n_docs, size=min(size, n_docs), replace=False).astype(np.uint64)
+        counts = rng.integers(1, 5, size=ids.size).astype(np.uint16)
+        out.append((ids, counts, float(rng.uniform(0.01, 8.0))))
+    return out
+
+
+@pytest.mark.parametrize(("n_docs", "n_terms", "max_postings"), [(1, 1, 1), (10, 3, 10), (5000, 6, 3000)])
+def test_matches_naive_on_random_inputs(n_docs: int, n_terms: int, max_postings: int) -> None:
+    rng = np.random.default_rng(n_docs)
+    scratch = Scratch()
+    for _ in range(5):
+        postings = _postings(rng, n_docs, n_terms, max_postings)
+        lengths = rng.integers(0, 60, size=n_docs).astype(np.uint32)
+        average = float(max(lengths.mean(), 1.0))
+        ids, scores = bm25(postings, lengths, average, K1, B, scratch)
+        want_ids, want_scores = naive.bm25(postings, lengths, average, K1, B)
+        np.testing.assert_array_equal(ids, want_ids)
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
+        # The scratch is left clean for the next caller.
+        assert not scratch.sums.any()
+        assert not scratch.seen.any()
+
+
+def test_empty_postings_and_no_words() -> None:
+    scratch = Scratch()
+    lengths = np.ones(4, dtype=np.uint32)
+    for postings in ([], [(np.zeros(0, np.uint64), np.zeros(0, np.uint16), 1.0)]):
+        ids, scores = bm25(postings, lengths, 1.0, K1, B, scratch)
+        assert ids.size == 0
+        assert scores.size == 0
+
+
+def test_a_document_in_several_words_sums_and_keeps_its_first_place() -> None:
+    lengths = np.array([3, 3, 3], dtype=np.uint32)
+    postings = [
+        (np.array([2, 0], np.uint64), np.array([1, 1], np.uint16), 1.0),
+        (np.array([1, 2], np.uint64), np.array([2, 1], np.uint16), 2.0),
+    ]
+    ids, scores = bm25(postings, lengths, 3.0, K1, B, Scratch())
+    assert ids.tolist() == [2, 0, 1]
+    one = K1 + 1.0
+    assert scores[0] == pytest.approx(1.0 * one / (1.0 + K1) + 2.0 * one / (1.0 + K1), rel=1e-6)
+    assert scores[2] == pytest.approx(2.0 * 2.0 * one / (2.0 + K1), rel=1e-6)
+
+
+def test_zero_length_document_and_huge_counts_stay_finite() -> None:
+    lengths = np.array([0, 10_000_000], dtype=np.uint32)
+    postings = [(np.array([0, 1], np.uint64), np.array([65_535, 1], np.uint16), 5.0)]
+    _, scores = bm25(postings, lengths, 2.0, K1, B, Scratch())
+    assert np.isfinite(scores).all()
+    assert (scores > 0).all()
+
+
+def test_an_id_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> None:
+    scratch = Scratch()
+    lengths = np.ones(3, dtype=np.uint32)
+    postings = [(np.array([1, 7], np.uint64), np.array([1, 1], np.uint16), 1.0)]
+    with pytest.raises(ValueError, match="lengths"):
+        bm25(postings, lengths, 1.0, K1, B, scratch)
+    assert not scratch.sums.any()
+    assert not scratch.seen.any()
+    ids, _ = bm25([(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)], lengths, 1.0, K1, B, scratch)
+    assert ids.tolist() == [1]
+
+
+def test_mismatched_ids_and_counts_are_refused() -> None:
+    postings = [(np.array([0, 1], np.uint64), np.array([1], np.uint16), 1.0)]
+    with pytest.raises(ValueError, match="counts"):
+        bm25(postings, np.ones(2, dtype=np.uint32), 1.0, K1, B, Scratch())
