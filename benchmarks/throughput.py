@@ -239,6 +239,8 @@ def ensure_store(cache: Path, n: int, corpus: Corpus, log: Callable[[str], None]
     root = cache / store_name(n, corpus)
     marker = root / "complete.json"
     if marker.exists():
+        if json.loads(marker.read_text()).get("settled") != _SETTLED:
+            _settle(root, corpus, marker)
         return root / "data"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -268,12 +270,40 @@ def ensure_store(cache: Path, n: int, corpus: Corpus, log: Callable[[str], None]
                 )
         while engine.index.tail_count:
             time.sleep(1.0)
+        sidecar.servicer.review.finder.advance(engine.columns.size - 1)
     finally:
         sidecar.stop()
     seconds = time.perf_counter() - started
-    marker.write_text(json.dumps({"n": n, "dimension": corpus.dimension, "seed": corpus.seed, "build_s": seconds}))
+    built = {"n": n, "dimension": corpus.dimension, "seed": corpus.seed, "build_s": seconds, "settled": _SETTLED}
+    marker.write_text(json.dumps(built))
     log(f"  built in {seconds:.0f} s")
     return root / "data"
+
+
+_SETTLED = "watermark+f16"
+"""What :func:`_settle` did to a cached store; a store settled otherwise (or not at all) is settled again."""
+
+
+def _settle(root: Path, corpus: Corpus, marker: Path) -> None:
+    """Mark a cached store's memories as already looked at by the consolidation pass (steady state).
+
+    Opening it also rebuilds and saves its graph if it was saved with another scalar type than the
+    configured one (``IndexConfig.dtype``), so that runs do not each pay the rebuild.
+
+    A bulk-loaded store would otherwise make the first minutes of every run search every memory's
+    neighbourhood in the background (about a core at 100k), which is a one-off catch-up, not the
+    service's steady cost. Stores built before this step existed get it once here.
+    """
+    from memevo.sidecar.config import SidecarConfig
+    from memevo.sidecar.service.server import Sidecar
+
+    sidecar = Sidecar(SidecarConfig(data_dir=root / "data", listen=(), dimension=corpus.dimension))
+    sidecar.start()
+    try:
+        sidecar.servicer.review.finder.advance(sidecar.engine.columns.size - 1)
+    finally:
+        sidecar.stop()
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "settled": _SETTLED}))
 
 
 def working_copy(source: Path, target: Path) -> None:

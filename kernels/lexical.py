@@ -147,3 +147,49 @@ def bm25(
     scores = np.empty(n, dtype=np.float32)
     _collect(touched, scratch.sums, scratch.seen, scores)
     return touched, scores
+
+
+@numba.njit([types.int64[:](_ro(types.float32), types.int64)], nogil=True, cache=True)
+def _top_indices(scores: F32, m: int) -> I64:  # pragma: no cover - compiled; tested against tests/naive.py
+    # A min-heap of the m best seen so far: one comparison per score once it is full.
+    heap = np.empty(m, dtype=np.int64)
+    size = 0
+    for i in range(scores.shape[0]):
+        value = scores[i]
+        if value != value:  # NaN never ranks
+            continue
+        if size < m:
+            position = size
+            size += 1
+            while position > 0:
+                parent = (position - 1) >> 1
+                if scores[heap[parent]] <= value:
+                    break
+                heap[position] = heap[parent]
+                position = parent
+            heap[position] = i
+        elif value > scores[heap[0]]:
+            position = 0
+            while True:
+                child = 2 * position + 1
+                if child >= m:
+                    break
+                if child + 1 < m and scores[heap[child + 1]] < scores[heap[child]]:
+                    child += 1
+                if scores[heap[child]] >= value:
+                    break
+                heap[position] = heap[child]
+                position = child
+            heap[position] = i
+    return heap[:size]
+
+
+def top_indices(scores: F32, m: int) -> I64:
+    """Positions of the ``m`` largest ``scores`` (all non-NaN ones when fewer), in no particular order.
+
+    One pass with a heap of ``m``: for a common word's tens of thousands of matches and a pool of a few
+    dozen, several times cheaper than ``np.argpartition``. Ties at the cut keep the earlier position.
+    """
+    if m <= 0:
+        return np.zeros(0, dtype=np.int64)
+    return _top_indices(np.ascontiguousarray(scores, dtype=np.float32), int(m))

@@ -267,3 +267,10 @@ def bm25(
         for doc, score in zip(ids.tolist(), (idf * tf * (k1 + 1.0) / (tf + norm)).tolist(), strict=True):
             order[doc] = order.get(doc, 0.0) + score
     return np.asarray(list(order), dtype=np.int64), np.asarray(list(order.values()), dtype=np.float64)
+
+
+def top_indices(scores: npt.NDArray[np.float32], m: int) -> npt.NDArray[np.int64]:
+    """Twin of memevo.kernels.lexical.top_indices: the m largest non-NaN scores, ties to the earlier position."""
+    valid = np.flatnonzero(~np.isnan(scores))
+    order = valid[np.argsort(-scores[valid].astype(np.float64), kind="stable")]
+    return order[: max(m, 0)]

@@ -7,6 +7,7 @@ without asking the sidecar (a vector that is not 1-D, a naive datetime).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
@@ -21,6 +22,7 @@ from .types import (
     ArmStats,
     ChangeEvent,
     ChangeEventType,
+    ConsolidationStats,
     ContextItem,
     ContextResult,
     Experiment,
@@ -584,6 +586,24 @@ def sweep_from_proto(msg: memory_service_pb2.SweepStats) -> SweepStats:
         kernel_ms=msg.kernel_ms,
         total_ms=msg.total_ms,
         trigger=msg.trigger,
+    )
+
+
+def govern_from_proto(msg: memory_service_pb2.GovernResponse) -> SweepStats:
+    """Proto -> SweepStats with the consolidation pass that ran with the sweep (None for a dry run)."""
+    if not msg.HasField("consolidation"):
+        return sweep_from_proto(msg.sweep)
+    pass_ = msg.consolidation
+    return dataclasses.replace(
+        sweep_from_proto(msg.sweep),
+        consolidation=ConsolidationStats(
+            seeds_examined=pass_.seeds_examined,
+            groups_found=pass_.groups_found,
+            proposals_opened=pass_.proposals_opened,
+            consolidated_count=pass_.consolidated_count,
+            expired_count=pass_.expired_count,
+            total_ms=pass_.total_ms,
+        ),
     )
 
 

@@ -497,9 +497,9 @@ class MemoryClient:
         turn: int | None = None,
         timeout_s: float | None = None,
     ) -> SweepStats:
-        """Run a governance sweep now (``dry_run``: compute transitions without applying them)."""
+        """Run a governance sweep and consolidation pass now (``dry_run``: compute transitions, apply nothing)."""
         request = rq.govern(dry_run=dry_run, namespace=namespace, turn=turn)
-        return cv.sweep_from_proto(self._unary(self._stub.Govern, request, timeout_s).sweep)
+        return cv.govern_from_proto(self._unary(self._stub.Govern, request, timeout_s))
 
     def declare_framework(
         self,

@@ -520,6 +520,25 @@ class SweepStats:
     """Wall time of the whole sweep, milliseconds."""
     trigger: str = ""
     """What triggered it: ``"request"``, ``"schedule"``, ``"writes"`` or ``"event"``."""
+    consolidation: ConsolidationStats | None = None
+    """The consolidation pass run with it (``govern()`` answers only; None elsewhere)."""
+
+
+@dataclass(frozen=True)
+class ConsolidationStats:
+    """What one consolidation pass looked at and did."""
+
+    seeds_examined: int = 0
+    """New or changed memories whose neighbourhood was examined."""
+    groups_found: int = 0
+    proposals_opened: int = 0
+    """Proposals opened for review (or waiting for a reviewer)."""
+    consolidated_count: int = 0
+    """Abstractions written by policy without a reviewer."""
+    expired_count: int = 0
+    """Proposals decided by policy because their deadline passed."""
+    total_ms: float = 0.0
+    """Wall time of the pass, milliseconds."""
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,14 @@ match and trust (the formula is documented on RecallRequest in the proto).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from memevo.kernels.lexical import top_indices
 from memevo.kernels.value import Scores
 from memevo.v1 import memory_pb2, memory_service_pb2
 
@@ -58,9 +60,11 @@ SHORTLIST_FACTOR = 4
 class _Filter:
     """A recall query compiled against the columns: codes instead of strings."""
 
-    states: npt.NDArray[np.uint8]
+    states: npt.NDArray[np.bool_]
+    """Indexed by state code: whether that state passes (a table lookup is cheaper than ``np.isin``)."""
     namespace: int
-    kinds: npt.NDArray[np.uint8] | None
+    kinds: npt.NDArray[np.bool_] | None
+    """Indexed by kind code, or None for every kind."""
     entity: int | None
     tags: frozenset[str]
     valid_from_after_s: float
@@ -98,9 +102,9 @@ def _compile(query: RecallQuery, columns: MemoryColumns) -> _Filter | None:
     else:
         states = [STATE_ACTIVE, STATE_ARCHIVED] if query.include_archived else [STATE_ACTIVE]
     return _Filter(
-        states=np.asarray(states, dtype=np.uint8),
+        states=_table(states),
         namespace=namespace,
-        kinds=np.asarray(sorted(query.kinds), dtype=np.uint8) if query.kinds else None,
+        kinds=_table(query.kinds) if query.kinds else None,
         entity=entity,
         tags=query.tags,
         valid_from_after_s=query.valid_from_after_s,
@@ -109,12 +113,19 @@ def _compile(query: RecallQuery, columns: MemoryColumns) -> _Filter | None:
     )
 
 
+def _table(codes: Iterable[int]) -> npt.NDArray[np.bool_]:
+    """A lookup table over uint8 codes: True for ``codes``."""
+    table = np.zeros(256, dtype=bool)
+    table[np.fromiter(codes, dtype=np.int64)] = True
+    return table
+
+
 def _mask(columns: MemoryColumns, ids: IdArray, flt: _Filter) -> npt.NDArray[np.bool_]:
     """Which ids pass the filter (ids must be < columns.size)."""
-    keep = np.isin(columns.state[ids], flt.states)
+    keep = flt.states[columns.state[ids]]
     keep &= columns.namespace[ids] == flt.namespace
     if flt.kinds is not None:
-        keep &= np.isin(columns.kind[ids], flt.kinds)
+        keep &= flt.kinds[columns.kind[ids]]
     if flt.entity is not None:
         keep &= columns.entity[ids] == flt.entity
     if flt.valid_from_after_s > -math.inf or flt.valid_from_before_s < math.inf:
@@ -142,16 +153,16 @@ def _best_passing(
     few of those pass is the whole list filtered. Either way the result is the same set.
     """
     if ids.size > SHORTLIST_FACTOR * pool:
-        top = np.argpartition(-scores, SHORTLIST_FACTOR * pool - 1)[: SHORTLIST_FACTOR * pool]
+        top = top_indices(scores, SHORTLIST_FACTOR * pool)
         keep = _mask(columns, ids[top], flt)
         if int(keep.sum()) >= pool:
             ids, scores = ids[top[keep]], scores[top[keep]]
-            top = np.argpartition(-scores, pool - 1)[:pool]
+            top = top_indices(scores, pool)
             return ids[top], scores[top]
     keep = _mask(columns, ids, flt)
     ids, scores = ids[keep], scores[keep]
     if ids.size > pool:
-        top = np.argpartition(-scores, pool - 1)[:pool]
+        top = top_indices(scores, pool)
         ids, scores = ids[top], scores[top]
     return ids, scores
 

@@ -112,7 +112,7 @@ class VectorIndex:
         return _CompiledIndex(
             ndim=self.dimension,
             metric="cos",
-            dtype="f32",
+            dtype=self.config.dtype,
             connectivity=self.config.connectivity,
             expansion_add=self.config.expansion_add,
             expansion_search=self.config.expansion_search,
@@ -132,6 +132,9 @@ class VectorIndex:
             graph.load(str(path))
             if graph.ndim != self.dimension or int(meta.get("count", -1)) != len(graph):
                 raise ValueError("index file does not match its metadata")
+            if graph.dtype != self._new_graph().dtype:
+                # Saved by a version with another scalar type: a rebuild gives the configured one.
+                raise ValueError(f"index file stores {graph.dtype}, configured {self.config.dtype}")
         except Exception as exc:  # a torn or foreign file is rebuilt, never trusted
             log.warning("index file %s unreadable (%s): rebuilding from RocksDB", path, exc)
             return False
@@ -259,7 +262,8 @@ class VectorIndex:
                 self._lock.release_shared()
             keys = np.asarray(found.keys, dtype=np.int64)
             ids_parts.append(keys)
-            sims_parts.append((1.0 - np.asarray(found.distances, dtype=np.float32)).astype(np.float32))
+            # Half-precision vectors put a cosine within ~1e-3 of the exact one, so keep it inside [-1, 1].
+            sims_parts.append(np.clip(1.0 - np.asarray(found.distances, dtype=np.float32), -1.0, 1.0))
         if not ids_parts:
             return Matches(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         ids = np.concatenate(ids_parts)
@@ -285,6 +289,7 @@ class VectorIndex:
     def graph_vectors(self, ids: IdArray) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
         """Unit vectors of ids from the graph (rows in ``ids`` order) and which ids it holds (other rows: 0).
 
+        Rows come back as inserted (to the graph's precision); every insert (tail, ``bulk_build``) is of unit rows.
         usearch converts each key's vector separately in Python: cheap for a few dozen ids, not for thousands.
         """
         vectors = np.zeros((ids.size, self.dimension), dtype=np.float32)
@@ -299,12 +304,13 @@ class VectorIndex:
         if not isinstance(rows, tuple):
             rows = (rows,)
         present = [row for row in rows if row is not None]
-        if present:
+        if len(present) == len(rows):
+            found[:] = True
+            np.stack(present, out=vectors)
+        elif present:
             found[:] = [row is not None for row in rows]
             vectors[found] = np.stack(present)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        unit = (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
-        return unit, found & (norms[:, 0] > 0)
+        return vectors, found
 
     # ---- the builder ------------------------------------------------------------------------
 

@@ -100,7 +100,7 @@ def test_remember_then_recall_finds_it(shared_sidecar: Any, transport: str, ns: 
     top = result[0]
     assert top.memory.id == written.memory.id
     assert top.memory.content == "alice prefers Python"
-    assert top.similarity == pytest.approx(1.0, abs=1e-4)
+    assert top.similarity == pytest.approx(1.0, abs=2e-3)  # the index holds half-precision vectors
     assert top.memory.state is MemoryState.ACTIVE
     assert top.memory.vector is None
     assert all(r.memory.namespace == ns for r in result)

@@ -77,7 +77,7 @@ def test_remember_then_recall_finds_it(shared_sidecar: Any, transport: str, ns: 
         result = await client.recall(vector=vec(1), namespace=ns, k=5)
         assert written.outcome is WriteOutcome.CREATED
         assert result[0].memory.id == written.memory.id
-        assert result[0].similarity == pytest.approx(1.0, abs=1e-4)
+        assert result[0].similarity == pytest.approx(1.0, abs=2e-3)  # the index holds half-precision vectors
         assert result[0].memory.kind is MemoryKind.PREFERENCE
         assert result[0].memory.state is MemoryState.ACTIVE
         assert len(result) == 2

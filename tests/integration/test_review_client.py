@@ -55,6 +55,10 @@ def test_a_reviewer_session_writes_the_abstraction_and_unconsolidate_undoes_it(s
             # Govern until the session has attached and received the group's proposal.
             wait_until(lambda: client.govern() is not None and bool(proposals), "a proposal", timeout_s=30)
             wait_until(lambda: proposals[0].id in session.settled, "its settlement", timeout_s=30)
+        swept = client.govern()
+        assert swept.consolidation is not None  # the pass that ran with this sweep
+        assert swept.consolidation.total_ms >= 0.0
+        assert client.govern(dry_run=True).consolidation is None  # a dry run changes nothing, runs no pass
         assert sorted(m.id for m in proposals[0].memories) == members
         assert {m.state for m in client.get(members)} == {MemoryState.CONSOLIDATED}
         recalled = client.recall(vector=centre, k=3)

@@ -132,7 +132,7 @@ def test_every_acknowledged_memory_is_recallable_after_sigkill(crashed: tuple[Si
             lost.append((memory_id, [(m.memory.id, round(m.similarity, 3)) for m in response.memories]))
             continue
         assert top.memory.content == content
-        assert top.similarity == pytest.approx(1.0, abs=1e-4)
+        assert top.similarity == pytest.approx(1.0, abs=2e-3)  # the index holds half-precision vectors
     assert not lost, (
         f"{len(lost)} of {len(acked.items)} acknowledged memories are not the top hit of their own vector "
         f"(id, [(hit, similarity)]): {lost[:5]}"

@@ -480,7 +480,7 @@ def test_forget_keeping_history(shared_sidecar: Sidecar) -> None:
     history = _recall(service, vec(700), k=100, filter=_filter(ns), mode=memory_service_pb2.RECALL_MODE_HISTORY)
     assert [m.memory.id for m in history] == [old.id, current.id]
     assert history[0].memory.state == memory_pb2.MEMORY_STATE_OBSOLETE
-    assert history[0].similarity == pytest.approx(1.0, abs=1e-5)
+    assert history[0].similarity == pytest.approx(1.0, abs=2e-3)  # the index holds half-precision vectors
     assert history[0].hint != history[1].hint, "an obsolete memory is annotated like a current one"
 
 
@@ -510,7 +510,7 @@ def test_recall_ranks_by_similarity(shared_sidecar: Sidecar) -> None:
     order = np.argsort(-expected)[:7]
     assert [h.memory.id for h in hits] == [ids[i] for i in order]
     for hit, i in zip(hits, order, strict=True):
-        assert hit.similarity == pytest.approx(float(expected[i]), abs=1e-5)
+        assert hit.similarity == pytest.approx(float(expected[i]), abs=2e-3)  # half-precision index vectors
     assert len(_recall(service, pack(query), filter=_filter(ns))) == 10, "k=0 means 10"
 
 

@@ -458,7 +458,9 @@ class RecalledMemory(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     HINT_FIELD_NUMBER: _builtins.int
     similarity: _builtins.float
-    """Cosine similarity to the query in [-1, 1]."""
+    """Cosine similarity to the query in [-1, 1] (within about 1e-3 of the exact value: the index keeps
+    half-precision vectors).
+    """
     score: _builtins.float
     """The ranking score; higher ranks first."""
     hint: _builtins.str

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memevo.kernels.lexical import Scratch, bm25
+from memevo.kernels.lexical import Scratch, bm25, top_indices
 from tests import naive
 
 K1, B = 1.2, 0.75
@@ -84,3 +84,19 @@ def test_mismatched_ids_and_counts_are_refused() -> None:
     postings = [(np.array([0, 1], np.uint64), np.array([1], np.uint16), 1.0)]
     with pytest.raises(ValueError, match="counts"):
         bm25(postings, np.ones(2, dtype=np.uint32), 1.0, K1, B, Scratch())
+
+
+@pytest.mark.parametrize(("n", "m"), [(0, 3), (1, 1), (5, 10), (1000, 40), (20_000, 160)])
+def test_top_indices_match_naive(n: int, m: int) -> None:
+    rng = np.random.default_rng(n + m)
+    for ties in (False, True):
+        scores = (rng.integers(0, 20, size=n) if ties else rng.random(n)).astype(np.float32)
+        scores[rng.random(n) < 0.01] = np.nan
+        got = top_indices(scores, m)
+        want = naive.top_indices(scores, m)
+        assert sorted(got.tolist()) == sorted(want.tolist())
+
+
+def test_top_indices_of_nothing_and_of_all_nan() -> None:
+    assert top_indices(np.zeros(5, np.float32), 0).size == 0
+    assert top_indices(np.full(4, np.nan, np.float32), 2).size == 0

@@ -856,7 +856,8 @@ func (x *RecallRequest) GetDiversity() float32 {
 type RecalledMemory struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Memory *Memory                `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
-	// Cosine similarity to the query in [-1, 1].
+	// Cosine similarity to the query in [-1, 1] (within about 1e-3 of the exact value: the index keeps
+	// half-precision vectors).
 	Similarity float32 `protobuf:"fixed32,2,opt,name=similarity,proto3" json:"similarity,omitempty"`
 	// The ranking score; higher ranks first.
 	Score float32 `protobuf:"fixed32,3,opt,name=score,proto3" json:"score,omitempty"`

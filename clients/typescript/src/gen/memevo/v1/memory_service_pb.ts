@@ -405,7 +405,8 @@ export type RecalledMemory = Message<"memevo.v1.RecalledMemory"> & {
   memory?: Memory | undefined;
 
   /**
-   * Cosine similarity to the query in [-1, 1].
+   * Cosine similarity to the query in [-1, 1] (within about 1e-3 of the exact value: the index keeps
+   * half-precision vectors).
    *
    * @generated from field: float similarity = 2;
    */
