@@ -30,6 +30,7 @@ from ..store.columns import (
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
 from .hints import hint_for
+from .lexical import tokenize
 
 IdArray = npt.NDArray[np.int64]
 MAX_OVERFETCH_ROUNDS = 4
@@ -45,6 +46,16 @@ IMPORTANCE_WEIGHT = 0.2
 """Share of the score the client's importance rating moves: a 1 keeps 82 %, a 10 all of it."""
 UNRATED_IMPORTANCE = 5.5
 """Rating assumed for a memory written without one (importance 0): mid-scale, so an unrated store ranks as before."""
+FIELD_WEIGHT = 0.15
+"""Added to the match times the field share: a memory whose structured fields name every query word gains 0.15.
+
+The entity, fact attribute and task signature are what the client declared the memory to be about; a query
+word that names one of them is stronger evidence than the same word in free text, where BM25 already counts it.
+"""
+FIELD_PREFIX_MIN = 4
+"""A query word names a field word when one is a prefix of the other and the shorter has this many letters."""
+EPISODE_FACTOR = 0.9
+"""Share of the score an episode keeps: it records what happened, facts, preferences and strategies what holds."""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -161,6 +172,8 @@ class Recaller:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._field_words: dict[int, frozenset[str]] = {}
+        """Words of each interned field combination (columns.field_sets): few, and they never change."""
 
     def recall(self, query: RecallQuery) -> list[Hit]:
         """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
@@ -178,6 +191,9 @@ class Recaller:
         lexical_norm = lexical / lexical.max() if lexical.size and lexical.max() > 0 else lexical
         weight = LEXICAL_WEIGHT if query.text else 0.0
         match = (1.0 - weight) * np.maximum(sims, 0.0) + weight * lexical_norm
+        if query.text:
+            match = match + FIELD_WEIGHT * self._field_match(query, columns.fields[ids])
+        match = share_task_match(match, columns.signature[ids])
         order = np.argsort(-match, kind="stable")[:pool]
         ids, sims, match = ids[order], sims[order], match[order]
         # Rank the pool from the hot columns and read only the records returned: reading, parsing and
@@ -211,10 +227,40 @@ class Recaller:
             np.asarray(scored.relevance),
             columns.inconsistency[ids],
             columns.importance[ids],
-            is_strategy,
+            columns.kind[ids],
             demoted_by != 0,
         )
         return factor, demoted_by
+
+    def _field_match(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+        """Per candidate, the idf-weighted share of the query's words that name its structured fields."""
+        matched = np.zeros(codes.size, dtype=np.float64)
+        terms = list(dict.fromkeys(tokenize(query.text)))
+        present = np.unique(codes)
+        present = present[present != NO_CODE]
+        if not terms or present.size == 0:
+            return matched
+        field_sets = self.engine.columns.field_sets
+        named: dict[int, list[bool]] = {}
+        for code in present.tolist():
+            words = self._field_words.get(code)
+            if words is None:
+                words = self._field_words[code] = frozenset(tokenize(field_sets.string(code)))
+            named[code] = [names_field(term, words) for term in terms]
+        idf, held = self.engine.lexical.idf(query.namespace, terms)
+        # A word that no memory holds and no candidate's field names is evidence for none of them (BM25
+        # ignores it too); counting it would only shrink every share.
+        weights = [
+            weight if held[i] or any(flags[i] for flags in named.values()) else 0.0 for i, weight in enumerate(idf)
+        ]
+        total = sum(weights)
+        if total <= 0.0:
+            return matched
+        for code, flags in named.items():
+            share = sum(weight for weight, flag in zip(weights, flags, strict=True) if flag) / total
+            if share > 0.0:
+                matched[codes == code] = share
+        return matched
 
     def _read_hits(
         self,
@@ -349,18 +395,55 @@ class Recaller:
         return vectors
 
 
+def names_field(word: str, field_words: frozenset[str]) -> bool:
+    """Whether a query word names one of a memory's field words.
+
+    Fields are identifiers a developer wrote (``rate_limit``, ``repo``, ``oncall``, ``code_review``), so a
+    word matches on a shared stem as an edge-n-gram field analyzer would: "leads" names ``lead``,
+    "repo" names ``repository``; short words must match exactly.
+    """
+    if word in field_words:
+        return True
+    if len(word) < FIELD_PREFIX_MIN:
+        return False
+    return any(
+        len(field) >= FIELD_PREFIX_MIN and (word.startswith(field) or field.startswith(word)) for field in field_words
+    )
+
+
+def share_task_match(match: npt.NDArray[np.floating[Any]], signature: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+    """Every candidate strategy of a task signature takes the best match among that signature's candidates.
+
+    Strategies for one task answer the same question; which of them is the better lesson is for the
+    evidence (outcomes, demotion, trust) to say, not for how close each one's wording happens to be.
+    """
+    shared: npt.NDArray[np.float64] = np.array(match, dtype=np.float64)
+    grouped = np.flatnonzero(signature != NO_CODE)
+    if grouped.size < 2:
+        return shared
+    codes, inverse = np.unique(signature[grouped], return_inverse=True)
+    if codes.size == grouped.size:
+        return shared
+    best = np.full(codes.size, -np.inf)
+    np.maximum.at(best, inverse, shared[grouped])
+    shared[grouped] = best[inverse]
+    return shared
+
+
 def rank_factors(
     accuracy: npt.NDArray[np.floating[Any]],
     relevance: npt.NDArray[np.floating[Any]],
     inconsistency: npt.NDArray[np.floating[Any]],
     importance: npt.NDArray[np.integer[Any]],
-    is_strategy: npt.NDArray[np.bool_],
+    kind: npt.NDArray[np.integer[Any]],
     demoted: npt.NDArray[np.bool_],
 ) -> npt.NDArray[np.float64]:
     """What recall multiplies each candidate's match by (the formula on RecallRequest); one row per candidate.
 
     Pure arrays in, array out, so that replay ranks logged candidates exactly as recall did.
     """
+    kind = np.asarray(kind)
+    is_strategy = kind == memory_pb2.MEMORY_KIND_STRATEGY
     accuracy = np.array(accuracy, dtype=np.float64)
     strategies = np.flatnonzero(is_strategy)
     if strategies.size:
@@ -378,4 +461,8 @@ def rank_factors(
     factor *= 1.0 - IMPORTANCE_WEIGHT + IMPORTANCE_WEIGHT * rating
     factor *= 1.0 - INCONSISTENCY_PENALTY * np.minimum(np.asarray(inconsistency, dtype=np.float64), 1.0)
     factor[np.asarray(demoted, dtype=bool)] *= DEMOTED_FACTOR
+    # An episode (a remark, a log line of a task) is evidence about an entity or a task; the fact, preference
+    # or strategy distilled from such evidence is what a question about it wants. A store written without
+    # kinds is all episodes, and ranks as before.
+    factor[kind == memory_pb2.MEMORY_KIND_EPISODE] *= EPISODE_FACTOR
     return factor
