@@ -8,6 +8,7 @@ match and trust (the formula is documented on RecallRequest in the proto).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -234,33 +235,38 @@ class Recaller:
 
     def _field_match(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
         """Per candidate, the idf-weighted share of the query's words that name its structured fields."""
-        matched = np.zeros(codes.size, dtype=np.float64)
         terms = list(dict.fromkeys(tokenize(query.text)))
-        present = np.unique(codes)
-        present = present[present != NO_CODE]
-        if not terms or present.size == 0:
-            return matched
-        field_sets = self.engine.columns.field_sets
-        named: dict[int, list[bool]] = {}
-        for code in present.tolist():
-            words = self._field_words.get(code)
-            if words is None:
-                words = self._field_words[code] = frozenset(tokenize(field_sets.string(code)))
-            named[code] = [names_field(term, words) for term in terms]
+        present, inverse = np.unique(codes, return_inverse=True)
+        if not terms or not (present != NO_CODE).any():
+            return np.zeros(codes.size, dtype=np.float64)
+        words_of = [self._words_of(int(code)) for code in present.tolist()]
+        vocabulary = frozenset().union(*words_of)
+        ordered = sorted(vocabulary)
+        named = [_named_words(term, vocabulary, ordered) for term in terms]
         idf, held = self.engine.lexical.idf(query.namespace, terms)
         # A word that no memory holds and no candidate's field names is evidence for none of them (BM25
         # ignores it too); counting it would only shrink every share.
-        weights = [
-            weight if held[i] or any(flags[i] for flags in named.values()) else 0.0 for i, weight in enumerate(idf)
-        ]
+        weights = [weight if held[i] or named[i] else 0.0 for i, weight in enumerate(idf)]
         total = sum(weights)
         if total <= 0.0:
-            return matched
-        for code, flags in named.items():
-            share = sum(weight for weight, flag in zip(weights, flags, strict=True) if flag) / total
-            if share > 0.0:
-                matched[codes == code] = share
-        return matched
+            return np.zeros(codes.size, dtype=np.float64)
+        share = np.asarray(
+            [
+                sum(w for w, names in zip(weights, named, strict=True) if not names.isdisjoint(words))
+                for words in words_of
+            ],
+            dtype=np.float64,
+        )
+        return np.asarray(share[inverse] / total, dtype=np.float64)
+
+    def _words_of(self, code: int) -> frozenset[str]:
+        """The words of an interned field combination (cached: few combinations, and they never change)."""
+        if code == NO_CODE:
+            return frozenset()
+        words = self._field_words.get(code)
+        if words is None:
+            words = self._field_words[code] = frozenset(tokenize(self.engine.columns.field_sets.string(code)))
+        return words
 
     def _read_hits(
         self,
@@ -402,13 +408,19 @@ def names_field(word: str, field_words: frozenset[str]) -> bool:
     word matches on a shared stem as an edge-n-gram field analyzer would: "leads" names ``lead``,
     "repo" names ``repository``; short words must match exactly.
     """
-    if word in field_words:
-        return True
-    if len(word) < FIELD_PREFIX_MIN:
-        return False
-    return any(
-        len(field) >= FIELD_PREFIX_MIN and (word.startswith(field) or field.startswith(word)) for field in field_words
-    )
+    return bool(_named_words(word, field_words, sorted(field_words)))
+
+
+def _named_words(word: str, vocabulary: frozenset[str], ordered: list[str]) -> frozenset[str]:
+    """The words of ``vocabulary`` (``ordered``: the same, sorted) that ``word`` names (see :func:`names_field`)."""
+    named = {word} if word in vocabulary else set()
+    if len(word) >= FIELD_PREFIX_MIN:
+        named.update(word[:end] for end in range(FIELD_PREFIX_MIN, len(word)) if word[:end] in vocabulary)
+        start = bisect.bisect_left(ordered, word)
+        while start < len(ordered) and ordered[start].startswith(word):
+            named.add(ordered[start])
+            start += 1
+    return frozenset(named)
 
 
 def share_task_match(match: npt.NDArray[np.floating[Any]], signature: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
