@@ -51,7 +51,7 @@ import numpy.typing as npt
 
 from memevo.kernels.lifecycle import STATE_ACTIVE, STATE_ARCHIVED, STATE_EMPTY, STATE_EVICTED, propose_transitions
 from memevo.kernels.value import compute_scores
-from memevo.v1 import memory_pb2, policy_pb2
+from memevo.v1 import policy_pb2
 
 from ..config import GovernanceConfig
 from ..errors import InvalidArgument
@@ -372,7 +372,7 @@ def replay(log: ReplayLog, policy: policy_pb2.Policy, options: ReplayOptions | N
                     scored.relevance,
                     step.inconsistency[kept],
                     log.importance[picked],
-                    log.kind[picked] == memory_pb2.MEMORY_KIND_STRATEGY,
+                    log.kind[picked],
                     step.demoted[kept],
                 )
                 order = np.argsort(-rank, kind="stable")[: step.k]

@@ -15,6 +15,7 @@ import threading
 import unicodedata
 from array import array
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,7 @@ K1 = 1.2
 B = 0.75
 MAX_QUERY_TOKENS = 64
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 # Words that carry no evidence in a memory ranking; short on purpose (names and numbers must stay).
 STOPWORDS = frozenset(
@@ -94,8 +96,12 @@ STOPWORDS = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens; CJK text becomes single characters (no word breaks to rely on)."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    """Lower-cased word tokens; CJK text becomes single characters (no word breaks to rely on).
+
+    An English possessive or "is" clitic ('s) is dropped, as English analyzers do: left as a word of its
+    own, the "s" of "What's" matched every memory that says "Bianca's", whatever it was about.
+    """
+    folded = _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text).casefold())
     tokens: list[str] = []
     for word in _WORD.findall(folded):
         if _CJK.search(word):
@@ -142,6 +148,13 @@ class LexicalIndex:
                 self._documents -= 1
                 self._length[memory_id] = 0
 
+    def idf(self, terms: Sequence[str]) -> tuple[list[float], list[bool]]:
+        """Each term's BM25 idf in this index (a term no document holds gets the highest), and whether one does."""
+        with self._lock:
+            documents = max(self._documents, 1)
+            frequencies = [len(self._ids.get(term, ())) for term in terms]
+        return [_idf(documents, frequency) for frequency in frequencies], [frequency > 0 for frequency in frequencies]
+
     def search(self, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Every id matching a query word and its BM25 score, unsorted (the caller filters, then ranks)."""
         terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
@@ -173,6 +186,11 @@ class LexicalIndex:
                     del lengths, postings
         finally:
             _SCRATCH.give_back(scratch)
+
+
+def _idf(documents: int, frequency: int) -> float:
+    """Okapi BM25's idf, never negative (the formula :meth:`LexicalIndex.search` scores with)."""
+    return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
 
 class _ScratchPool:
@@ -219,6 +237,12 @@ class NamespacedLexicalIndex:
     def remove(self, namespace: str, memory_id: int) -> None:
         """Forget a deleted memory's length in its namespace."""
         self._index(namespace).remove(memory_id)
+
+    def idf(self, namespace: str, terms: Sequence[str]) -> tuple[list[float], list[bool]]:
+        """Each term's idf in ``namespace`` and whether a memory there holds it (see :meth:`LexicalIndex.idf`)."""
+        with self._lock:
+            index = self._indexes.get(namespace)
+        return (index or LexicalIndex()).idf(terms)
 
     def search(self, namespace: str, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Ids of ``namespace`` matching a query word, with BM25 scores."""

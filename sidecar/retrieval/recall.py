@@ -8,6 +8,7 @@ match and trust (the formula is documented on RecallRequest in the proto).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from ..store.columns import (
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
 from .hints import hint_for
+from .lexical import tokenize
 
 IdArray = npt.NDArray[np.int64]
 MAX_OVERFETCH_ROUNDS = 4
@@ -47,6 +49,16 @@ IMPORTANCE_WEIGHT = 0.2
 """Share of the score the client's importance rating moves: a 1 keeps 82 %, a 10 all of it."""
 UNRATED_IMPORTANCE = 5.5
 """Rating assumed for a memory written without one (importance 0): mid-scale, so an unrated store ranks as before."""
+FIELD_WEIGHT = 0.15
+"""Added to the match times the field share: a memory whose structured fields name every query word gains 0.15.
+
+The entity, fact attribute and task signature are what the client declared the memory to be about; a query
+word that names one of them is stronger evidence than the same word in free text, where BM25 already counts it.
+"""
+FIELD_PREFIX_MIN = 4
+"""A query word names a field word when one is a prefix of the other and the shorter has this many letters."""
+EPISODE_FACTOR = 0.9
+"""Share of the score an episode keeps: it records what happened, facts, preferences and strategies what holds."""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -172,6 +184,8 @@ class Recaller:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._field_words: dict[int, frozenset[str]] = {}
+        """Words of each interned field combination (columns.field_sets): few, and they never change."""
 
     def recall(self, query: RecallQuery) -> list[Hit]:
         """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
@@ -189,6 +203,9 @@ class Recaller:
         lexical_norm = lexical / lexical.max() if lexical.size and lexical.max() > 0 else lexical
         weight = LEXICAL_WEIGHT if query.text else 0.0
         match = (1.0 - weight) * np.maximum(sims, 0.0) + weight * lexical_norm
+        if query.text:
+            match = match + FIELD_WEIGHT * self._field_match(query, columns.fields[ids])
+        match = share_task_match(match, columns.signature[ids])
         order = np.argsort(-match, kind="stable")[:pool]
         ids, sims, match = ids[order], sims[order], match[order]
         # Rank the pool from the hot columns and read only the records returned: reading, parsing and
@@ -222,10 +239,45 @@ class Recaller:
             np.asarray(scored.relevance),
             columns.inconsistency[ids],
             columns.importance[ids],
-            is_strategy,
+            columns.kind[ids],
             demoted_by != 0,
         )
         return factor, demoted_by
+
+    def _field_match(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+        """Per candidate, the idf-weighted share of the query's words that name its structured fields."""
+        terms = list(dict.fromkeys(tokenize(query.text)))
+        present, inverse = np.unique(codes, return_inverse=True)
+        if not terms or not (present != NO_CODE).any():
+            return np.zeros(codes.size, dtype=np.float64)
+        words_of = [self._words_of(int(code)) for code in present.tolist()]
+        vocabulary = frozenset().union(*words_of)
+        ordered = sorted(vocabulary)
+        named = [_named_words(term, vocabulary, ordered) for term in terms]
+        idf, held = self.engine.lexical.idf(query.namespace, terms)
+        # A word that no memory holds and no candidate's field names is evidence for none of them (BM25
+        # ignores it too); counting it would only shrink every share.
+        weights = [weight if held[i] or named[i] else 0.0 for i, weight in enumerate(idf)]
+        total = sum(weights)
+        if total <= 0.0:
+            return np.zeros(codes.size, dtype=np.float64)
+        share = np.asarray(
+            [
+                sum(w for w, names in zip(weights, named, strict=True) if not names.isdisjoint(words))
+                for words in words_of
+            ],
+            dtype=np.float64,
+        )
+        return np.asarray(share[inverse] / total, dtype=np.float64)
+
+    def _words_of(self, code: int) -> frozenset[str]:
+        """The words of an interned field combination (cached: few combinations, and they never change)."""
+        if code == NO_CODE:
+            return frozenset()
+        words = self._field_words.get(code)
+        if words is None:
+            words = self._field_words[code] = frozenset(tokenize(self.engine.columns.field_sets.string(code)))
+        return words
 
     def _read_hits(
         self,
@@ -360,18 +412,61 @@ class Recaller:
         return vectors
 
 
+def names_field(word: str, field_words: frozenset[str]) -> bool:
+    """Whether a query word names one of a memory's field words.
+
+    Fields are identifiers a developer wrote (``rate_limit``, ``repo``, ``oncall``, ``code_review``), so a
+    word matches on a shared stem as an edge-n-gram field analyzer would: "leads" names ``lead``,
+    "repo" names ``repository``; short words must match exactly.
+    """
+    return bool(_named_words(word, field_words, sorted(field_words)))
+
+
+def _named_words(word: str, vocabulary: frozenset[str], ordered: list[str]) -> frozenset[str]:
+    """The words of ``vocabulary`` (``ordered``: the same, sorted) that ``word`` names (see :func:`names_field`)."""
+    named = {word} if word in vocabulary else set()
+    if len(word) >= FIELD_PREFIX_MIN:
+        named.update(word[:end] for end in range(FIELD_PREFIX_MIN, len(word)) if word[:end] in vocabulary)
+        start = bisect.bisect_left(ordered, word)
+        while start < len(ordered) and ordered[start].startswith(word):
+            named.add(ordered[start])
+            start += 1
+    return frozenset(named)
+
+
+def share_task_match(match: npt.NDArray[np.floating[Any]], signature: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+    """Every candidate strategy of a task signature takes the best match among that signature's candidates.
+
+    Strategies for one task answer the same question; which of them is the better lesson is for the
+    evidence (outcomes, demotion, trust) to say, not for how close each one's wording happens to be.
+    """
+    shared: npt.NDArray[np.float64] = np.array(match, dtype=np.float64)
+    grouped = np.flatnonzero(signature != NO_CODE)
+    if grouped.size < 2:
+        return shared
+    codes, inverse = np.unique(signature[grouped], return_inverse=True)
+    if codes.size == grouped.size:
+        return shared
+    best = np.full(codes.size, -np.inf)
+    np.maximum.at(best, inverse, shared[grouped])
+    shared[grouped] = best[inverse]
+    return shared
+
+
 def rank_factors(
     accuracy: npt.NDArray[np.floating[Any]],
     relevance: npt.NDArray[np.floating[Any]],
     inconsistency: npt.NDArray[np.floating[Any]],
     importance: npt.NDArray[np.integer[Any]],
-    is_strategy: npt.NDArray[np.bool_],
+    kind: npt.NDArray[np.integer[Any]],
     demoted: npt.NDArray[np.bool_],
 ) -> npt.NDArray[np.float64]:
     """What recall multiplies each candidate's match by (the formula on RecallRequest); one row per candidate.
 
     Pure arrays in, array out, so that replay ranks logged candidates exactly as recall did.
     """
+    kind = np.asarray(kind)
+    is_strategy = kind == memory_pb2.MEMORY_KIND_STRATEGY
     accuracy = np.array(accuracy, dtype=np.float64)
     strategies = np.flatnonzero(is_strategy)
     if strategies.size:
@@ -389,4 +484,8 @@ def rank_factors(
     factor *= 1.0 - IMPORTANCE_WEIGHT + IMPORTANCE_WEIGHT * rating
     factor *= 1.0 - INCONSISTENCY_PENALTY * np.minimum(np.asarray(inconsistency, dtype=np.float64), 1.0)
     factor[np.asarray(demoted, dtype=bool)] *= DEMOTED_FACTOR
+    # An episode (a remark, a log line of a task) is evidence about an entity or a task; the fact, preference
+    # or strategy distilled from such evidence is what a question about it wants. A store written without
+    # kinds is all episodes, and ranks as before.
+    factor[kind == memory_pb2.MEMORY_KIND_EPISODE] *= EPISODE_FACTOR
     return factor

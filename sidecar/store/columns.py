@@ -73,6 +73,15 @@ class Interner:
         return self._strings[code]
 
 
+FIELD_SEPARATOR = "\x1f"
+
+
+def field_key(record: memory_pb2.Memory) -> str:
+    """A memory's structured fields as one string (entity, fact attribute, task signature); empty when none."""
+    parts = (record.entity, record.fact.attribute, record.task_signature)
+    return FIELD_SEPARATOR.join(parts) if any(parts) else ""
+
+
 # name -> (dtype, value of an empty slot)
 _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "state": (np.uint8, 0),
@@ -91,6 +100,10 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "failures": (np.float32, 0.0),
     "framework": (np.int32, NO_CODE),
     "importance": (np.uint8, 0),
+    # Recall's structured evidence (retrieval/recall.py): a strategy's task signature, and the memory's
+    # structured fields (entity, fact attribute, task signature) as one interned combination.
+    "signature": (np.int32, NO_CODE),
+    "fields": (np.int32, NO_CODE),
     "content_bytes": (np.uint32, 0),
     "stored_bytes": (np.uint32, 0),
     "created_turn": (np.float64, np.nan),
@@ -151,6 +164,10 @@ class MemoryColumns:
     failures: npt.NDArray[np.float32]
     framework: npt.NDArray[np.int32]
     importance: npt.NDArray[np.uint8]
+    signature: npt.NDArray[np.int32]
+    """A strategy's task signature (code in ``signatures``); NO_CODE for other kinds or none."""
+    fields: npt.NDArray[np.int32]
+    """The memory's structured fields (code in ``field_sets``, see :func:`field_key`); NO_CODE when it has none."""
     content_bytes: npt.NDArray[np.uint32]
     stored_bytes: npt.NDArray[np.uint32]
     """Text + vector + overhead: the cost term's numerator."""
@@ -181,6 +198,9 @@ class MemoryColumns:
         self.namespaces = Interner()
         self.entities = Interner()
         self.frameworks = Interner()
+        self.signatures = Interner()
+        self.field_sets = Interner()
+        """Distinct field combinations (few: entities x attributes), so a column of codes describes every memory."""
         self.tags: dict[int, frozenset[str]] = {}
         self.vector_bytes = vector_bytes
         self.accessed: set[int] = set()
@@ -248,6 +268,10 @@ class MemoryColumns:
             self.successes[memory_id] = record.successes
             self.failures[memory_id] = record.failures
             self.importance[memory_id] = record.importance
+            is_strategy = record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature
+            self.signature[memory_id] = self.signatures.code(record.task_signature) if is_strategy else NO_CODE
+            fields = field_key(record)
+            self.fields[memory_id] = self.field_sets.code(fields) if fields else NO_CODE
             content_bytes = len(record.content.encode())
             self.content_bytes[memory_id] = content_bytes
             self.stored_bytes[memory_id] = content_bytes + self.vector_bytes + RECORD_OVERHEAD_BYTES

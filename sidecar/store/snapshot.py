@@ -26,7 +26,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "startup.snapshot"
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
 """Bump when a snapshotted structure changes shape: older snapshots are then ignored."""
 
 _LOCK_TYPES = (type(threading.Lock()),)

@@ -208,3 +208,65 @@ def test_names_and_numbers_are_found_by_words(text_sidecar: Sidecar) -> None:
         memory_service_pb2.RecallRequest(query="invoice service port", k=2, diversity=0.7)
     ).memories
     assert len({m.memory.id for m in diverse}) == 2
+
+
+def _tilted(axis: int, amount: float) -> bytes:
+    """Axis 0 (the query's direction) tilted towards ``axis``: cosine 1 / sqrt(1 + amount**2) to the query."""
+    vector = np.zeros(8)
+    vector[0], vector[axis] = 1.0, amount
+    return pack(vector)
+
+
+def test_structured_evidence_ranks_the_answer_over_closer_remarks_and_log_lines(sidecar: Sidecar) -> None:
+    """Over the wire: the fact whose attribute the question names and the lesson for the task come first."""
+    service = stub(sidecar.unix_target)
+    ns = "ctx-structured"
+    remark = remember(service, ns, "Bianca was out sick today.", _tilted(1, 0.2), entity="user:bianca")
+    hours = remember(
+        service,
+        ns,
+        "Don't ping Bianca outside 9:00-17:00.",
+        _tilted(2, 0.75),
+        kind=FACT,
+        entity="user:bianca",
+        fact=memory_pb2.Fact(attribute="working_hours", value="9:00-17:00"),
+    )
+    log = remember(
+        service,
+        ns,
+        "Started getting a code review from Bianca; notes are in BIA-8271.",
+        _tilted(3, 0.2),
+        entity="user:bianca",
+    )
+    lesson = remember(
+        service,
+        ns,
+        "Playbook: book a 20-minute walkthrough before the pull request.",
+        _tilted(4, 0.75),
+        kind=STRATEGY,
+        entity="user:bianca",
+        task_signature="code_review:bianca",
+    )
+
+    def first(question: str) -> int:
+        request = memory_service_pb2.RecallRequest(
+            query=question,
+            query_vector=_tilted(1, 0.0),
+            k=4,
+            filter=memory_service_pb2.RecallFilter(namespace=ns),
+        )
+        return int(service.Recall(request).memories[0].memory.id)
+
+    assert first("What are Bianca's working hours?") == hours.id
+    assert first("How should I ask Bianca for a code review?") == lesson.id
+    # The remark and the log line are the closer ones by cosine: the structured evidence decided.
+    recalled = service.Recall(
+        memory_service_pb2.RecallRequest(
+            query="What are Bianca's working hours?",
+            query_vector=_tilted(1, 0.0),
+            k=4,
+            filter=memory_service_pb2.RecallFilter(namespace=ns),
+        )
+    ).memories
+    similarity = {int(m.memory.id): m.similarity for m in recalled}
+    assert min(similarity[remark.id], similarity[log.id]) > max(similarity[hours.id], similarity[lesson.id])

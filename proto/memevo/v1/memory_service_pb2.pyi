@@ -374,15 +374,20 @@ Global___RecallFilter: _TypeAlias = RecallFilter  # noqa: Y015
 @_typing.final
 class RecallRequest(_message.Message):
     """Ranking: score = match x (0.75 + 0.25 x trust) x (0.8 + 0.2 x importance / 10)
-    x (1 - 0.5 x inconsistency), halved for a demoted strategy, where
-    match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) when query text
-    is given (cosine alone otherwise; BM25 statistics are per namespace, over the text plus the
-    entity, fact attribute and task signature),
+    x (1 - 0.5 x inconsistency), x 0.9 for an episode, halved for a demoted strategy, where
+    match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) + 0.15 x fields
+    when query text is given (cosine alone otherwise; BM25 statistics are per namespace, over the
+    text plus the entity, fact attribute and task signature); fields = the idf-weighted share of the
+    query's words that name the memory's entity, fact attribute or task signature (a word names a
+    field word when they are equal, or one starts with the other and the shorter has 4+ letters);
+    candidate strategies of one task signature all take the best match among them (their order is
+    the evidence's: trust, demotion, importance);
     trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
     strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
     strategy to prefer, not how strategies compare with facts), and an unrated importance counts
-    as 5.5: names, numbers and dates match by words, and among similar matches the more reliable,
-    more important and more used memory ranks first.
+    as 5.5: names, numbers and dates match by words, structured fields the query names count as
+    more than free text, and among similar matches the more reliable, more important and more used
+    memory, and a fact, preference or strategy before an episode, ranks first.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -56,7 +56,12 @@ def _state(engine: Engine) -> dict[str, Any]:
     live_set = set(live.tolist())
     arrays = {k: v[live].copy() for k, v in vars(columns).items() if isinstance(v, np.ndarray) and v.ndim == 1}
     # Interned codes depend on the order strings were first seen: compare the strings.
-    for name, interner in (("namespace", columns.namespaces), ("entity", columns.entities)):
+    for name, interner in (
+        ("namespace", columns.namespaces),
+        ("entity", columns.entities),
+        ("signature", columns.signatures),
+        ("fields", columns.field_sets),
+    ):
         arrays[name] = np.asarray([interner.string(int(c)) if c >= 0 else "" for c in arrays[name]])
     lexical = {}
     for ns in ("default", "team-a", "team-b"):
