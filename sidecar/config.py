@@ -56,8 +56,9 @@ class IndexConfig:
     """Candidate list size while searching (ef)."""
     dtype: str = "f16"
     """Scalar type of the graph's vectors. Half precision halves the graph's memory and, at 384-d on the
-    2-core benchmark machine, built 3x and searched 2x faster than f32 with the same recall@10 against exact
-    search (0.999, 30k clustered vectors); cosines from the graph are good to ~1e-3."""
+    2-core benchmark machine, built and searched 1.5x faster than f32 with the same recall@10 against exact
+    search (0.999, 30k clustered vectors; benchmarks/index_dtype.py); cosines from the graph are good to ~1e-3.
+    int8 was faster still but lost recall (0.84)."""
     build_batch: int = 4096
     """Vectors the builder moves from the fresh tail into the graph per step."""
     build_threads: int = 1
