@@ -31,7 +31,7 @@ match a float64 NumPy evaluation within 1e-5.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -220,8 +220,20 @@ def _compute_scores(
             value[i] = alpha * acc + beta * rel + gamma * util - delta * cst
 
 
+def _renamed(function: Any, name: str) -> Any:
+    """A copy of ``function`` called ``name``.
+
+    Numba caches compiled code by function name and line, not by compile options: a serial build
+    of ``_compute_scores`` under its own name would load the parallel build from the cache.
+    """
+    code = function.__code__.replace(co_name=name, co_qualname=name)
+    copy = type(function)(code, function.__globals__, name, function.__defaults__, function.__closure__)
+    copy.__qualname__ = name
+    return copy
+
+
 _compute_scores_serial = numba.njit([_SCORES_SIGNATURE], nogil=True, cache=True, fastmath=set(FASTMATH))(
-    _compute_scores.py_func
+    _renamed(_compute_scores.py_func, "_compute_scores_serial")
 )
 """The same loop compiled without ``parallel``, for calls of at most one chunk.
 

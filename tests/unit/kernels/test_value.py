@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_columns import NOW, SIZES, score_columns
 
-from memevo.kernels import _wrappers
+from memevo.kernels import _wrappers, value
 from memevo.kernels import params as kp
 from memevo.kernels.value import Scores, compute_scores
 
@@ -343,6 +343,15 @@ def test_calls_of_one_chunk_do_not_wait_for_a_running_launch(n: int, monkeypatch
         future = pool.submit(_both, columns)
         got, want = future.result(timeout=120)
     _assert_equal_to_naive(got, want)
+
+
+def test_serial_and_parallel_builds_are_cached_apart() -> None:
+    # Numba keys its on-disk cache by function name and line, not by the parallel option: sharing an
+    # entry, the serial build loaded the parallel code, which then ran on every core for one row.
+    parallel, serial = value._compute_scores, value._compute_scores_serial
+    assert parallel.targetoptions.get("parallel")
+    assert not serial.targetoptions.get("parallel")
+    assert parallel._cache._cache_file._index_name != serial._cache._cache_file._index_name
 
 
 def test_read_only_columns_are_accepted() -> None:
