@@ -1,7 +1,8 @@
-"""Background threads (index builder, review worker) run at a lower priority than requests, and still work."""
+"""Keeping background work off the requests' way: lower-priority builder and review threads, frozen start-up objects."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -108,3 +109,16 @@ def test_review_worker_of_a_sidecar_runs_at_the_configured_lower_priority(tmp_pa
         assert worker.is_alive()
     finally:
         sidecar.stop()
+
+
+def test_a_running_sidecar_keeps_its_start_up_objects_out_of_garbage_collection(tmp_path: Path) -> None:
+    config = SidecarConfig(
+        data_dir=tmp_path / "data", listen=(), embedder=EmbedderConfig(kind="none"), dimension=DIMENSION
+    )
+    sidecar = Sidecar(config)
+    sidecar.start()
+    try:
+        assert gc.get_freeze_count() > 0
+    finally:
+        sidecar.stop()
+    assert gc.get_freeze_count() == 0  # released at stop, collectable again
