@@ -66,6 +66,10 @@ class IndexConfig:
     unreachable (upstream issue 735; seen here as memories their own vector never finds)."""
     insert_chunk: int = 8
     """Vectors per usearch add() call: a concurrent search waits for one call (~15 ms at 8 on 1 thread)."""
+    builder_nice: int = 10
+    """Nice increment of the builder thread alone (Linux; 0 = none). Each write hands the builder ~1.5-2 ms of
+    HNSW insert CPU, more than the write itself costs: at a lower priority it takes the cores the writers and
+    readers leave idle instead of delaying them, and still drains the tail whenever they pause."""
     save_interval_s: float = 300.0
     """Seconds between index saves while there are changes; also saved at shutdown."""
     exact_scan_limit: int = 1024
@@ -100,6 +104,9 @@ class GovernanceConfig:
     """Seconds between checkpoints of access statistics: a crash loses at most this much of them."""
     retrieval_ttl_s: float = 7 * 86_400.0
     """How long a retrieval id accepts ReportOutcome; older retrieval records are deleted."""
+    review_nice: int = 10
+    """Nice increment of the review worker thread (Linux; 0 = none): its consolidation passes search the ANN
+    index for every seed (about a second of CPU at 100k memories), work that can wait for idle cores."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,6 +28,7 @@ from ..governance.consolidation import unconsolidate
 from ..governance.daemon import GovernanceDaemon
 from ..governance.review import ReviewBroker
 from ..perception.feedback import is_finite_reward
+from ..priority import lower_thread_priority
 from ..retrieval.context import build_context
 from ..retrieval.hints import LANGUAGES
 from ..retrieval.recall import Recaller
@@ -155,6 +156,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
 
     def _review_loop(self) -> None:
         """Decide expired proposals every second; look for new groups at the sweep interval."""
+        lower_thread_priority(self.engine.config.governance.review_nice, what="the review worker")
         interval_s = self.engine.config.governance.sweep_interval_s
         last_pass = time.monotonic()
         while not self.stopping.wait(REVIEW_TICK_S):

@@ -106,14 +106,19 @@ def decode_vector(v: Violations, field: str, raw: bytes, dimension: int) -> npt.
     if vector.size != dimension:
         v.add(field, f"has {vector.size} floats; the data directory's dimension is {dimension}")
         return None
-    if not np.isfinite(vector).all():
-        v.add(field, "contains NaN or infinity")
-        return None
-    if not np.any(vector):
-        v.add(field, "is all zeros; a direction is needed")
-        return None
     with np.errstate(over="ignore", under="ignore"):
-        norm = float(np.linalg.norm(vector))  # in float32, as the index normalises it
+        square = vector.dot(vector)  # what np.linalg.norm squares, in float32 as the index normalises it
+    if math.isfinite(square) and square > 0:
+        # A finite positive sum of squares: every entry is finite and one is not zero (the usual case, one pass).
+        norm = float(np.sqrt(square))
+    else:
+        if not np.isfinite(vector).all():
+            v.add(field, "contains NaN or infinity")
+            return None
+        if not np.any(vector):
+            v.add(field, "is all zeros; a direction is needed")
+            return None
+        norm = math.sqrt(square) if math.isfinite(square) else math.inf  # 0 (underflow) or inf (overflow)
     if not (MIN_VECTOR_NORM <= norm <= MAX_VECTOR_NORM):
         v.add(
             field,

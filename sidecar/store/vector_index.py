@@ -22,6 +22,7 @@ import numpy.typing as npt
 from usearch.index import Index as _CompiledIndex
 
 from ..config import IndexConfig
+from ..priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +322,7 @@ class VectorIndex:
         self._builder.start()
 
     def _run_builder(self) -> None:
+        lower_thread_priority(self.config.builder_nice, what="the index builder")
         last_save = time.monotonic()
         while not self._stop.is_set():
             self._wake.wait(timeout=1.0)

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_columns import NOW, SIZES, score_columns
 
+from memevo.kernels import _wrappers, value
 from memevo.kernels import params as kp
 from memevo.kernels.value import Scores, compute_scores
 
@@ -330,6 +331,27 @@ def test_calls_leave_the_callers_thread_count_alone(n: int) -> None:
     before = numba.get_num_threads()
     _both(score_columns(np.random.default_rng(n), n))
     assert numba.get_num_threads() == before
+
+
+@pytest.mark.parametrize("n", [1, 20, kp.CHUNK])
+def test_calls_of_one_chunk_do_not_wait_for_a_running_launch(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A write or recall scoring a few rows must not queue behind a sweep holding the launch lock,
+    # even on a threading layer that is not known to be thread-safe.
+    monkeypatch.setattr(_wrappers, "_threadsafe", False)
+    columns = score_columns(np.random.default_rng(n), n)
+    with _wrappers._LAUNCH_LOCK, ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(_both, columns)
+        got, want = future.result(timeout=120)
+    _assert_equal_to_naive(got, want)
+
+
+def test_serial_and_parallel_builds_are_cached_apart() -> None:
+    # Numba keys its on-disk cache by function name and line, not by the parallel option: sharing an
+    # entry, the serial build loaded the parallel code, which then ran on every core for one row.
+    parallel, serial = value._compute_scores, value._compute_scores_serial
+    assert parallel.targetoptions.get("parallel")
+    assert not serial.targetoptions.get("parallel")
+    assert parallel._cache._cache_file._index_name != serial._cache._cache_file._index_name
 
 
 def test_read_only_columns_are_accepted() -> None:

@@ -1,0 +1,31 @@
+"""Thread priorities: background work (index building, consolidation passes) yields the cores to requests."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+log = logging.getLogger(__name__)
+
+MAX_NICE = 19
+
+
+def lower_thread_priority(increment: int, *, what: str) -> bool:
+    """Raise the calling thread's nice value by ``increment`` (capped at 19); False where not done.
+
+    Linux only: there ``setpriority`` on a thread id changes that thread alone, so the gRPC and
+    committer threads keep theirs. Elsewhere, or when the system refuses, the thread keeps running
+    at normal priority (``what`` names it in the log).
+    """
+    if increment <= 0 or not sys.platform.startswith("linux"):
+        return False
+    try:
+        thread_id = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, thread_id)
+        os.setpriority(os.PRIO_PROCESS, thread_id, min(current + increment, MAX_NICE))
+    except OSError as exc:  # e.g. a sandbox that forbids it
+        log.info("%s keeps its priority (%s)", what, exc)
+        return False
+    return True

@@ -1,0 +1,124 @@
+"""Keeping background work off the requests' way: lower-priority builder and review threads, frozen start-up objects."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memevo.sidecar.config import EmbedderConfig, GovernanceConfig, IndexConfig, SidecarConfig
+from memevo.sidecar.priority import MAX_NICE, lower_thread_priority
+from memevo.sidecar.service.server import Sidecar
+from memevo.sidecar.store.vector_index import VectorIndex
+
+DIMENSION = 16
+DRAIN_DEADLINE_S = 120.0
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+
+
+def _drained(index: VectorIndex) -> None:
+    deadline = time.monotonic() + DRAIN_DEADLINE_S
+    while index.tail_count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert index.tail_count == 0, "the builder did not move the tail into the graph"
+
+
+def _started(tmp_path: Path, nice: int) -> tuple[VectorIndex, int]:
+    index = VectorIndex(tmp_path, DIMENSION, IndexConfig(builder_nice=nice))
+    index.start(lambda: 0)
+    vectors = np.random.default_rng(0).standard_normal((50, DIMENSION)).astype(np.float32)
+    index.add(np.arange(1, 51, dtype=np.int64), vectors)
+    _drained(index)
+    assert index._builder is not None
+    assert index._builder.native_id is not None
+    return index, index._builder.native_id
+
+
+@linux_only
+def test_builder_thread_runs_at_a_lower_priority_and_still_fills_the_graph(tmp_path: Path) -> None:
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    index, builder = _started(tmp_path, nice=5)
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, builder) == min(ours + 5, 19)
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours  # only the builder changed
+        assert index.graph_count == 50
+        query = np.random.default_rng(0).standard_normal((50, DIMENSION)).astype(np.float32)[7:8]
+        found = index.search(query / np.linalg.norm(query), 1, with_tail=False)
+        assert found.ids.tolist() == [8]
+    finally:
+        index.close(save=False)
+
+
+@linux_only
+def test_builder_nice_zero_leaves_the_priority_alone(tmp_path: Path) -> None:
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    index, builder = _started(tmp_path, nice=0)
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, builder) == ours
+    finally:
+        index.close(save=False)
+
+
+def _in_thread(increment: int) -> tuple[bool, int]:
+    box: list[tuple[bool, int]] = []
+
+    def run() -> None:
+        done = lower_thread_priority(increment, what="a test thread")
+        box.append((done, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+@linux_only
+def test_lower_thread_priority_changes_the_calling_thread_only_and_caps_at_19() -> None:
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert _in_thread(3) == (True, min(ours + 3, MAX_NICE))
+    assert _in_thread(100) == (True, MAX_NICE)
+    assert _in_thread(0) == (False, ours)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == ours
+
+
+@linux_only
+def test_review_worker_of_a_sidecar_runs_at_the_configured_lower_priority(tmp_path: Path) -> None:
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    config = SidecarConfig(
+        data_dir=tmp_path / "data",
+        listen=(),
+        embedder=EmbedderConfig(kind="none"),
+        dimension=DIMENSION,
+        governance=GovernanceConfig(review_nice=4),
+    )
+    sidecar = Sidecar(config)
+    sidecar.start()
+    try:
+        worker = sidecar.servicer._review_worker
+        deadline = time.monotonic() + DRAIN_DEADLINE_S
+        while os.getpriority(os.PRIO_PROCESS, worker.native_id or 0) == ours and time.monotonic() < deadline:
+            time.sleep(0.01)  # the worker lowers its priority as it starts
+        assert os.getpriority(os.PRIO_PROCESS, worker.native_id or 0) == min(ours + 4, MAX_NICE)
+        assert worker.is_alive()
+    finally:
+        sidecar.stop()
+
+
+def test_a_running_sidecar_keeps_its_start_up_objects_out_of_garbage_collection(tmp_path: Path) -> None:
+    config = SidecarConfig(
+        data_dir=tmp_path / "data", listen=(), embedder=EmbedderConfig(kind="none"), dimension=DIMENSION
+    )
+    sidecar = Sidecar(config)
+    sidecar.start()
+    try:
+        assert gc.get_freeze_count() > 0
+    finally:
+        sidecar.stop()
+    assert gc.get_freeze_count() == 0  # released at stop, collectable again
