@@ -143,6 +143,38 @@ def test_applies_and_submits_from_many_threads_share_groups_and_stay_dense(tmp_p
     reopened.close()
 
 
+def test_a_lone_write_commits_on_the_callers_thread_and_queued_ones_on_the_committer(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    ran_on: list[str] = []
+
+    def recorded(txn: Txn) -> int:
+        ran_on.append(threading.current_thread().name)
+        return _write_one(txn)
+
+    assert store.apply(recorded) == 1
+    assert ran_on == [threading.current_thread().name]  # no hand-off for a write with nothing queued
+    # With a group being committed, a write queues for the committer thread instead.
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(txn: Txn) -> int:
+        entered.set()
+        assert release.wait(30)
+        return _write_one(txn)
+
+    first = threading.Thread(target=store.apply, args=(slow,), name="first-writer")
+    first.start()
+    assert entered.wait(30)
+    queued = store.submit(recorded)
+    release.set()
+    first.join(30)
+    assert queued.result(timeout=30) == 3
+    assert ran_on[-1] == "memevo-commit"
+    store.close()
+    reopened = _open(tmp_path)
+    assert reopened.last_sequence == 3
+    reopened.close()
+
+
 def test_a_failing_publish_is_logged_and_the_durable_write_still_acknowledged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
