@@ -368,8 +368,7 @@ class Engine:
         fresh_vectors = vectors[fresh_rows]
 
         def publish() -> None:
-            for record in changed.values():
-                self.columns.set_record(record)
+            self.columns.set_records(list(changed.values()))
             for record in new_strategies:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
             for memory_id in fresh_ids:

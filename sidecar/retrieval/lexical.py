@@ -101,6 +101,9 @@ def tokenize(text: str) -> list[str]:
     An English possessive or "is" clitic ('s) is dropped, as English analyzers do: left as a word of its
     own, the "s" of "What's" matched every memory that says "Bianca's", whatever it was about.
     """
+    if text.isascii():
+        # ASCII is its own NFKC form, casefolds as it lowercases and holds no CJK: the common case, cheaply.
+        return [w for w in _WORD.findall(_POSSESSIVE.sub("", text.lower())) if w not in STOPWORDS]
     folded = _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text).casefold())
     tokens: list[str] = []
     for word in _WORD.findall(folded):

@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from array import array
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -244,62 +245,81 @@ class MemoryColumns:
 
     def set_record(self, record: memory_pb2.Memory) -> None:
         """Write (or overwrite) the row of ``record.id`` from the stored record."""
-        memory_id = record.id
+        self.set_records([record])
+
+    def set_records(self, records: Sequence[memory_pb2.Memory]) -> None:
+        """:meth:`set_record` for many records under one lock, with their sweep terms derived in one call.
+
+        A streamed chunk writes hundreds of rows at once; deriving them one by one was a kernel call each.
+        """
+        if not records:
+            return
+        records = list({r.id: r for r in records}.values())  # one row per id: the last record wins
         with self.lock:
-            if memory_id >= self.state.shape[0]:
-                capacity = self.state.shape[0]
-                while capacity <= memory_id:
-                    capacity *= 2
-                self._allocate(capacity)
-            new_row = self.state[memory_id] == STATE_UNSPECIFIED
-            self.kind[memory_id] = record.kind
-            self.namespace[memory_id] = self.namespaces.code(record.namespace)
-            self.entity[memory_id] = self.entities.code(record.entity) if record.entity else NO_CODE
-            if new_row:  # ids never change namespace or entity: list each once
-                self._by_namespace.setdefault(int(self.namespace[memory_id]), array("Q")).append(memory_id)
-                if record.entity:
-                    self._by_entity.setdefault(int(self.entity[memory_id]), array("Q")).append(memory_id)
-            self.framework[memory_id] = self.frameworks.code(record.framework_version)
-            self.valid_from[memory_id] = _seconds(record.valid_from)
-            self.valid_to[memory_id] = _seconds(record.valid_to) if record.HasField("valid_to") else np.nan
-            self.recorded_at[memory_id] = _seconds(record.recorded_at)
-            self.confidence[memory_id] = record.confidence
-            self.inconsistency[memory_id] = record.inconsistency
-            self.successes[memory_id] = record.successes
-            self.failures[memory_id] = record.failures
-            self.importance[memory_id] = record.importance
-            is_strategy = record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature
-            self.signature[memory_id] = self.signatures.code(record.task_signature) if is_strategy else NO_CODE
-            fields = field_key(record)
-            self.fields[memory_id] = self.field_sets.code(fields) if fields else NO_CODE
-            content_bytes = len(record.content.encode())
-            self.content_bytes[memory_id] = content_bytes
-            self.stored_bytes[memory_id] = content_bytes + self.vector_bytes + RECORD_OVERHEAD_BYTES
-            self.created_turn[memory_id] = record.turn if record.turn else np.nan
-            self.state_since[memory_id] = (
-                _seconds(record.state_since) if record.HasField("state_since") else _seconds(record.recorded_at)
-            )
-            self.state_since_turn[memory_id] = (
-                record.state_since_turn if record.state_since_turn else (record.turn or np.nan)
-            )
-            # Access statistics live here first; the record holds the last checkpoint.
-            self.access_count[memory_id] = max(int(self.access_count[memory_id]), record.access_count)
-            if record.HasField("last_access_at"):
-                last = _seconds(record.last_access_at)
-                current = self.last_access_at[memory_id]
-                self.last_access_at[memory_id] = last if np.isnan(current) else max(current, last)
-            self.last_access_turn[memory_id] = max(int(self.last_access_turn[memory_id]), record.last_access_turn)
-            tag_set = frozenset(record.tags)
-            if tag_set:
-                self.tags[memory_id] = tag_set
-            else:
-                self.tags.pop(memory_id, None)
-            self._derive_row(memory_id)
-            self.writes += 1
-            # State last: a row becomes visible to filters only once it is complete.
-            self._count_change(int(self.state[memory_id]), record.state)
-            self.state[memory_id] = record.state
-            self._size = max(self._size, memory_id + 1)
+            for record in records:
+                self._set_raw(record)
+            rows = np.fromiter((r.id for r in records), dtype=np.int64, count=len(records))
+            self.since[rows] = (self._since_of(rows) - self.epoch).astype(np.float32)
+            self._refresh(rows, time.time())
+            self.writes += len(records)
+            # States last: a row becomes visible to filters only once it is complete.
+            for record in records:
+                memory_id = record.id
+                self._count_change(int(self.state[memory_id]), record.state)
+                self.state[memory_id] = record.state
+                self._size = max(self._size, memory_id + 1)
+
+    def _set_raw(self, record: memory_pb2.Memory) -> None:
+        """Every column of ``record.id`` but the state and the derived terms (lock held)."""
+        memory_id = record.id
+        if memory_id >= self.state.shape[0]:
+            capacity = self.state.shape[0]
+            while capacity <= memory_id:
+                capacity *= 2
+            self._allocate(capacity)
+        new_row = self.state[memory_id] == STATE_UNSPECIFIED
+        self.kind[memory_id] = record.kind
+        self.namespace[memory_id] = self.namespaces.code(record.namespace)
+        self.entity[memory_id] = self.entities.code(record.entity) if record.entity else NO_CODE
+        if new_row:  # ids never change namespace or entity: list each once
+            self._by_namespace.setdefault(int(self.namespace[memory_id]), array("Q")).append(memory_id)
+            if record.entity:
+                self._by_entity.setdefault(int(self.entity[memory_id]), array("Q")).append(memory_id)
+        self.framework[memory_id] = self.frameworks.code(record.framework_version)
+        self.valid_from[memory_id] = _seconds(record.valid_from)
+        self.valid_to[memory_id] = _seconds(record.valid_to) if record.HasField("valid_to") else np.nan
+        self.recorded_at[memory_id] = _seconds(record.recorded_at)
+        self.confidence[memory_id] = record.confidence
+        self.inconsistency[memory_id] = record.inconsistency
+        self.successes[memory_id] = record.successes
+        self.failures[memory_id] = record.failures
+        self.importance[memory_id] = record.importance
+        is_strategy = record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature
+        self.signature[memory_id] = self.signatures.code(record.task_signature) if is_strategy else NO_CODE
+        fields = field_key(record)
+        self.fields[memory_id] = self.field_sets.code(fields) if fields else NO_CODE
+        content_bytes = len(record.content.encode())
+        self.content_bytes[memory_id] = content_bytes
+        self.stored_bytes[memory_id] = content_bytes + self.vector_bytes + RECORD_OVERHEAD_BYTES
+        self.created_turn[memory_id] = record.turn if record.turn else np.nan
+        self.state_since[memory_id] = (
+            _seconds(record.state_since) if record.HasField("state_since") else _seconds(record.recorded_at)
+        )
+        self.state_since_turn[memory_id] = (
+            record.state_since_turn if record.state_since_turn else (record.turn or np.nan)
+        )
+        # Access statistics live here first; the record holds the last checkpoint.
+        self.access_count[memory_id] = max(int(self.access_count[memory_id]), record.access_count)
+        if record.HasField("last_access_at"):
+            last = _seconds(record.last_access_at)
+            current = self.last_access_at[memory_id]
+            self.last_access_at[memory_id] = last if np.isnan(current) else max(current, last)
+        self.last_access_turn[memory_id] = max(int(self.last_access_turn[memory_id]), record.last_access_turn)
+        tag_set = frozenset(record.tags)
+        if tag_set:
+            self.tags[memory_id] = tag_set
+        else:
+            self.tags.pop(memory_id, None)
 
     def set_state(self, memory_id: int, state: int, *, valid_to: float | None = None) -> None:
         """Change one memory's state (and validity end)."""
@@ -322,12 +342,6 @@ class MemoryColumns:
                 self.last_access_turn[ids] = turn
             self._refresh(ids.astype(np.int64, copy=False), now_s)
             self.accessed.update(ids.tolist())
-
-    def _derive_row(self, memory_id: int) -> None:
-        """Refresh the sweep's terms and offsets of one row from its raw columns (lock held)."""
-        rows = slice(memory_id, memory_id + 1)
-        self.since[rows] = (self._since(rows) - self.epoch).astype(np.float32)
-        self._refresh(np.array([memory_id], dtype=np.int64), time.time())
 
     def terms(self) -> Terms:
         """The four term columns (full capacity; slice them to ``size``)."""
@@ -369,6 +383,9 @@ class MemoryColumns:
         return np.where(last_turn > 0, last_turn.astype(np.float64), self.created_turn[rows])
 
     def _since(self, rows: slice) -> npt.NDArray[np.float64]:
+        return self.state_since[rows] if self.clock == "wall" else self.state_since_turn[rows]
+
+    def _since_of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         return self.state_since[rows] if self.clock == "wall" else self.state_since_turn[rows]
 
     def needs_rebase(self, clock: str, now: float, params: npt.NDArray[np.float64], cost_budget_bytes: float) -> bool:

@@ -80,3 +80,18 @@ def test_searching_while_adding_neither_fails_nor_blocks_appends() -> None:
         thread.join()
     assert not errors
     assert index.search("shared")[0].size == 4_999
+
+
+def test_ascii_texts_tokenize_as_the_unicode_path_does() -> None:
+    import random
+    import string
+
+    from memevo.sidecar.retrieval.lexical import tokenize
+
+    rng = random.Random(1)
+    words = ["What's", "Bianca's", "the", "A", "I", "it's", "_x_", "don't", "Ann's.", "S", "'s", "IS", "v2.1", "e-mail"]
+    for _ in range(3000):
+        text = "".join(rng.choice(string.printable) for _ in range(rng.randint(0, 40)))
+        text += " " + " ".join(rng.choice(words) for _ in range(rng.randint(0, 6)))
+        # A trailing non-ASCII word sends the same text through the NFKC/casefold path.
+        assert [*tokenize(text), "é"] == tokenize(text + " é"), text
