@@ -30,6 +30,7 @@ match a float64 NumPy evaluation within 1e-5.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, NamedTuple
 
@@ -329,28 +330,11 @@ def compute_scores(
             if any(np.may_share_memory(array, other) for other in others):
                 raise ValueError(f"out.{name} overlaps an input column or another output: pass separate arrays")
     coef = _coefficients(params)
-    if n <= CHUNK:
-        _compute_scores_serial(
-            confidence,
-            successes,
-            failures,
-            inconsistency,
-            last_access,
-            created,
-            access_count,
-            importance,
-            content_bytes,
-            uniqueness,
-            stored_bytes,
-            kind,
-            now,
-            1.0 / budget,
-            coef,
-            *out,
-        )
-        return out
-    with kernel_launch(n):
-        _compute_scores(
+    # One chunk has no parallel work: its serial build skips numba's parallel launch and the launch queue.
+    serial = n <= CHUNK
+    kernel = _compute_scores_serial if serial else _compute_scores
+    with contextlib.nullcontext() if serial else kernel_launch(n):
+        kernel(
             confidence,
             successes,
             failures,

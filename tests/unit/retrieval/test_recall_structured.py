@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import pytest
+import recall_engine
+from recall_engine import DIMENSION, near, write
 
 from memevo.sidecar.config import SidecarConfig
 from memevo.sidecar.domain import NewMemory, RecallQuery
@@ -18,43 +18,24 @@ from memevo.sidecar.retrieval.recall import EPISODE_FACTOR, Recaller, names_fiel
 from memevo.sidecar.store.columns import NO_CODE
 from memevo.v1 import memory_pb2
 
-DIMENSION = 8
+engine = recall_engine.engine  # the fixture
 FACT = memory_pb2.MEMORY_KIND_FACT
 EPISODE = memory_pb2.MEMORY_KIND_EPISODE
 STRATEGY = memory_pb2.MEMORY_KIND_STRATEGY
 
 
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = Engine(SidecarConfig(data_dir=tmp_path, embedder=EmbedderConfig(kind="none"), dimension=DIMENSION))
-    yield engine
-    engine.close()
-
-
-def _near(axis: int, amount: float) -> npt.NDArray[np.float32]:
-    """The query direction (axis 0) tilted towards ``axis`` (> 0): cosine to the query is 1 / sqrt(1 + amount**2)."""
-    vector = np.zeros(DIMENSION, dtype=np.float32)
-    vector[0] = 1.0
-    vector[axis] = amount
-    return vector
-
-
-def _write(engine: Engine, *items: NewMemory) -> list[int]:
-    return [w.memory.id for w in engine.remember(list(items))]
-
-
 def _ranked(engine: Engine, text: str) -> list[int]:
-    query = RecallQuery(vector=_near(1, 0.0), text=text, k=10)
+    query = RecallQuery(vector=near(1, 0.0), text=text, k=10)
     return [hit.memory.id for hit in Recaller(engine).recall(query)]
 
 
 def test_a_fact_whose_attribute_the_query_names_outranks_a_closer_remark_about_the_entity(engine: Engine) -> None:
-    remark, fact = _write(
+    remark, fact = write(
         engine,
-        NewMemory(content="Bianca was out sick today.", vector=_near(1, 0.2), entity="user:bianca"),
+        NewMemory(content="Bianca was out sick today.", vector=near(1, 0.2), entity="user:bianca"),
         NewMemory(
             content="Don't ping Bianca outside 9:00-17:00.",
-            vector=_near(2, 0.75),
+            vector=near(2, 0.75),
             kind=FACT,
             entity="user:bianca",
             fact_attribute="working_hours",
@@ -66,11 +47,11 @@ def test_a_fact_whose_attribute_the_query_names_outranks_a_closer_remark_about_t
 
 def test_the_field_a_query_names_decides_between_two_facts_that_both_say_the_word(engine: Engine) -> None:
     """Same kind and entity, both texts say "port": the fact declared to be about the port wins."""
-    region, port = _write(
+    region, port = write(
         engine,
         NewMemory(
             content="billing answers on port 443 only inside eu-west-1.",
-            vector=_near(1, 0.05),
+            vector=near(1, 0.05),
             kind=FACT,
             entity="service:billing",
             fact_attribute="region",
@@ -78,7 +59,7 @@ def test_the_field_a_query_names_decides_between_two_facts_that_both_say_the_wor
         ),
         NewMemory(
             content="billing moved to port 8443.",
-            vector=_near(2, 0.7),
+            vector=near(2, 0.7),
             kind=FACT,
             entity="service:billing",
             fact_attribute="port",
@@ -89,16 +70,16 @@ def test_the_field_a_query_names_decides_between_two_facts_that_both_say_the_wor
 
 
 def test_a_strategy_for_the_task_outranks_a_closer_log_line_of_that_task(engine: Engine) -> None:
-    log, strategy = _write(
+    log, strategy = write(
         engine,
         NewMemory(
             content="Started getting a code review from Ximena; notes are in XIM-8271.",
-            vector=_near(1, 0.2),
+            vector=near(1, 0.2),
             entity="user:ximena",
         ),
         NewMemory(
             content="Playbook: book a 20-minute walkthrough before the pull request.",
-            vector=_near(2, 0.75),
+            vector=near(2, 0.75),
             kind=STRATEGY,
             entity="user:ximena",
             task_signature="code_review:ximena",
@@ -109,12 +90,12 @@ def test_a_strategy_for_the_task_outranks_a_closer_log_line_of_that_task(engine:
 
 def test_a_fact_outranks_an_episode_about_the_same_entity_that_is_as_close(engine: Engine) -> None:
     """Nothing in the query names a field: the episode's slight cosine lead loses to the kind prior."""
-    episode, fact = _write(
+    episode, fact = write(
         engine,
-        NewMemory(content="Bianca was out sick today.", vector=_near(1, 0.1), entity="user:bianca"),
+        NewMemory(content="Bianca was out sick today.", vector=near(1, 0.1), entity="user:bianca"),
         NewMemory(
             content="Bianca sits by the window.",
-            vector=_near(2, 0.2),
+            vector=near(2, 0.2),
             kind=FACT,
             entity="user:bianca",
             fact_attribute="desk",
@@ -126,18 +107,18 @@ def test_a_fact_outranks_an_episode_about_the_same_entity_that_is_as_close(engin
 
 def test_versions_of_a_task_are_ordered_by_evidence_not_by_wording(engine: Engine) -> None:
     """The older version is worded closer to the query; the agent rated the newer lesson as more important."""
-    older, newer = _write(
+    older, newer = write(
         engine,
         NewMemory(
             content="Strategy for deploying billing: copy the image by hand.",
-            vector=_near(1, 0.1),
+            vector=near(1, 0.1),
             kind=STRATEGY,
             task_signature="deploy:billing",
             importance=3,
         ),
         NewMemory(
             content="Playbook: canary at 5 %, then promote.",
-            vector=_near(2, 0.9),
+            vector=near(2, 0.9),
             kind=STRATEGY,
             task_signature="deploy:billing",
             importance=9,
@@ -148,10 +129,10 @@ def test_versions_of_a_task_are_ordered_by_evidence_not_by_wording(engine: Engin
 
 def test_an_unrelated_closer_strategy_keeps_its_own_match(engine: Engine) -> None:
     """Sharing is within one signature: another task's strategy is not lifted by a close one."""
-    close, far_other = _write(
+    close, far_other = write(
         engine,
-        NewMemory(content="Playbook A", vector=_near(1, 0.1), kind=STRATEGY, task_signature="a", importance=3),
-        NewMemory(content="Playbook B", vector=_near(2, 0.9), kind=STRATEGY, task_signature="b", importance=9),
+        NewMemory(content="Playbook A", vector=near(1, 0.1), kind=STRATEGY, task_signature="a", importance=3),
+        NewMemory(content="Playbook B", vector=near(2, 0.9), kind=STRATEGY, task_signature="b", importance=9),
     )
     assert _ranked(engine, "")[:2] == [close, far_other]
 
@@ -159,13 +140,13 @@ def test_an_unrelated_closer_strategy_keeps_its_own_match(engine: Engine) -> Non
 def test_the_columns_hold_signature_and_fields_and_survive_a_restart(tmp_path: Path) -> None:
     config = SidecarConfig(data_dir=tmp_path, embedder=EmbedderConfig(kind="none"), dimension=DIMENSION)
     engine = Engine(config)
-    strategy, fact, plain = _write(
+    strategy, fact, plain = write(
         engine,
-        NewMemory(content="s", vector=_near(1, 0.1), kind=STRATEGY, task_signature="deploy:x", entity="service:x"),
+        NewMemory(content="s", vector=near(1, 0.1), kind=STRATEGY, task_signature="deploy:x", entity="service:x"),
         NewMemory(
-            content="f", vector=_near(2, 0.1), kind=FACT, entity="service:x", fact_attribute="port", fact_value="80"
+            content="f", vector=near(2, 0.1), kind=FACT, entity="service:x", fact_attribute="port", fact_value="80"
         ),
-        NewMemory(content="p", vector=_near(3, 0.1)),
+        NewMemory(content="p", vector=near(3, 0.1)),
     )
 
     def described(engine: Engine) -> list[tuple[str, str]]:
