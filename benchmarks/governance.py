@@ -56,9 +56,11 @@ import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests"))
+sys.path.insert(0, str(REPO_ROOT))
 
 import naive  # noqa: E402
 
+from benchmarks.inprocess import InProcessContext  # noqa: E402
 from memevo.kernels import params as kp  # noqa: E402
 from memevo.kernels.params import CHUNK  # noqa: E402
 from memevo.kernels.sweep import (  # noqa: E402
@@ -216,7 +218,7 @@ def build_sidecar(n: int, data_dir: Path, log: Callable[[str], None]) -> Any:
     sidecar = Sidecar(config)
     sidecar.start()
     rng = np.random.default_rng(3)
-    context = _Context()
+    context = InProcessContext()
     started = time.perf_counter()
     done = 0
     engine = sidecar.engine
@@ -243,28 +245,6 @@ def build_sidecar(n: int, data_dir: Path, log: Callable[[str], None]) -> Any:
     return sidecar
 
 
-class _Context:
-    """The least of grpc.ServicerContext the servicer touches on unary calls in-process."""
-
-    def abort_with_status(self, status: Any) -> None:
-        raise RuntimeError(f"aborted: {status.code} {status.details}")
-
-    def abort(self, code: Any, details: str) -> None:
-        raise RuntimeError(f"aborted: {code} {details}")
-
-    def add_callback(self, callback: Callable[[], None]) -> bool:
-        return True
-
-    def is_active(self) -> bool:
-        return True
-
-    def time_remaining(self) -> float | None:
-        return None
-
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
-
-
 RECALL_DIMENSION = 8
 
 
@@ -285,7 +265,7 @@ def recall_contention(n_memories: int, n_sweep: int, seconds: float, log: Callab
                 )
                 for _ in range(1000)
             ]
-            context = _Context()
+            context = InProcessContext()
             servicer = sidecar.servicer
             for q in queries[:50]:
                 servicer.Recall(q, context)

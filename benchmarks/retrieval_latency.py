@@ -41,13 +41,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.inprocess import InProcessContext  # noqa: E402
 from benchmarks.throughput import (  # noqa: E402
     CONTEXT_BUDGET,
     DIMENSION,
     RECALL_K,
     Corpus,
     Floor,
-    _Context,
     ensure_store,
     machine,
     parse_sizes,
@@ -99,7 +99,7 @@ def measure_size(
     from memevo.sidecar.config import SidecarConfig
     from memevo.sidecar.service.server import Sidecar
 
-    context = _Context()
+    context = InProcessContext()
     rows: list[dict[str, Any]] = []
     scratch = Path(tempfile.mkdtemp(prefix=f"memevo-latency-{n}-"))
     try:

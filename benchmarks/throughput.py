@@ -90,6 +90,7 @@ try:
 except ImportError:  # run as a script: the repository root is not on sys.path yet
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks import machine as machine_info
+from benchmarks.inprocess import InProcessContext  # noqa: E402
 
 DIMENSION = 384
 BUILD_BATCH = 5_000
@@ -205,28 +206,6 @@ def kind_of(number: int) -> int:
 # ---- cached stores --------------------------------------------------------------------------
 
 
-class _Context:
-    """The least of grpc.ServicerContext the servicer touches on unary calls in-process."""
-
-    def abort_with_status(self, status: Any) -> None:
-        raise RuntimeError(f"aborted: {status.code} {status.details}")
-
-    def abort(self, code: Any, details: str) -> None:
-        raise RuntimeError(f"aborted: {code} {details}")
-
-    def add_callback(self, callback: Callable[[], None]) -> bool:
-        return True
-
-    def is_active(self) -> bool:
-        return True
-
-    def time_remaining(self) -> float | None:
-        return None
-
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
-
-
 def store_name(n: int, corpus: Corpus) -> str:
     return f"store-{n}-d{corpus.dimension}-s{corpus.seed}-{corpus.source}"
 
@@ -249,7 +228,7 @@ def ensure_store(cache: Path, n: int, corpus: Corpus, log: Callable[[str], None]
     started = time.perf_counter()
     sidecar = Sidecar(config)
     sidecar.start()
-    context = _Context()
+    context = InProcessContext()
     rng = np.random.default_rng(corpus.seed + n)
     try:
         servicer, engine = sidecar.servicer, sidecar.engine

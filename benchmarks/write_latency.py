@@ -79,6 +79,11 @@ import numpy as np
 import numpy.typing as npt
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))  # run as a script: make the benchmarks package importable
+
+from benchmarks.inprocess import InProcessContext  # noqa: E402
+
 YEAR_S = 365 * 86_400.0
 PRELOAD_BATCH = 2_000
 WARMUP_WRITES = 200
@@ -261,28 +266,6 @@ class Workload:
 
 
 # ---- measuring ------------------------------------------------------------------------------
-
-
-class _Context:
-    """The least of grpc.ServicerContext the servicer touches on the unary write path."""
-
-    def abort_with_status(self, status: Any) -> None:
-        raise RuntimeError(f"aborted: {status.code} {status.details}")
-
-    def abort(self, code: Any, details: str) -> None:
-        raise RuntimeError(f"aborted: {code} {details}")
-
-    def add_callback(self, callback: Callable[[], None]) -> bool:
-        return True
-
-    def is_active(self) -> bool:
-        return True
-
-    def time_remaining(self) -> float | None:
-        return None
-
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -483,7 +466,7 @@ def measure(
 
 
 def preload(servicer: Any, workload: Workload, count: int, log: Callable[[str], None]) -> dict[str, Any]:
-    context = _Context()
+    context = InProcessContext()
     started = time.perf_counter()
     outcomes: Counter[str] = Counter()
     done = 0
@@ -657,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sidecar.start()
         try:
             servicer = sidecar.servicer
-            context = _Context()
+            context = InProcessContext()
             stats_request = memory_service_pb2.GetStatsRequest()
 
             def stats() -> Any:

