@@ -84,6 +84,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="most memories (not evicted) the data directory may hold; 0 = no limit (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-fresh-tail",
+        type=int,
+        default=Limits().max_fresh_tail,
+        help="acknowledged vectors that may wait for the ANN graph; past it writes get RESOURCE_EXHAUSTED "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--max-future-skew-s",
         type=float,
         default=Limits().max_future_skew_s,
@@ -172,6 +179,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         max_batch_items=args.max_batch_items,
         max_future_skew_s=args.max_future_skew_s,
         max_memories=args.max_memories,
+        max_fresh_tail=args.max_fresh_tail,
     )
     return SidecarConfig(
         data_dir=args.data,

@@ -29,3 +29,29 @@ def lower_thread_priority(increment: int, *, what: str) -> bool:
         log.info("%s keeps its priority (%s)", what, exc)
         return False
     return True
+
+
+def thread_nice() -> int | None:
+    """The calling thread's nice value (Linux), or None where it cannot be read."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except OSError:
+        return None
+
+
+def set_thread_nice(value: int, *, what: str) -> bool:
+    """Set the calling thread's nice value (Linux); False where refused.
+
+    Raising a thread's priority back (a lower nice value) needs privilege or an RLIMIT_NICE that allows
+    it, so callers treat a refusal as "stay where you are".
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), max(min(value, MAX_NICE), -20))
+    except OSError as exc:
+        log.info("%s cannot change its priority to nice %d (%s)", what, value, exc)
+        return False
+    return True

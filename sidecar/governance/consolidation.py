@@ -141,8 +141,8 @@ class ClusterFinder:
         vectors = engine._read_vectors(seeds)
         neighbour_ids = np.full((seeds.size, k), -1, dtype=np.int64)
         neighbour_sims = np.zeros((seeds.size, k), dtype=np.float32)
-        for row in range(seeds.size):
-            found = engine.index.search(vectors[row : row + 1], k + 1)
+        units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        for row, found in enumerate(engine.index.search_many(units.astype(np.float32), k + 1)):
             close = found.similarities >= settings.similarity
             ids, sims = found.ids[close], found.similarities[close]
             if ids.size > k:

@@ -161,7 +161,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         last_pass = time.monotonic()
         while not self.stopping.wait(REVIEW_TICK_S):
             try:
-                if interval_s > 0 and time.monotonic() - last_pass >= interval_s:
+                # While the index is behind, a pass would scan the fresh tail for every new memory and
+                # contend with the builder for the graph: it waits (the watermark keeps its place).
+                if interval_s > 0 and time.monotonic() - last_pass >= interval_s and not self.engine.index.behind:
                     self.review.consolidation_pass()
                     last_pass = time.monotonic()
                 else:
@@ -271,10 +273,20 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         futures: list[Future[list[Written]]] = []
         chunk: list[NewMemory] = []
         chunk_turn: int | None = None
+        chunk_start = 0
+        """Stream position of the chunk's first message."""
 
         def flush() -> None:
             nonlocal chunk
             if chunk:
+                try:
+                    # Refused now rather than after reading the rest of the stream: a backlogged index
+                    # needs the cores more than the validation of messages that would be refused too.
+                    self.engine.check_capacity(len(chunk))
+                except MemevoError as full:
+                    full.metadata["committed_count"] = str(committed())
+                    full.metadata["failed_index"] = str(chunk_start)
+                    raise
                 futures.append(cast(Future[list[Written]], self.engine.submit_remember(chunk, turn=chunk_turn)))
                 chunk = []
 
@@ -310,6 +322,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             if turn != chunk_turn:
                 flush()
                 chunk_turn = turn
+            if not chunk:
+                chunk_start = position
             chunk.append(item)
             if len(chunk) >= STREAM_CHUNK_ITEMS:
                 flush()

@@ -22,12 +22,14 @@ import numpy.typing as npt
 from usearch.index import Index as _CompiledIndex
 
 from ..config import IndexConfig
-from ..priority import lower_thread_priority
+from ..priority import lower_thread_priority, set_thread_nice, thread_nice
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "index.usearch"
 INDEX_META_FILE = "index.meta.json"
+SEARCH_MANY_BLOCK = 128
+"""Query rows :meth:`VectorIndex.search_many` scores against the tail at once (a block x tail float32 matrix)."""
 
 FloatMatrix = npt.NDArray[np.float32]
 IdArray = npt.NDArray[np.int64]
@@ -79,6 +81,33 @@ class Matches:
 
     ids: IdArray
     similarities: npt.NDArray[np.float32]
+
+
+class _BuilderPriority:
+    """The builder's nice value: lowered while the index keeps up, back to normal while it is behind.
+
+    Lowered, the builder takes the cores that requests leave idle; but when writes outpace it, the tail
+    grows to the back-pressure bound and every writer waits for the builder, so it should run first.
+    """
+
+    def __init__(self, config: IndexConfig, base_nice: int | None) -> None:
+        self._config = config
+        self._base = base_nice
+        """Nice value to return to when behind; None when never lowered (or raising it back was refused)."""
+        self._boosted = False
+
+    def follow(self, tail_count: int) -> None:
+        if self._base is None:
+            return
+        if not self._boosted and tail_count >= self._config.backlog_vectors:
+            if set_thread_nice(self._base, what="the index builder"):
+                self._boosted = True
+                log.info("index %d vectors behind: builder at normal priority", tail_count)
+            else:
+                self._base = None  # not allowed here: stay lowered, and stop asking
+        elif self._boosted and tail_count < self._config.backlog_vectors // 2:
+            set_thread_nice(self._base + self._config.builder_nice, what="the index builder")
+            self._boosted = False
 
 
 class VectorIndex:
@@ -273,6 +302,60 @@ class VectorIndex:
         unique_ids, first = np.unique(ids, return_index=True)
         return Matches(unique_ids, sims[first])
 
+    def search_many(self, queries: FloatMatrix, count: int) -> list[Matches]:
+        """The ``count`` nearest neighbours of each unit row of ``queries`` (graph and tail), one Matches per row.
+
+        For background passes over many seeds: each block of rows reads the fresh tail once (one matrix
+        product) instead of once per row, which at a tail of 100k+ vectors is most of the work, and
+        asks the graph for the whole block in one call.
+        """
+        out: list[Matches] = []
+        if queries.shape[0] == 0 or count <= 0:
+            return out
+        tail_ids, tail_vectors = self.tail_snapshot()
+        size = len(self._graph)
+        for start in range(0, queries.shape[0], SEARCH_MANY_BLOCK):
+            block = np.ascontiguousarray(queries[start : start + SEARCH_MANY_BLOCK], dtype=np.float32)
+            rows = block.shape[0]
+            parts_ids: list[IdArray] = []
+            parts_sims: list[npt.NDArray[np.float32]] = []
+            if tail_ids.size:
+                sims = block @ tail_vectors.T  # rows x tail
+                take = min(count, tail_ids.size)
+                best = np.argpartition(-sims, take - 1, axis=1)[:, :take] if take < tail_ids.size else None
+                if best is None:
+                    parts_ids.append(np.broadcast_to(tail_ids, (rows, tail_ids.size)))
+                    parts_sims.append(sims.astype(np.float32))
+                else:
+                    parts_ids.append(tail_ids[best])
+                    parts_sims.append(np.take_along_axis(sims, best, axis=1).astype(np.float32))
+            if size > 0:
+                self._lock.acquire_shared()
+                try:
+                    found = self._graph.search(block, min(count, size))
+                finally:
+                    self._lock.release_shared()
+                keys = np.asarray(found.keys, dtype=np.int64).reshape(rows, -1)
+                distances = np.asarray(found.distances, dtype=np.float32).reshape(rows, -1)
+                # usearch answers a one-row block with the row's matches alone (no counts).
+                counts = np.asarray(getattr(found, "counts", [keys.shape[1]]), dtype=np.int64).reshape(rows)
+                width = keys.shape[1]
+                valid = np.arange(width)[None, :] < counts[:, None]
+                parts_ids.append(np.where(valid, keys, -1))
+                parts_sims.append(np.where(valid, np.clip(1.0 - distances, -1.0, 1.0), -np.inf).astype(np.float32))
+            if not parts_ids:
+                out.extend(Matches(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)) for _ in range(rows))
+                continue
+            ids = np.concatenate(parts_ids, axis=1)
+            sims_all = np.concatenate(parts_sims, axis=1)
+            for row in range(rows):
+                keep = ids[row] >= 0
+                row_ids, row_sims = ids[row][keep], sims_all[row][keep]
+                # An id may sit in both the tail and the graph while the builder moves it.
+                unique_ids, first = np.unique(row_ids, return_index=True)
+                out.append(Matches(unique_ids, row_sims[first]))
+        return out
+
     def tail_snapshot(self) -> tuple[IdArray, FloatMatrix]:
         """Every tail id (ascending) and its unit vector, for exact scans; cached until the tail changes."""
         with self._tail_lock:
@@ -321,16 +404,25 @@ class VectorIndex:
         self._builder = threading.Thread(target=self._run_builder, name="memevo-index", daemon=True)
         self._builder.start()
 
+    @property
+    def behind(self) -> bool:
+        """Whether the tail is past ``IndexConfig.backlog_vectors`` (background searches should wait)."""
+        return self._tail_count >= self.config.backlog_vectors
+
     def _run_builder(self) -> None:
-        lower_thread_priority(self.config.builder_nice, what="the index builder")
+        base_nice = thread_nice()
+        lowered = lower_thread_priority(self.config.builder_nice, what="the index builder")
+        priority = _BuilderPriority(self.config, base_nice if lowered else None)
         last_save = time.monotonic()
         while not self._stop.is_set():
             self._wake.wait(timeout=1.0)
             self._wake.clear()
             try:
                 while self._build_step():
+                    priority.follow(self._tail_count)
                     if self._stop.is_set():
                         break
+                priority.follow(self._tail_count)
                 if self._dirty and time.monotonic() - last_save >= self.config.save_interval_s:
                     last_save = time.monotonic()  # a failed save (full disk) waits a whole interval too
                     self.save()

@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 import pytest
 from conftest import Sidecar, start_sidecar
-from helpers import bad_fields, counts, memory, pack, status_details, stub, vec, vectors
+from helpers import bad_fields, counts, memory, pack, status_details, stub, vec, vectors, wait_until
 
 from memevo.v1 import memory_pb2, memory_service_pb2
 
@@ -436,3 +436,41 @@ def test_data_dir_turning_read_only_refuses_writes_cleanly_and_keeps_reads(tmp_p
     subprocess.run(["e2fsck", "-fy", str(image)], capture_output=True, check=False, timeout=120)
     with mounted(["mount", "-o", "loop", str(image), str(target)], target, "reopening the data directory"):
         _all_there(target / "data", acked)
+
+
+# ---- back-pressure from the ANN index -----------------------------------------------------------------
+
+MAX_FRESH_TAIL = 20
+
+
+def test_writes_past_the_fresh_tail_bound_are_refused_whole_and_accepted_once_there_is_room(data_dir: Path) -> None:
+    # The bound counts the vectors acknowledged but not yet in the graph: with an empty tail a write of
+    # more than MAX_FRESH_TAIL memories can never fit and is refused before anything is stored.
+    sidecar = start_sidecar(data_dir, "--max-fresh-tail", str(MAX_FRESH_TAIL))
+    try:
+        service = stub(sidecar.unix_target)
+        rows = [pack(row) for row in vectors(MAX_FRESH_TAIL + 1, seed=77)]
+        items = [memory(f"backlog memory {i}", rows[i]) for i in range(MAX_FRESH_TAIL + 1)]
+        with nothing_written(service):
+            error = refused(
+                lambda: service.RememberBatch(memory_service_pb2.RememberBatchRequest(memories=items)),
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            )
+            assert "behind" in error.details(), error.details()
+            assert "fresh_tail" in status_details(error)[1]
+            error = refused(
+                lambda: service.RememberStream(iter(memory_service_pb2.RememberStreamRequest(memory=m) for m in items)),
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            )
+            metadata = status_details(error)[1]
+            assert (metadata.get("committed_count"), metadata.get("failed_index")) == ("0", "0"), metadata
+        wait_until(
+            lambda: service.GetStats(memory_service_pb2.GetStatsRequest()).index.fresh_tail_count == 0,
+            "an empty fresh tail",
+        )
+        written = service.RememberBatch(memory_service_pb2.RememberBatchRequest(memories=items[:MAX_FRESH_TAIL]))
+        assert len(written.results) == MAX_FRESH_TAIL
+        found = service.Recall(memory_service_pb2.RecallRequest(query_vector=rows[MAX_FRESH_TAIL - 1], k=1))
+        assert found.memories[0].memory.id == written.results[-1].memory.id
+    finally:
+        sidecar.stop()

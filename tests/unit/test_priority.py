@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from memevo.sidecar.config import EmbedderConfig, GovernanceConfig, IndexConfig, SidecarConfig
-from memevo.sidecar.priority import MAX_NICE, lower_thread_priority
+from memevo.sidecar.priority import MAX_NICE, lower_thread_priority, set_thread_nice, thread_nice
 from memevo.sidecar.service.server import Sidecar
-from memevo.sidecar.store.vector_index import VectorIndex
+from memevo.sidecar.store.vector_index import VectorIndex, _BuilderPriority
 
 DIMENSION = 16
 DRAIN_DEADLINE_S = 120.0
@@ -109,6 +109,56 @@ def test_review_worker_of_a_sidecar_runs_at_the_configured_lower_priority(tmp_pa
         assert worker.is_alive()
     finally:
         sidecar.stop()
+
+
+def _may_raise_priority() -> bool:
+    """Whether this process may lower a thread's nice value again (root, or a generous RLIMIT_NICE)."""
+    box: list[bool] = []
+
+    def run() -> None:
+        base = thread_nice()
+        assert base is not None
+        lower_thread_priority(1, what="a probe")
+        box.append(set_thread_nice(base, what="a probe"))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+@linux_only
+def test_builder_returns_to_normal_priority_while_the_index_is_behind_and_lowers_it_again_after() -> None:
+    # Tail sizes against backlog_vectors 100: behind from 100, back to lowered below 50 (hysteresis).
+    config = IndexConfig(builder_nice=5, backlog_vectors=100)
+    seen: list[int] = []
+
+    def run() -> None:
+        base = thread_nice()
+        assert base is not None
+        lower_thread_priority(config.builder_nice, what="a test builder")
+        priority = _BuilderPriority(config, base)
+        for tail in (10, 99, 100, 5_000, 60, 50, 49, 10, 100):
+            priority.follow(tail)
+            seen.append((thread_nice() or 0) - base)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    lowered = min(ours + 5, MAX_NICE) - ours
+    if _may_raise_priority():
+        assert seen == [lowered, lowered, 0, 0, 0, 0, lowered, lowered, 0]
+    else:  # refused once: the builder stays lowered and stops asking
+        assert seen == [lowered] * 9
+
+
+def test_a_builder_that_never_lowered_its_priority_leaves_it_alone() -> None:
+    priority = _BuilderPriority(IndexConfig(builder_nice=5, backlog_vectors=1), None)
+    before = thread_nice()
+    priority.follow(1_000)
+    priority.follow(0)
+    assert thread_nice() == before
 
 
 def test_a_running_sidecar_keeps_its_start_up_objects_out_of_garbage_collection(tmp_path: Path) -> None:

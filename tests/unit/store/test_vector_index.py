@@ -30,3 +30,47 @@ def test_graph_vectors_returns_unit_rows_in_order_and_flags_what_the_graph_lacks
     empty_rows, empty_found = index.graph_vectors(np.zeros(0, dtype=np.int64))
     assert empty_rows.shape == (0, 6)
     assert empty_found.size == 0
+
+
+def _top(ids: np.ndarray, sims: np.ndarray, count: int) -> list[int]:
+    order = np.argsort(-sims, kind="stable")[:count]
+    return sorted(ids[order].tolist())
+
+
+def test_search_many_finds_what_one_search_per_row_finds_in_graph_and_tail(tmp_path: Path) -> None:
+    # 129 rows: a full block of 128 and a block of one, which usearch answers in another shape.
+    rng = np.random.default_rng(5)
+    dimension, count = 8, 6
+    index = VectorIndex(tmp_path, dimension, IndexConfig())
+    graph_vectors = rng.normal(size=(200, dimension)).astype(np.float32)
+    index.bulk_build(np.arange(1, 201, dtype=np.int64), graph_vectors)
+    tail_vectors = rng.normal(size=(300, dimension)).astype(np.float32)
+    index.add(np.arange(201, 501, dtype=np.int64), tail_vectors)  # no builder started: they stay in the tail
+    assert index.tail_count == 300
+    queries = normalize_rows(rng.normal(size=(129, dimension)).astype(np.float32))
+    many = index.search_many(queries, count)
+    assert len(many) == 129
+    every = normalize_rows(np.concatenate([graph_vectors, tail_vectors]))
+    for row, found in enumerate(many):
+        one = index.search(queries[row : row + 1], count)
+        assert np.unique(found.ids).size == found.ids.size
+        assert _top(found.ids, found.similarities, count) == _top(one.ids, one.similarities, count)
+        exact = every @ queries[row]
+        picked = np.argsort(-found.similarities)[:count]
+        np.testing.assert_allclose(found.similarities[picked], exact[found.ids[picked] - 1], rtol=0, atol=2e-3)
+
+
+def test_search_many_with_only_a_tail_only_a_graph_or_nothing(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    queries = normalize_rows(rng.normal(size=(3, 4)).astype(np.float32))
+    tail_only = VectorIndex(tmp_path / "tail", 4, IndexConfig())
+    assert [m.ids.size for m in tail_only.search_many(queries, 5)] == [0, 0, 0]
+    tail_only.add(np.arange(1, 4, dtype=np.int64), rng.normal(size=(3, 4)).astype(np.float32))
+    # Fewer tail vectors than asked for: every one of them, for every row.
+    assert [sorted(m.ids.tolist()) for m in tail_only.search_many(queries, 5)] == [[1, 2, 3]] * 3
+    graph_only = VectorIndex(tmp_path / "graph", 4, IndexConfig())
+    graph_only.bulk_build(np.arange(1, 51, dtype=np.int64), rng.normal(size=(50, 4)).astype(np.float32))
+    found = graph_only.search_many(queries, 5)
+    assert [m.ids.size for m in found] == [5, 5, 5]
+    assert all(((m.similarities >= -1.0) & (m.similarities <= 1.0)).all() for m in found)
+    assert graph_only.search_many(queries[:0], 5) == []

@@ -1,0 +1,48 @@
+"""The background consolidation pass waits while the ANN index is behind, and catches up after."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.inprocess import InProcessContext
+from memevo.sidecar.config import EmbedderConfig, GovernanceConfig, SidecarConfig
+from memevo.sidecar.service.server import Sidecar
+from memevo.sidecar.store.vector_index import VectorIndex
+from memevo.v1 import memory_pb2, memory_service_pb2
+
+DIMENSION = 8
+WAIT_S = 30.0
+
+
+def test_consolidation_passes_wait_while_the_index_is_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    behind = [True]
+    monkeypatch.setattr(VectorIndex, "behind", property(lambda self: behind[0]))
+    config = SidecarConfig(
+        data_dir=tmp_path / "data",
+        listen=(),
+        embedder=EmbedderConfig(kind="none"),
+        dimension=DIMENSION,
+        governance=GovernanceConfig(sweep_interval_s=0.01),
+    )
+    sidecar = Sidecar(config)
+    sidecar.start()
+    try:
+        vector = np.ones(DIMENSION, dtype="<f4").tobytes()
+        request = memory_service_pb2.RememberBatchRequest(
+            memories=[memory_pb2.MemoryInput(content=f"note {i}", vector=vector) for i in range(5)]
+        )
+        sidecar.servicer.RememberBatch(request, InProcessContext())
+        finder = sidecar.servicer.review.finder
+        time.sleep(2.5)  # two review ticks
+        assert finder.watermark == 0, "a consolidation pass ran while the index was behind"
+        behind[0] = False
+        deadline = time.monotonic() + WAIT_S
+        while finder.watermark < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert finder.watermark == 5
+    finally:
+        sidecar.stop()
