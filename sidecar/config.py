@@ -70,10 +70,11 @@ class IndexConfig:
     """Nice increment of the builder thread alone (Linux; 0 = none). Each write hands the builder ~1.5-2 ms of
     HNSW insert CPU, more than the write itself costs: at a lower priority it takes the cores the writers and
     readers leave idle instead of delaying them, and still drains the tail whenever they pause."""
-    backlog_vectors: int = 20_000
-    """Fresh-tail size past which the index is behind: the builder then runs at normal priority (where the
-    system lets a thread raise its priority back) and the background consolidation passes wait, since each
-    searches the index, tail included, for every new memory. Below half of it both return to normal."""
+    backlog_vectors: int = 100_000
+    """Fresh-tail size past which the index is behind and the builder runs at normal priority (where the
+    system lets a thread raise its priority back), back to ``builder_nice`` below half of it. Far above a
+    burst (which the write path should absorb at full speed), well below ``Limits.max_fresh_tail`` (where
+    writes wait for the builder, so it should run first)."""
     save_interval_s: float = 300.0
     """Seconds between index saves while there are changes; also saved at shutdown."""
     exact_scan_limit: int = 1024

@@ -41,6 +41,10 @@ META_WATERMARK = b"cluster_watermark"
 """The highest memory id a cluster pass has looked at (8 bytes, big-endian)."""
 SEEDS_PER_PASS = 4096
 """Most seeds one pass looks at; the rest wait for the next pass (bounds a pass after a large import)."""
+MAX_TAIL_FOR_PASS = 4096
+"""Background passes wait while the fresh tail holds more vectors than this: every block of seeds scans the
+whole tail, and a burst of writes needs the cores more. The new memories are looked at (the watermark keeps
+its place) once the builder has caught up; an explicit Govern runs a pass regardless."""
 MAX_TAGS = 32
 """Most tags an abstraction inherits from its members (the most common first)."""
 

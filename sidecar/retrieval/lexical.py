@@ -175,8 +175,7 @@ class LexicalIndex:
                     ids_array, counts_array = self._ids.get(term), self._counts.get(term)
                     if ids_array is None or counts_array is None or not len(ids_array):
                         continue
-                    frequency = len(ids_array)
-                    idf = math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+                    idf = _idf(documents, len(ids_array))
                     postings.append(
                         (np.frombuffer(ids_array, dtype=np.uint64), np.frombuffer(counts_array, dtype=np.uint16), idf)
                     )
@@ -192,8 +191,13 @@ class LexicalIndex:
 
 
 def _idf(documents: int, frequency: int) -> float:
-    """Okapi BM25's idf, never negative (the formula :meth:`LexicalIndex.search` scores with)."""
-    return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+    """Okapi BM25's idf (the formula :meth:`LexicalIndex.search` scores with), always positive.
+
+    Deleted memories stay in the postings but not in the document count, so a word's postings can
+    outnumber the documents; counted as held by every document it is then merely common, where the plain
+    formula turned negative and ranked the memories that say the word below those that do not.
+    """
+    return math.log(1.0 + (max(documents - frequency, 0) + 0.5) / (frequency + 0.5))
 
 
 class _ScratchPool:

@@ -24,7 +24,7 @@ from ..domain import NewMemory, RecallQuery
 from ..engine import Engine, Written
 from ..errors import InvalidArgument, MemevoError, NotFound, Unavailable
 from ..experiments.arms import observed_retrieval
-from ..governance.consolidation import unconsolidate
+from ..governance.consolidation import MAX_TAIL_FOR_PASS, unconsolidate
 from ..governance.daemon import GovernanceDaemon
 from ..governance.review import ReviewBroker
 from ..perception.feedback import is_finite_reward
@@ -161,9 +161,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         last_pass = time.monotonic()
         while not self.stopping.wait(REVIEW_TICK_S):
             try:
-                # While the index is behind, a pass would scan the fresh tail for every new memory and
-                # contend with the builder for the graph: it waits (the watermark keeps its place).
-                if interval_s > 0 and time.monotonic() - last_pass >= interval_s and not self.engine.index.behind:
+                due = interval_s > 0 and time.monotonic() - last_pass >= interval_s
+                if due and self.engine.index.tail_count <= MAX_TAIL_FOR_PASS:
                     self.review.consolidation_pass()
                     last_pass = time.monotonic()
                 else:

@@ -404,11 +404,6 @@ class VectorIndex:
         self._builder = threading.Thread(target=self._run_builder, name="memevo-index", daemon=True)
         self._builder.start()
 
-    @property
-    def behind(self) -> bool:
-        """Whether the tail is past ``IndexConfig.backlog_vectors`` (background searches should wait)."""
-        return self._tail_count >= self.config.backlog_vectors
-
     def _run_builder(self) -> None:
         base_nice = thread_nice()
         lowered = lower_thread_priority(self.config.builder_nice, what="the index builder")

@@ -1,4 +1,4 @@
-"""The background consolidation pass waits while the ANN index is behind, and catches up after."""
+"""Background consolidation passes give way to a burst of writes: they wait while the fresh tail is large."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks.inprocess import InProcessContext
 from memevo.sidecar.config import EmbedderConfig, GovernanceConfig, SidecarConfig
+from memevo.sidecar.governance.consolidation import MAX_TAIL_FOR_PASS
 from memevo.sidecar.service.server import Sidecar
 from memevo.sidecar.store.vector_index import VectorIndex
 from memevo.v1 import memory_pb2, memory_service_pb2
@@ -18,9 +19,11 @@ DIMENSION = 8
 WAIT_S = 30.0
 
 
-def test_consolidation_passes_wait_while_the_index_is_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    behind = [True]
-    monkeypatch.setattr(VectorIndex, "behind", property(lambda self: behind[0]))
+def test_consolidation_passes_wait_while_the_fresh_tail_is_large(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tail = [MAX_TAIL_FOR_PASS + 1]
+    monkeypatch.setattr(VectorIndex, "tail_count", property(lambda self: tail[0]))
     config = SidecarConfig(
         data_dir=tmp_path / "data",
         listen=(),
@@ -38,8 +41,8 @@ def test_consolidation_passes_wait_while_the_index_is_behind(tmp_path: Path, mon
         sidecar.servicer.RememberBatch(request, InProcessContext())
         finder = sidecar.servicer.review.finder
         time.sleep(2.5)  # two review ticks
-        assert finder.watermark == 0, "a consolidation pass ran while the index was behind"
-        behind[0] = False
+        assert finder.watermark == 0, "a consolidation pass ran while the fresh tail was large"
+        tail[0] = MAX_TAIL_FOR_PASS  # at the bound: passes run
         deadline = time.monotonic() + WAIT_S
         while finder.watermark < 5 and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -95,3 +95,16 @@ def test_ascii_texts_tokenize_as_the_unicode_path_does() -> None:
         text += " " + " ".join(rng.choice(words) for _ in range(rng.randint(0, 6)))
         # A trailing non-ASCII word sends the same text through the NFKC/casefold path.
         assert [*tokenize(text), "é"] == tokenize(text + " é"), text
+
+
+def test_a_word_held_mostly_by_deleted_memories_still_scores_its_live_ones_above_zero() -> None:
+    index = LexicalIndex()
+    for i in range(1, 101):
+        index.add(i, f"zephyr note {i}")
+    index.add(101, "zephyr over the ridge")
+    index.add(102, "something else entirely")
+    for i in range(1, 101):
+        index.remove(i)
+    ids, scores = index.search("zephyr")
+    assert 101 in ids.tolist()  # with the deleted ones, which stay in the postings until the state filter
+    assert (scores > 0).all()
