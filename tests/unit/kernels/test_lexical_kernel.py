@@ -35,7 +35,6 @@ def test_matches_naive_on_random_inputs(n_docs: int, n_terms: int, max_postings:
         np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
         # The scratch is left clean for the next caller.
         assert not scratch.sums.any()
-        assert not scratch.seen.any()
 
 
 def test_empty_postings_and_no_words() -> None:
@@ -75,7 +74,6 @@ def test_an_id_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> N
     with pytest.raises(ValueError, match="lengths"):
         bm25(postings, lengths, 1.0, K1, B, scratch)
     assert not scratch.sums.any()
-    assert not scratch.seen.any()
     ids, _ = bm25([(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)], lengths, 1.0, K1, B, scratch)
     assert ids.tolist() == [1]
 
@@ -100,3 +98,13 @@ def test_top_indices_match_naive(n: int, m: int) -> None:
 def test_top_indices_of_nothing_and_of_all_nan() -> None:
     assert top_indices(np.zeros(5, np.float32), 0).size == 0
     assert top_indices(np.full(4, np.nan, np.float32), 2).size == 0
+
+
+@pytest.mark.parametrize("idf", [0.0, -1.0, float("nan"), float("inf")])
+def test_an_idf_that_is_not_positive_and_finite_is_refused_before_anything_is_summed(idf: float) -> None:
+    scratch = Scratch()
+    lengths = np.ones(3, dtype=np.uint32)
+    good = (np.array([0, 1], np.uint64), np.array([1, 1], np.uint16), 1.0)
+    with pytest.raises(ValueError, match="idf"):
+        bm25([good, (np.array([2], np.uint64), np.array([1], np.uint16), idf)], lengths, 1.0, K1, B, scratch)
+    assert not scratch.sums.any()
