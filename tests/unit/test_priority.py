@@ -7,7 +7,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -19,6 +21,8 @@ from memevo.sidecar.store.vector_index import VectorIndex, _BuilderPriority
 
 DIMENSION = 16
 DRAIN_DEADLINE_S = 120.0
+
+T = TypeVar("T")
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 
@@ -66,17 +70,21 @@ def test_builder_nice_zero_leaves_the_priority_alone(tmp_path: Path) -> None:
         index.close(save=False)
 
 
-def _in_thread(increment: int) -> tuple[bool, int]:
-    box: list[tuple[bool, int]] = []
-
-    def run() -> None:
-        done = lower_thread_priority(increment, what="a test thread")
-        box.append((done, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-
-    thread = threading.Thread(target=run)
+def _on_a_new_thread(work: Callable[[], T]) -> T:
+    """What ``work`` returns, run on a thread of its own (priority changes stay with that thread)."""
+    box: list[T] = []
+    thread = threading.Thread(target=lambda: box.append(work()))
     thread.start()
     thread.join()
     return box[0]
+
+
+def _in_thread(increment: int) -> tuple[bool, int]:
+    def run() -> tuple[bool, int]:
+        done = lower_thread_priority(increment, what="a test thread")
+        return done, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    return _on_a_new_thread(run)
 
 
 @linux_only
@@ -113,18 +121,14 @@ def test_review_worker_of_a_sidecar_runs_at_the_configured_lower_priority(tmp_pa
 
 def _may_raise_priority() -> bool:
     """Whether this process may lower a thread's nice value again (root, or a generous RLIMIT_NICE)."""
-    box: list[bool] = []
 
-    def run() -> None:
+    def run() -> bool:
         base = thread_nice()
         assert base is not None
         lower_thread_priority(1, what="a probe")
-        box.append(set_thread_nice(base, what="a probe"))
+        return set_thread_nice(base, what="a probe")
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    return box[0]
+    return _on_a_new_thread(run)
 
 
 @linux_only
@@ -142,9 +146,7 @@ def test_builder_returns_to_normal_priority_while_the_index_is_behind_and_lowers
             priority.follow(tail)
             seen.append((thread_nice() or 0) - base)
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
+    _on_a_new_thread(run)
     ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     lowered = min(ours + 5, MAX_NICE) - ours
     if _may_raise_priority():
