@@ -108,7 +108,9 @@ def test_targets_are_judged_from_the_rows_and_the_burst() -> None:
     burst = {
         "ack_per_s": 6_000.0,
         "recall_missing": 0,
-        "sustained_indexed_per_s": 900.0,
+        "sustained_indexed_per_s": 700.0,
+        "steady_indexed_per_s": 900.0,
+        "steady_s": 60.0,
         "raw_build_per_s": 1_000.0,
     }
     met = throughput.summarise({"burst": burst}, [_row("recall", 1_600.0, 3_000.0)])
@@ -116,12 +118,18 @@ def test_targets_are_judged_from_the_rows_and_the_burst() -> None:
     assert met["stream_burst"]["met"] is True
     assert met["sustained_ingest"]["met"] is True
     missed = throughput.summarise(
-        {"burst": burst | {"recall_missing": 1, "sustained_indexed_per_s": 700.0}},
+        {"burst": burst | {"recall_missing": 1, "steady_indexed_per_s": 700.0}},
         [_row("recall", 1_600.0, 4_000.0)],  # 2.5x slower than the floor
     )
     assert missed["recall_unix_100k_8_callers"]["met"] is False
     assert missed["stream_burst"]["met"] is False
     assert missed["sustained_ingest"]["met"] is False
+    # The steady state (writes waiting for the builder) is what is judged, and only when it lasted long enough.
+    assert met["sustained_ingest"]["share_of_raw"] == 0.9
+    assert met["sustained_ingest"]["share_of_raw_whole_window"] == 0.7
+    short = throughput.summarise({"burst": burst | {"steady_s": 5.0}}, [])
+    assert short["sustained_ingest"]["share_of_raw"] is None
+    assert short["sustained_ingest"]["met"] is False
     assert throughput.summarise({}, []) == {}
 
 
