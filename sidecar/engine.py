@@ -485,6 +485,7 @@ class Engine:
         confidence = (
             item.confidence if item.confidence is not None else self.perceiver.settings.source_confidence[item.source]
         )
+        stamp = to_timestamp(now)  # copied into each field
         record = memory_pb2.Memory(
             id=memory_id,
             namespace=item.namespace,
@@ -498,9 +499,9 @@ class Engine:
             importance=item.importance,
             tags=item.tags,
             metadata=item.metadata,
-            valid_from=to_timestamp(item.valid_from_s if item.valid_from_s is not None else now),
-            recorded_at=to_timestamp(now),
-            updated_at=to_timestamp(now),
+            valid_from=stamp if item.valid_from_s is None else to_timestamp(item.valid_from_s),
+            recorded_at=stamp,
+            updated_at=stamp,
             turn=turn or 0,
             framework_version=(
                 item.framework_version if item.framework_version is not None else self.framework_version

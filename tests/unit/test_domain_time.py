@@ -1,0 +1,31 @@
+"""Epoch seconds to protobuf Timestamps: what protobuf's own conversion gives, range checks included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from memevo.sidecar.domain import from_timestamp, to_timestamp
+
+
+def _protobuf(epoch_s: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromMicroseconds(round(epoch_s * 1_000_000))
+    return stamp
+
+
+def test_to_timestamp_matches_protobufs_conversion_across_the_range() -> None:
+    edges = [0.0, -1.5, -0.000001, 0.0000005, 1_764_500_000.123456, 253_402_300_799.0, -62_135_596_800.0]
+    values = edges + np.random.default_rng(0).uniform(-6.2e10, 2.5e11, size=5_000).tolist()
+    for value in values:
+        assert to_timestamp(value) == _protobuf(value), value
+        assert from_timestamp(to_timestamp(value)) == pytest.approx(value, abs=1e-6 * max(1.0, abs(value) * 1e-9))
+
+
+@pytest.mark.parametrize("value", [253_402_300_800.0, -62_135_596_800.5, 1e13])
+def test_a_time_outside_years_1_to_9999_is_refused_as_protobuf_refuses_it(value: float) -> None:
+    with pytest.raises(ValueError, match="Timestamp is not valid"):
+        _protobuf(value)
+    with pytest.raises(ValueError, match="Timestamp is not valid"):
+        to_timestamp(value)
