@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 INDEX_FILE = "index.usearch"
 INDEX_META_FILE = "index.meta.json"
 SEARCH_MANY_BLOCK = 128
-"""Query rows :meth:`VectorIndex.search_many` scores against the tail at once (a block x tail float32 matrix)."""
+"""Most query rows :meth:`VectorIndex.search_many` scores against the tail at once."""
+SEARCH_MANY_CELLS = 4_000_000
+"""Most block x tail similarities held at once (~50 MB with the partition's indices), for large tails."""
 
 FloatMatrix = npt.NDArray[np.float32]
 IdArray = npt.NDArray[np.int64]
@@ -314,8 +316,9 @@ class VectorIndex:
             return out
         tail_ids, tail_vectors = self.tail_snapshot()
         size = len(self._graph)
-        for start in range(0, queries.shape[0], SEARCH_MANY_BLOCK):
-            block = np.ascontiguousarray(queries[start : start + SEARCH_MANY_BLOCK], dtype=np.float32)
+        step = max(1, min(SEARCH_MANY_BLOCK, SEARCH_MANY_CELLS // max(tail_ids.size, 1)))
+        for start in range(0, queries.shape[0], step):
+            block = np.ascontiguousarray(queries[start : start + step], dtype=np.float32)
             rows = block.shape[0]
             parts_ids: list[IdArray] = []
             parts_sims: list[npt.NDArray[np.float32]] = []

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from memevo.sidecar.config import IndexConfig
+from memevo.sidecar.store import vector_index
 from memevo.sidecar.store.vector_index import VectorIndex, normalize_rows
 
 
@@ -78,3 +79,18 @@ def test_search_many_with_only_a_tail_only_a_graph_or_nothing(tmp_path: Path) ->
     assert [m.ids.size for m in found] == [5, 5, 5]
     assert all(((m.similarities >= -1.0) & (m.similarities <= 1.0)).all() for m in found)
     assert graph_only.search_many(queries[:0], 5) == []
+
+
+def test_search_many_takes_fewer_rows_at_a_time_against_a_large_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Same answers whatever the block size: a tail of 300 with room for 2 x 300 similarities at once.
+    monkeypatch.setattr(vector_index, "SEARCH_MANY_CELLS", 600)
+    rng = np.random.default_rng(9)
+    index = VectorIndex(tmp_path, 8, IndexConfig())
+    index.add(np.arange(1, 301, dtype=np.int64), rng.normal(size=(300, 8)).astype(np.float32))
+    queries = normalize_rows(rng.normal(size=(5, 8)).astype(np.float32))
+    found = index.search_many(queries, 4)
+    for row, matches in enumerate(found):
+        one = index.search(queries[row : row + 1], 4)
+        assert _top(matches.ids, matches.similarities, 4) == _top(one.ids, one.similarities, 4)
