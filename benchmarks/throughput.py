@@ -42,7 +42,10 @@ burst of ``--burst`` memories streamed with client vectors acknowledged at ≥
 5,000 memories/s, each then recallable (its own vector finds it, checked on a
 sample at once); sustained indexed ingest (graph growth while writing
 continuously) within 20 % of the raw single-threaded usearch build rate
-measured in the same run on the same graph.
+measured in the same run on the same graph — judged over the steady state,
+from the first write refused at the fresh tail's bound to the end (writes
+then wait for the builder), when that lasts at least 20 s; the whole window,
+fill phase included, is reported beside it.
 
 ``--json PATH`` writes ``rows`` of ``{"rpc", "transport", "callers",
 "n_memories", "calls_per_s", "p50_ms", "p99_ms", "floor_calls_per_s"}`` (plus
