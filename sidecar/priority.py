@@ -19,16 +19,12 @@ def lower_thread_priority(increment: int, *, what: str) -> bool:
     committer threads keep theirs. Elsewhere, or when the system refuses, the thread keeps running
     at normal priority (``what`` names it in the log).
     """
-    if increment <= 0 or not sys.platform.startswith("linux"):
+    if increment <= 0:
         return False
-    try:
-        thread_id = threading.get_native_id()
-        current = os.getpriority(os.PRIO_PROCESS, thread_id)
-        os.setpriority(os.PRIO_PROCESS, thread_id, min(current + increment, MAX_NICE))
-    except OSError as exc:  # e.g. a sandbox that forbids it
-        log.info("%s keeps its priority (%s)", what, exc)
+    current = thread_nice()
+    if current is None:
         return False
-    return True
+    return set_thread_nice(min(current + increment, MAX_NICE), what=what)
 
 
 def thread_nice() -> int | None:

@@ -34,6 +34,7 @@ from ..errors import FailedPrecondition, InvalidArgument, NotFound
 from ..policy import ConsolidationSettings
 from ..retrieval.lexical import searchable_text
 from ..store.rocks import CF_MEMORIES, CF_META, CF_REQUESTS, CF_VECTORS, Txn, key_u64, u64_key
+from ..store.vector_index import normalize_rows
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +146,7 @@ class ClusterFinder:
         vectors = engine._read_vectors(seeds)
         neighbour_ids = np.full((seeds.size, k), -1, dtype=np.int64)
         neighbour_sims = np.zeros((seeds.size, k), dtype=np.float32)
-        units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        for row, found in enumerate(engine.index.search_many(units.astype(np.float32), k + 1)):
+        for row, found in enumerate(engine.index.search_many(normalize_rows(vectors), k + 1)):
             close = found.similarities >= settings.similarity
             ids, sims = found.ids[close], found.similarities[close]
             if ids.size > k:
