@@ -196,6 +196,22 @@ def memory_input(vector: npt.NDArray[np.float32], text: str, kind: int) -> Any:
     return memory_pb2.MemoryInput(content=text, vector=vector.astype("<f4").tobytes(), kind=kind)
 
 
+STREAM_GROUP = 64
+"""Memories per RememberStreamRequest, as the Python client groups them (``items``); 1 = one per message."""
+
+
+def stream_messages(inputs: Sequence[Any], group: int = STREAM_GROUP) -> list[Any]:
+    """A RememberStream's messages carrying ``inputs`` (MemoryInputs) ``group`` at a time."""
+    if group <= 1:
+        return [memory_service_pb2.RememberStreamRequest(memory=m) for m in inputs]
+    return [
+        memory_service_pb2.RememberStreamRequest(
+            items=[memory_service_pb2.RememberStreamItem(memory=m) for m in inputs[start : start + group]]
+        )
+        for start in range(0, len(inputs), group)
+    ]
+
+
 def kind_of(number: int) -> int:
     # Mostly episodes (repeatable), some facts and preferences (exact-duplicate checked).
     return (
@@ -366,6 +382,7 @@ class Cell:
     dimension: int = DIMENSION
     batch_items: int = 100
     stream_items: int = 500
+    stream_group: int = STREAM_GROUP
 
 
 def _prepare(cell: Cell, stub: Any, rng: np.random.Generator, worker: int) -> Callable[[int], int]:
@@ -416,7 +433,7 @@ def _prepare(cell: Cell, stub: Any, rng: np.random.Generator, worker: int) -> Ca
 
     def stream(i: int) -> int:
         base = i * cell.stream_items
-        messages = [memory_service_pb2.RememberStreamRequest(memory=item(base + j)) for j in range(cell.stream_items)]
+        messages = stream_messages([item(base + j) for j in range(cell.stream_items)], cell.stream_group)
         stub.RememberStream(iter(messages))
         return cell.stream_items
 
@@ -668,7 +685,13 @@ def raw_build_rate(data_dir: Path, corpus: Corpus, count: int, chunk: int) -> fl
 
 
 def burst_and_sustain(
-    targets: dict[str, Any], corpus: Corpus, burst: int, check: int, sustain_s: float, log: Callable[[str], None]
+    targets: dict[str, Any],
+    corpus: Corpus,
+    burst: int,
+    check: int,
+    sustain_s: float,
+    log: Callable[[str], None],
+    group: int = STREAM_GROUP,
 ) -> dict[str, Any]:
     """Stream ``burst`` memories, time the acknowledgement, check recallability, then ingest continuously."""
     channel = grpc.insecure_channel(targets["unix"], options=[("grpc.max_receive_message_length", 64 << 20)])
@@ -676,10 +699,7 @@ def burst_and_sustain(
     rng = np.random.default_rng(corpus.seed + 3)
     clusters, vectors = corpus.vectors(rng, burst)
     texts = [corpus.text(rng, int(c)) for c in clusters]
-    messages = [
-        memory_service_pb2.RememberStreamRequest(memory=memory_input(vectors[i], texts[i], EPISODE))
-        for i in range(burst)
-    ]
+    messages = stream_messages([memory_input(vectors[i], texts[i], EPISODE) for i in range(burst)], group)
     before = stub.GetStats(STATS).index
     began = time.perf_counter()
     response = stub.RememberStream(iter(messages))
@@ -687,7 +707,8 @@ def burst_and_sustain(
     after = stub.GetStats(STATS).index
     ids = list(response.ids)
     log(
-        f"  burst of {burst:,}: acknowledged in {ack_s:.2f} s ({burst / ack_s:,.0f}/s), tail {after.fresh_tail_count:,}"
+        f"  burst of {burst:,} ({group} per message): acknowledged in {ack_s:.2f} s ({burst / ack_s:,.0f}/s), "
+        f"tail {after.fresh_tail_count:,}"
     )
     # Recallable at once: each sampled memory's own vector finds it (the fresh tail is scanned exactly).
     sample = sorted({*rng.choice(len(ids), size=min(check, len(ids)), replace=False).tolist(), len(ids) - 1})
@@ -712,10 +733,7 @@ def burst_and_sustain(
     """(time, graph size) at the first refusal: from then on writes wait for the builder (steady state)."""
     while time.perf_counter() < stop:
         c, v = corpus.vectors(rng, chunk)
-        batch = [
-            memory_service_pb2.RememberStreamRequest(memory=memory_input(v[i], corpus.text(rng, int(c[i])), EPISODE))
-            for i in range(chunk)
-        ]
+        batch = stream_messages([memory_input(v[i], corpus.text(rng, int(c[i])), EPISODE) for i in range(chunk)], group)
         try:
             stub.RememberStream(iter(batch))
             written += chunk
@@ -740,6 +758,7 @@ def burst_and_sustain(
     channel.close()
     return {
         "burst": burst,
+        "stream_group": group,
         "ack_s": round(ack_s, 3),
         "ack_per_s": round(burst / ack_s, 1),
         "created": int(response.created_count),
@@ -808,6 +827,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--client-processes", type=int, default=2, help="client processes (threads split over them)")
     parser.add_argument("--batch-items", type=int, default=100, help="memories per RememberBatch")
     parser.add_argument("--stream-items", type=int, default=500, help="memories per RememberStream call")
+    parser.add_argument(
+        "--stream-group", type=int, default=STREAM_GROUP, help="memories per stream message (1: one per message)"
+    )
     parser.add_argument("--burst", type=int, default=50_000, help="memories in the burst test (0: skip)")
     parser.add_argument("--burst-size", type=int, default=100_000, help="store size the burst test runs at")
     parser.add_argument("--burst-check", type=int, default=2_000, help="burst memories checked for recall")
@@ -867,6 +889,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         args.seed,
                                         batch_items=args.batch_items,
                                         stream_items=args.stream_items,
+                                        stream_group=args.stream_group,
                                     )
 
                                 runs = []
@@ -913,7 +936,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     log(f"burst test at {n:,}: {args.burst:,} memories in one stream")
                     with served(data_dir, scratch, scratch / "serve-burst.log") as targets:
                         results["burst"] = burst_and_sustain(
-                            targets, corpus, args.burst, args.burst_check, args.sustain_s, log
+                            targets, corpus, args.burst, args.burst_check, args.sustain_s, log, args.stream_group
                         )
                     rate = raw_build_rate(source, corpus, args.raw_build, chunk=8)
                     results["burst"]["raw_build_per_s"] = round(rate, 1)

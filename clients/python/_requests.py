@@ -95,17 +95,49 @@ def remember_batch(
     return msg
 
 
-def remember_stream_item(item: StreamItem, *, turn: int | None) -> pb.RememberStreamRequest:
-    """One RememberStreamRequest; a ``(memory, request_id)`` pair carries its own idempotency key."""
-    request_id = ""
-    if isinstance(item, tuple):
-        if len(item) != 2 or not isinstance(item[1], str):
-            raise ValueError("a stream item is a MemoryInput or a (MemoryInput, request_id) pair")
-        item, request_id = item
-    msg = pb.RememberStreamRequest(memory=cv.memory_input_to_proto(_check_input(item)), request_id=request_id)
-    if turn is not None:
-        msg.turn = turn
-    return msg
+STREAM_GROUP_ITEMS = 64
+"""Items the client puts in one RememberStreamRequest at most.
+
+Each message costs a hand-off between gRPC's threads and the handler's on both sides (about 0.1 ms of
+Python); one memory per message capped a stream near 5,000 memories/s, tens per message lift the cap
+to what the sidecar's writes cost. Nothing is acknowledged before the stream ends, so holding a few
+items back until a group fills changes no answer.
+"""
+STREAM_GROUP_BYTES = 1 << 20
+"""Serialized size at which a group is sent early (long texts or wide vectors), far below message limits."""
+
+
+class StreamGroups:
+    """Groups stream items into RememberStreamRequests of up to STREAM_GROUP_ITEMS items (or ~1 MiB)."""
+
+    def __init__(self, turn: int | None) -> None:
+        self._turn = turn
+        self._items: list[pb.RememberStreamItem] = []
+        self._bytes = 0
+
+    def add(self, item: StreamItem) -> pb.RememberStreamRequest | None:
+        """Take one item; a full group to send, or None."""
+        request_id = ""
+        if isinstance(item, tuple):
+            if len(item) != 2 or not isinstance(item[1], str):
+                raise ValueError("a stream item is a MemoryInput or a (MemoryInput, request_id) pair")
+            item, request_id = item
+        entry = pb.RememberStreamItem(memory=cv.memory_input_to_proto(_check_input(item)), request_id=request_id)
+        self._items.append(entry)
+        self._bytes += entry.ByteSize()
+        if len(self._items) >= STREAM_GROUP_ITEMS or self._bytes >= STREAM_GROUP_BYTES:
+            return self.flush()
+        return None
+
+    def flush(self) -> pb.RememberStreamRequest | None:
+        """The group so far (None when empty)."""
+        if not self._items:
+            return None
+        msg = pb.RememberStreamRequest(items=self._items)
+        if self._turn is not None:
+            msg.turn = self._turn
+        self._items, self._bytes = [], 0
+        return msg
 
 
 def _check_input(item: object) -> MemoryInput:

@@ -285,13 +285,18 @@ class AsyncMemoryClient:
         failure: list[BaseException] = []
 
         async def requests() -> AsyncIterator[pb.RememberStreamRequest]:
+            groups = rq.StreamGroups(turn)
             try:
                 if isinstance(memories, AsyncIterable):
                     async for item in memories:
-                        yield rq.remember_stream_item(item, turn=turn)
+                        if (full := groups.add(item)) is not None:
+                            yield full
                 else:
                     for item in memories:
-                        yield rq.remember_stream_item(item, turn=turn)
+                        if (full := groups.add(item)) is not None:
+                            yield full
+                if (last := groups.flush()) is not None:
+                    yield last
             except Exception as exc:
                 # grpc.aio would report it only as a cancelled call; keep it to re-raise to the caller.
                 failure.append(exc)

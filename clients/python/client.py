@@ -274,6 +274,9 @@ class MemoryClient:
     ) -> StreamResult:
         """Stream memories to the sidecar, which commits them durably in groups as they arrive.
 
+        Items travel up to 64 per message (gRPC's per-message cost would otherwise
+        bound a bulk load); nothing is acknowledged before the stream ends either way.
+
         Each item may be ``(memory, request_id)``: after a failure, resend
         everything and the items already stored are replayed, not duplicated.
         The whole stream shares one deadline (``timeout_s``). A bad item ends it
@@ -284,9 +287,13 @@ class MemoryClient:
         failure: list[BaseException] = []
 
         def requests() -> Iterator[pb.RememberStreamRequest]:
+            groups = rq.StreamGroups(turn)
             try:
                 for item in memories:
-                    yield rq.remember_stream_item(item, turn=turn)
+                    if (full := groups.add(item)) is not None:
+                        yield full
+                if (last := groups.flush()) is not None:
+                    yield last
             except Exception as exc:
                 # grpc would swallow it into a bare CANCELLED; keep it to re-raise to the caller.
                 failure.append(exc)

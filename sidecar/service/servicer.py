@@ -8,7 +8,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar, cast
 
@@ -126,19 +126,27 @@ def _write_result(written: Written) -> memory_service_pb2.WriteResult:
 
 CALL_END_MARGIN_S = 0.05
 """How close to its deadline a client stream's end is double-checked (see :func:`_call_ended`)."""
+STOPPING_MARGIN_S = 0.5
+"""How long a client stream that ends while the sidecar stops waits to see whether it was cancelled."""
 
 
-def _call_ended(context: grpc.ServicerContext) -> bool:
+def _call_ended(context: grpc.ServicerContext, stopping: bool) -> bool:
     """Whether the call is over (deadline passed, cancelled) rather than its client having closed the stream.
 
-    The client's deadline fires a moment before the server's, and gRPC may end the
-    request iterator before it marks the call cancelled; so near the deadline this
-    waits a moment for the cancellation to show.
+    gRPC may end the request iterator before it marks the call cancelled: the client's
+    deadline fires a moment before the server's, and a server stopping after its grace
+    period cancels calls from another thread. Near the deadline, or while ``stopping``,
+    this waits a moment for the cancellation to show.
     """
     remaining = context.time_remaining()
-    if remaining is not None and remaining < CALL_END_MARGIN_S:
+    if stopping:
+        # Shutdown only, so a stream that really was complete can afford the wait.
+        waited_until = time.monotonic() + STOPPING_MARGIN_S
+        while context.is_active() and time.monotonic() < waited_until:
+            time.sleep(0.01)
+    elif remaining is not None and remaining < CALL_END_MARGIN_S:
         time.sleep(CALL_END_MARGIN_S)
-        remaining = context.time_remaining()
+    remaining = context.time_remaining()
     return not context.is_active() or (remaining is not None and remaining <= 0)
 
 
@@ -273,7 +281,12 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         chunk: list[NewMemory] = []
         chunk_turn: int | None = None
         chunk_start = 0
-        """Stream position of the chunk's first message."""
+        """Stream position of the chunk's first item."""
+
+        def refuse(error: MemevoError, at: int) -> MemevoError:
+            error.metadata["committed_count"] = str(committed())
+            error.metadata["failed_index"] = str(at)
+            return error
 
         def flush() -> None:
             nonlocal chunk
@@ -283,9 +296,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                     # needs the cores more than the validation of messages that would be refused too.
                     self.engine.check_capacity(len(chunk))
                 except MemevoError as full:
-                    full.metadata["committed_count"] = str(committed())
-                    full.metadata["failed_index"] = str(chunk_start)
-                    raise
+                    raise refuse(full, chunk_start) from None
                 futures.append(cast(Future[list[Written]], self.engine.submit_remember(chunk, turn=chunk_turn)))
                 chunk = []
 
@@ -299,34 +310,50 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             return total
 
         scope = self._authorize(context)
-        for position, message in enumerate(request_iterator):
+        position = 0
+        """Stream position (items, not messages) of the next item."""
+
+        for message in request_iterator:
             v = Violations()
-            if not message.HasField("memory"):
-                v.add(f"[{position}].memory", "required")
-            item = self._memory(v, f"[{position}].memory", message.memory, message.request_id)
-            validation.check_request_id(v, f"[{position}].request_id", message.request_id)
             turn = validation.check_turn(v, f"[{position}].turn", message.HasField("turn"), message.turn)
+            entries: Sequence[Any]
+            if message.items:
+                entries = message.items
+                if message.HasField("memory") or message.request_id:
+                    v.add(f"[{position}].items", "set either memory and request_id or items, not both")
+                if len(entries) > self.engine.limits.max_batch_items:
+                    v.add(
+                        f"[{position}].items",
+                        f"{len(entries)} items; at most {self.engine.limits.max_batch_items} per message",
+                    )
+            else:
+                entries = (message,)
             if v.items:
-                error = InvalidArgument(v.items)
-                error.metadata["committed_count"] = str(committed())
-                error.metadata["failed_index"] = str(position)
-                raise error
-            assert item is not None
-            try:
-                self._authorize(context, namespaces=[(f"[{position}].memory.namespace", item.namespace)], scope=scope)
-            except MemevoError as denied:
-                denied.metadata["committed_count"] = str(committed())
-                denied.metadata["failed_index"] = str(position)
-                raise
+                raise refuse(InvalidArgument(v.items), position)
             if turn != chunk_turn:
                 flush()
                 chunk_turn = turn
-            if not chunk:
-                chunk_start = position
-            chunk.append(item)
-            if len(chunk) >= STREAM_CHUNK_ITEMS:
-                flush()
-        if _call_ended(context):
+            for entry in entries:
+                if not entry.HasField("memory"):
+                    v.add(f"[{position}].memory", "required")
+                item = self._memory(v, f"[{position}].memory", entry.memory, entry.request_id)
+                validation.check_request_id(v, f"[{position}].request_id", entry.request_id)
+                if v.items:
+                    raise refuse(InvalidArgument(v.items), position)
+                assert item is not None
+                try:
+                    self._authorize(
+                        context, namespaces=[(f"[{position}].memory.namespace", item.namespace)], scope=scope
+                    )
+                except MemevoError as denied:
+                    raise refuse(denied, position) from None
+                if not chunk:
+                    chunk_start = position
+                chunk.append(item)
+                position += 1
+                if len(chunk) >= STREAM_CHUNK_ITEMS:
+                    flush()
+        if _call_ended(context, self.stopping.is_set()):
             # The requests ended because the call did (deadline passed, client cancelled), not because the
             # client closed the stream: store nothing more, nobody would learn the ids.
             raise Unavailable("the call ended before its stream was complete", reason="CALL_ENDED")

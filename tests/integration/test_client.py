@@ -254,6 +254,20 @@ def test_remember_stream_accepts_plain_inputs(client: MemoryClient, ns: str) -> 
     assert [m.content for m in client.get(result.ids)] == ["p0", "p1", "p2"]
 
 
+def test_a_long_stream_is_sent_in_groups_and_stored_in_order(client: MemoryClient, ns: str) -> None:
+    """More items than one group (the client sends up to 64 per message): ids come back in stream order."""
+    total = 3 * 64 + 7
+    items = [
+        (MemoryInput(content=f"long {i}", vector=vec(5000 + i), namespace=ns), f"{ns}-long-{i}") for i in range(total)
+    ]
+    result = client.remember_stream(items, turn=12)
+    assert result.created_count == total
+    assert [m.content for m in client.get(result.ids)] == [f"long {i}" for i in range(total)]
+    assert {m.turn for m in client.get(result.ids)} == {12}
+    again = client.remember_stream(items[:100])
+    assert (again.replayed_count, list(again.ids)) == (100, list(result.ids[:100]))
+
+
 def test_get_and_get_one(client: MemoryClient, ns: str) -> None:
     v = vec(9)
     written = client.remember("get me", vector=v, namespace=ns).memory

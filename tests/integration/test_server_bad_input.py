@@ -185,8 +185,23 @@ def test_batch_over_max_batch_items(limited_sidecar: Sidecar) -> None:
     assert len(response.results) == MAX_BATCH_ITEMS
 
 
+def _grouped(items: list[memory_service_pb2.RememberStreamRequest], per_message: int) -> list[Any]:
+    """The same stream with ``per_message`` items per message (the ``items`` form); 1 keeps one per message."""
+    if per_message == 1:
+        return items
+    return [
+        memory_service_pb2.RememberStreamRequest(
+            items=[
+                memory_service_pb2.RememberStreamItem(memory=m.memory, request_id=m.request_id)
+                for m in items[start : start + per_message]
+            ]
+        )
+        for start in range(0, len(items), per_message)
+    ]
+
+
 def _stream_with_bad_item(
-    service: Any, namespace: str, total: int, bad_index: int
+    service: Any, namespace: str, total: int, bad_index: int, per_message: int
 ) -> tuple[grpc.RpcError, list[bytes]]:
     vs = [vec(1000 + i) for i in range(total)]
     requests = []
@@ -195,21 +210,28 @@ def _stream_with_bad_item(
         if i == bad_index:
             item = memory(f"stream item {i}", pack(vectors(1, 5)[0]), namespace=namespace)
         requests.append(memory_service_pb2.RememberStreamRequest(memory=item))
-    error = expect_invalid(lambda: service.RememberStream(iter(requests)), f"[{bad_index}].memory.vector")
+    stream = _grouped(requests, per_message)
+    error = expect_invalid(lambda: service.RememberStream(iter(stream)), f"[{bad_index}].memory.vector")
     return error, vs
 
 
 @pytest.mark.parametrize(
-    ("total", "bad_index"),
-    [pytest.param(5, 2, id="third-item"), pytest.param(700, 600, id="after-a-committed-chunk")],
+    ("total", "bad_index", "per_message"),
+    [
+        pytest.param(5, 2, 1, id="third-item"),
+        pytest.param(700, 600, 1, id="after-a-committed-chunk"),
+        pytest.param(5, 2, 4, id="third-item-grouped"),
+        pytest.param(700, 600, 64, id="after-a-committed-chunk-grouped"),
+    ],
 )
-def test_stream_with_bad_item(shared_sidecar: Sidecar, total: int, bad_index: int) -> None:
+def test_stream_with_bad_item(shared_sidecar: Sidecar, total: int, bad_index: int, per_message: int) -> None:
     service = stub(shared_sidecar.unix_target)
-    namespace = f"bad-stream-{bad_index}"
+    namespace = f"bad-stream-{bad_index}-{per_message}"
     before_sequence, before_total = counts(service)
-    error, vs = _stream_with_bad_item(service, namespace, total, bad_index)
+    error, vs = _stream_with_bad_item(service, namespace, total, bad_index, per_message)
     _, metadata = status_details(error)
     assert "committed_count" in metadata, f"ErrorInfo metadata {metadata} lacks committed_count"
+    assert int(metadata["failed_index"]) == bad_index  # items are counted, not messages
     committed = int(metadata["committed_count"])
     assert 0 <= committed <= bad_index
     # Exactly the items the error says were committed are stored: the first `committed` ones.
@@ -234,6 +256,86 @@ def test_stream_without_memory(shared_sidecar: Sidecar) -> None:
     committed = int(status_details(error)[1]["committed_count"])
     sequence, total = counts(service)
     assert (sequence - before[0], total - before[1]) == (committed, committed)
+
+
+def test_stream_mixing_single_and_grouped_messages_stores_every_item_in_order(shared_sidecar: Sidecar) -> None:
+    service = stub(shared_sidecar.unix_target)
+    namespace = "stream-mixed"
+    contents = [f"mixed {i}" for i in range(9)]
+    single = [
+        memory_service_pb2.RememberStreamRequest(memory=memory(c, vec(3000 + i), namespace=namespace))
+        for i, c in enumerate(contents)
+    ]
+    stream = [single[0], *_grouped(single[1:5], 4), single[5], *_grouped(single[6:], 2)]
+    stream[1].turn = 7  # a message's turn holds for each of its items
+    before_sequence, before_total = counts(service)
+    response = service.RememberStream(iter(stream))
+    assert response.created_count == len(contents)
+    assert counts(service) == (before_sequence + len(contents), before_total + len(contents))
+    got = service.Get(memory_service_pb2.GetRequest(ids=response.ids))
+    assert [m.content for m in got.memories] == contents
+    assert [m.turn for m in got.memories][:6] == [0, 7, 7, 7, 7, 0]
+
+
+@pytest.mark.parametrize(
+    ("second", "field"),
+    [
+        pytest.param(
+            memory_service_pb2.RememberStreamRequest(
+                memory=memory("both", vec(5)), items=[memory_service_pb2.RememberStreamItem(memory=memory("b", vec(6)))]
+            ),
+            "[3].items",
+            id="memory-and-items",
+        ),
+        pytest.param(
+            memory_service_pb2.RememberStreamRequest(
+                request_id="r", items=[memory_service_pb2.RememberStreamItem(memory=memory("b", vec(6)))]
+            ),
+            "[3].items",
+            id="request-id-and-items",
+        ),
+        pytest.param(
+            memory_service_pb2.RememberStreamRequest(
+                items=[
+                    memory_service_pb2.RememberStreamItem(memory=memory("ok", vec(7))),
+                    memory_service_pb2.RememberStreamItem(request_id="no-memory"),
+                ]
+            ),
+            "[4].memory",
+            id="item-without-memory",
+        ),
+        pytest.param(
+            memory_service_pb2.RememberStreamRequest(
+                items=[memory_service_pb2.RememberStreamItem(memory=memory("ok", vec(7)), request_id="r" * 129)]
+            ),
+            "[3].request_id",
+            id="item-request-id-too-long",
+        ),
+    ],
+)
+def test_stream_message_with_bad_items(
+    shared_sidecar: Sidecar, second: memory_service_pb2.RememberStreamRequest, field: str
+) -> None:
+    service = stub(shared_sidecar.unix_target)
+    first = memory_service_pb2.RememberStreamRequest(
+        items=[memory_service_pb2.RememberStreamItem(memory=memory(f"g{i}", vec(10 + i))) for i in range(3)]
+    )
+    before = counts(service)
+    error = expect_invalid(lambda: service.RememberStream(iter([first, second])), field)
+    metadata = status_details(error)[1]
+    assert metadata["failed_index"] == field[1 : field.index("]")]
+    committed = int(metadata["committed_count"])
+    sequence, total = counts(service)
+    assert (sequence - before[0], total - before[1]) == (committed, committed)
+
+
+def test_stream_message_over_max_batch_items(limited_sidecar: Sidecar) -> None:
+    service = stub(limited_sidecar.unix_target)
+    items = [memory_service_pb2.RememberStreamItem(memory=memory(f"i{j}", vec(j))) for j in range(MAX_BATCH_ITEMS + 1)]
+    with nothing_written(service):
+        expect_invalid(
+            lambda: service.RememberStream(iter([memory_service_pb2.RememberStreamRequest(items=items)])), "[0].items"
+        )
 
 
 RECALL_CASES = [

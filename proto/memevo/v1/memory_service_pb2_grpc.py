@@ -169,9 +169,11 @@ class MemoryServiceServicer:
 
     def RememberStream(self, request_iterator, context):
         """Store a stream of memories, committed durably in groups as they arrive.
+        A message carries one item (memory) or several (items); indexes count items in stream order.
         A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
-        ErrorInfo metadata "committed_count" says how many items before it were stored.
-        Give each item a request_id and a client can resend everything after a failure.
+        ErrorInfo metadata "committed_count" says how many items before it were stored and
+        "failed_index" which item failed. Give each item a request_id and a client can resend
+        everything after a failure.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

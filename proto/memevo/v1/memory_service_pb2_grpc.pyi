@@ -46,9 +46,11 @@ class MemoryServiceStub:
     """Store several memories, all or nothing: one bad item rejects the whole batch."""
     RememberStream: _grpc.StreamUnaryMultiCallable[_memory_service_pb2.RememberStreamRequest, _memory_service_pb2.RememberStreamResponse]
     """Store a stream of memories, committed durably in groups as they arrive.
+    A message carries one item (memory) or several (items); indexes count items in stream order.
     A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
-    ErrorInfo metadata "committed_count" says how many items before it were stored.
-    Give each item a request_id and a client can resend everything after a failure.
+    ErrorInfo metadata "committed_count" says how many items before it were stored and
+    "failed_index" which item failed. Give each item a request_id and a client can resend
+    everything after a failure.
     """
     Recall: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]
     """Find the memories that answer a query, current ones only unless asked."""
@@ -103,9 +105,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Store several memories, all or nothing: one bad item rejects the whole batch."""
     RememberStream: _aio.StreamUnaryMultiCallable[_memory_service_pb2.RememberStreamRequest, _memory_service_pb2.RememberStreamResponse]  # type: ignore[assignment]
     """Store a stream of memories, committed durably in groups as they arrive.
+    A message carries one item (memory) or several (items); indexes count items in stream order.
     A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
-    ErrorInfo metadata "committed_count" says how many items before it were stored.
-    Give each item a request_id and a client can resend everything after a failure.
+    ErrorInfo metadata "committed_count" says how many items before it were stored and
+    "failed_index" which item failed. Give each item a request_id and a client can resend
+    everything after a failure.
     """
     Recall: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]  # type: ignore[assignment]
     """Find the memories that answer a query, current ones only unless asked."""
@@ -175,9 +179,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.RememberStreamResponse, _abc.Awaitable[_memory_service_pb2.RememberStreamResponse]]:
         """Store a stream of memories, committed durably in groups as they arrive.
+        A message carries one item (memory) or several (items); indexes count items in stream order.
         A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
-        ErrorInfo metadata "committed_count" says how many items before it were stored.
-        Give each item a request_id and a client can resend everything after a failure.
+        ErrorInfo metadata "committed_count" says how many items before it were stored and
+        "failed_index" which item failed. Give each item a request_id and a client can resend
+        everything after a failure.
         """
 
     @_abc_1.abstractmethod

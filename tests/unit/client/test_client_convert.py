@@ -508,13 +508,34 @@ def test_remember_keywords_build_the_same_input_as_memory_input() -> None:
 
 
 def test_stream_items_may_carry_their_own_request_id() -> None:
+    groups = rq.StreamGroups(turn=3)
     item = MemoryInput(content="x")
-    assert rq.remember_stream_item(item, turn=None).request_id == ""
-    tagged = rq.remember_stream_item((item, "req-9"), turn=3)
-    assert tagged.request_id == "req-9"
-    assert tagged.turn == 3
+    assert groups.add(item) is None
+    assert groups.add((item, "req-9")) is None
+    message = groups.flush()
+    assert message is not None
+    assert [entry.request_id for entry in message.items] == ["", "req-9"]
+    assert message.turn == 3
+    assert not message.HasField("memory")
+    assert groups.flush() is None
     with pytest.raises(ValueError, match="MemoryInput"):
-        rq.remember_stream_item("text", turn=None)  # type: ignore[arg-type]
+        groups.add("text")  # type: ignore[arg-type]
+
+
+def test_stream_groups_close_at_the_item_count_or_the_byte_size() -> None:
+    groups = rq.StreamGroups(turn=None)
+    sent = [groups.add(MemoryInput(content=f"m{i}")) for i in range(rq.STREAM_GROUP_ITEMS * 2 + 5)]
+    full = [m for m in sent if m is not None]
+    assert [len(m.items) for m in full] == [rq.STREAM_GROUP_ITEMS, rq.STREAM_GROUP_ITEMS]
+    assert not full[0].HasField("turn")
+    rest = groups.flush()
+    assert rest is not None
+    assert [e.memory.content for e in rest.items] == [f"m{i}" for i in range(128, 133)]
+    big = "w" * (rq.STREAM_GROUP_BYTES // 3)
+    by_size = [groups.add(MemoryInput(content=big)) for _ in range(3)]
+    assert by_size[:2] == [None, None]
+    assert by_size[2] is not None
+    assert len(by_size[2].items) == 3
 
 
 def test_recall_request() -> None:

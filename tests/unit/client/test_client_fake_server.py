@@ -90,7 +90,8 @@ class FakeService(pb_grpc.MemoryServiceServicer):
         ids = []
         for request in request_iterator:
             self.stream_requests.append(request)
-            ids.append(len(self.stream_requests))
+            for _ in request.items or (request,):
+                ids.append(len(ids) + 1)
         return pb.RememberStreamResponse(ids=ids, created_count=len(ids))
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetResponse:  # noqa: N802
@@ -220,8 +221,10 @@ def test_remember_stream_sends_per_item_request_ids(fake: tuple[FakeService, str
         result = client.remember_stream(iter(items), turn=7)
     assert result.ids == [1, 2]
     assert result.created_count == 2
-    assert [r.request_id for r in service.stream_requests] == ["", "req-b"]
-    assert all(r.turn == 7 for r in service.stream_requests)
+    [message] = service.stream_requests  # both in one message
+    assert [item.request_id for item in message.items] == ["", "req-b"]
+    assert [item.memory.content for item in message.items] == ["a", "b"]
+    assert message.turn == 7
 
 
 def test_remember_stream_reraises_what_the_iterator_raised(fake: tuple[FakeService, str]) -> None:
@@ -408,7 +411,7 @@ def test_async_remember_stream_takes_an_async_iterable(fake: tuple[FakeService, 
             assert result.ids == [1, 2]
 
     run(main())
-    assert [r.request_id for r in service.stream_requests] == ["", "rid"]
+    assert [item.request_id for r in service.stream_requests for item in r.items] == ["", "rid"]
 
 
 def test_async_remember_stream_reraises_what_the_iterator_raised(fake: tuple[FakeService, str]) -> None:

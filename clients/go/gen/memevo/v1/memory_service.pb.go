@@ -491,12 +491,16 @@ func (x *RememberBatchResponse) GetReplayed() bool {
 
 type RememberStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required.
+	// The message's one item. Required unless items is set; must be unset when it is.
 	Memory *MemoryInput `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
-	// Idempotency key of this item, at most 128 bytes. Default: empty.
+	// Idempotency key of the one item, at most 128 bytes; unset when items is. Default: empty.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// The agent's current turn counter. Default: unset.
-	Turn          *int64 `protobuf:"varint,3,opt,name=turn,proto3,oneof" json:"turn,omitempty"`
+	// The agent's current turn counter, for every item of the message. Default: unset.
+	Turn *int64 `protobuf:"varint,3,opt,name=turn,proto3,oneof" json:"turn,omitempty"`
+	// Several items in one message, in stream order, instead of memory and request_id. Each message
+	// costs gRPC's per-message hand-off (about 0.1 ms in a Python sidecar), so a bulk load sends
+	// tens of items per message; the Python client groups them itself. At most max_batch_items.
+	Items         []*RememberStreamItem `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -552,6 +556,68 @@ func (x *RememberStreamRequest) GetTurn() int64 {
 	return 0
 }
 
+func (x *RememberStreamRequest) GetItems() []*RememberStreamItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// One item of a RememberStreamRequest that carries several.
+type RememberStreamItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Memory *MemoryInput `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	// Idempotency key of this item, at most 128 bytes. Default: empty.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RememberStreamItem) Reset() {
+	*x = RememberStreamItem{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RememberStreamItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RememberStreamItem) ProtoMessage() {}
+
+func (x *RememberStreamItem) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RememberStreamItem.ProtoReflect.Descriptor instead.
+func (*RememberStreamItem) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RememberStreamItem) GetMemory() *MemoryInput {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
+func (x *RememberStreamItem) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 type RememberStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The id of each streamed item, in stream order (the first id for replayed items).
@@ -568,7 +634,7 @@ type RememberStreamResponse struct {
 
 func (x *RememberStreamResponse) Reset() {
 	*x = RememberStreamResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[6]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +646,7 @@ func (x *RememberStreamResponse) String() string {
 func (*RememberStreamResponse) ProtoMessage() {}
 
 func (x *RememberStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[6]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +659,7 @@ func (x *RememberStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RememberStreamResponse.ProtoReflect.Descriptor instead.
 func (*RememberStreamResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{6}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RememberStreamResponse) GetIds() []uint64 {
@@ -645,7 +711,7 @@ type RecallFilter struct {
 
 func (x *RecallFilter) Reset() {
 	*x = RecallFilter{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[7]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +723,7 @@ func (x *RecallFilter) String() string {
 func (*RecallFilter) ProtoMessage() {}
 
 func (x *RecallFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[7]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +736,7 @@ func (x *RecallFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallFilter.ProtoReflect.Descriptor instead.
 func (*RecallFilter) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{7}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RecallFilter) GetNamespace() string {
@@ -759,7 +825,7 @@ type RecallRequest struct {
 
 func (x *RecallRequest) Reset() {
 	*x = RecallRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[8]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +837,7 @@ func (x *RecallRequest) String() string {
 func (*RecallRequest) ProtoMessage() {}
 
 func (x *RecallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[8]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +850,7 @@ func (x *RecallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallRequest.ProtoReflect.Descriptor instead.
 func (*RecallRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{8}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RecallRequest) GetQuery() string {
@@ -874,7 +940,7 @@ type RecalledMemory struct {
 
 func (x *RecalledMemory) Reset() {
 	*x = RecalledMemory{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[9]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +952,7 @@ func (x *RecalledMemory) String() string {
 func (*RecalledMemory) ProtoMessage() {}
 
 func (x *RecalledMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[9]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +965,7 @@ func (x *RecalledMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecalledMemory.ProtoReflect.Descriptor instead.
 func (*RecalledMemory) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{9}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RecalledMemory) GetMemory() *Memory {
@@ -944,7 +1010,7 @@ type RecallResponse struct {
 
 func (x *RecallResponse) Reset() {
 	*x = RecallResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[10]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1022,7 @@ func (x *RecallResponse) String() string {
 func (*RecallResponse) ProtoMessage() {}
 
 func (x *RecallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[10]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1035,7 @@ func (x *RecallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
 func (*RecallResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{10}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecallResponse) GetMemories() []*RecalledMemory {
@@ -1016,7 +1082,7 @@ type BuildContextRequest struct {
 
 func (x *BuildContextRequest) Reset() {
 	*x = BuildContextRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1094,7 @@ func (x *BuildContextRequest) String() string {
 func (*BuildContextRequest) ProtoMessage() {}
 
 func (x *BuildContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1107,7 @@ func (x *BuildContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildContextRequest.ProtoReflect.Descriptor instead.
 func (*BuildContextRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{11}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BuildContextRequest) GetQuery() string {
@@ -1116,7 +1182,7 @@ type ContextItem struct {
 
 func (x *ContextItem) Reset() {
 	*x = ContextItem{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1194,7 @@ func (x *ContextItem) String() string {
 func (*ContextItem) ProtoMessage() {}
 
 func (x *ContextItem) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1207,7 @@ func (x *ContextItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextItem.ProtoReflect.Descriptor instead.
 func (*ContextItem) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{12}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContextItem) GetMemory() *Memory {
@@ -1190,7 +1256,7 @@ type BuildContextResponse struct {
 
 func (x *BuildContextResponse) Reset() {
 	*x = BuildContextResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1268,7 @@ func (x *BuildContextResponse) String() string {
 func (*BuildContextResponse) ProtoMessage() {}
 
 func (x *BuildContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1281,7 @@ func (x *BuildContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildContextResponse.ProtoReflect.Descriptor instead.
 func (*BuildContextResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{13}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BuildContextResponse) GetText() string {
@@ -1277,7 +1343,7 @@ type ReportOutcomeRequest struct {
 
 func (x *ReportOutcomeRequest) Reset() {
 	*x = ReportOutcomeRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1355,7 @@ func (x *ReportOutcomeRequest) String() string {
 func (*ReportOutcomeRequest) ProtoMessage() {}
 
 func (x *ReportOutcomeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1368,7 @@ func (x *ReportOutcomeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportOutcomeRequest.ProtoReflect.Descriptor instead.
 func (*ReportOutcomeRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{14}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportOutcomeRequest) GetRetrievalId() string {
@@ -1364,7 +1430,7 @@ type ReportOutcomeResponse struct {
 
 func (x *ReportOutcomeResponse) Reset() {
 	*x = ReportOutcomeResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1442,7 @@ func (x *ReportOutcomeResponse) String() string {
 func (*ReportOutcomeResponse) ProtoMessage() {}
 
 func (x *ReportOutcomeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1455,7 @@ func (x *ReportOutcomeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportOutcomeResponse.ProtoReflect.Descriptor instead.
 func (*ReportOutcomeResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{15}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportOutcomeResponse) GetUpdatedCount() uint64 {
@@ -1411,7 +1477,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1489,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1502,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{16}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetRequest) GetIds() []uint64 {
@@ -1465,7 +1531,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1543,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1556,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{17}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetResponse) GetMemories() []*Memory {
@@ -1522,7 +1588,7 @@ type FactKey struct {
 
 func (x *FactKey) Reset() {
 	*x = FactKey{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1600,7 @@ func (x *FactKey) String() string {
 func (*FactKey) ProtoMessage() {}
 
 func (x *FactKey) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1613,7 @@ func (x *FactKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FactKey.ProtoReflect.Descriptor instead.
 func (*FactKey) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{18}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FactKey) GetNamespace() string {
@@ -1586,7 +1652,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1664,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1677,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{19}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HistoryRequest) GetSubject() isHistoryRequest_Subject {
@@ -1669,7 +1735,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1747,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1760,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{20}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HistoryResponse) GetVersions() []*Memory {
@@ -1729,7 +1795,7 @@ type ForgetRequest struct {
 
 func (x *ForgetRequest) Reset() {
 	*x = ForgetRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1807,7 @@ func (x *ForgetRequest) String() string {
 func (*ForgetRequest) ProtoMessage() {}
 
 func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1820,7 @@ func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
 func (*ForgetRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{21}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ForgetRequest) GetIds() []uint64 {
@@ -1804,7 +1870,7 @@ type ForgetResponse struct {
 
 func (x *ForgetResponse) Reset() {
 	*x = ForgetResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1882,7 @@ func (x *ForgetResponse) String() string {
 func (*ForgetResponse) ProtoMessage() {}
 
 func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1895,7 @@ func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
 func (*ForgetResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{22}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ForgetResponse) GetForgottenIds() []uint64 {
@@ -1869,7 +1935,7 @@ type SupersedeRequest struct {
 
 func (x *SupersedeRequest) Reset() {
 	*x = SupersedeRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +1947,7 @@ func (x *SupersedeRequest) String() string {
 func (*SupersedeRequest) ProtoMessage() {}
 
 func (x *SupersedeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +1960,7 @@ func (x *SupersedeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersedeRequest.ProtoReflect.Descriptor instead.
 func (*SupersedeRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{23}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SupersedeRequest) GetOldId() uint64 {
@@ -1980,7 +2046,7 @@ type SupersedeResponse struct {
 
 func (x *SupersedeResponse) Reset() {
 	*x = SupersedeResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2058,7 @@ func (x *SupersedeResponse) String() string {
 func (*SupersedeResponse) ProtoMessage() {}
 
 func (x *SupersedeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2071,7 @@ func (x *SupersedeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersedeResponse.ProtoReflect.Descriptor instead.
 func (*SupersedeResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{24}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SupersedeResponse) GetOldMemory() *Memory {
@@ -2036,7 +2102,7 @@ type GovernRequest struct {
 
 func (x *GovernRequest) Reset() {
 	*x = GovernRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2114,7 @@ func (x *GovernRequest) String() string {
 func (*GovernRequest) ProtoMessage() {}
 
 func (x *GovernRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2127,7 @@ func (x *GovernRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernRequest.ProtoReflect.Descriptor instead.
 func (*GovernRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{25}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GovernRequest) GetDryRun() bool {
@@ -2097,7 +2163,7 @@ type TransitionCount struct {
 
 func (x *TransitionCount) Reset() {
 	*x = TransitionCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2175,7 @@ func (x *TransitionCount) String() string {
 func (*TransitionCount) ProtoMessage() {}
 
 func (x *TransitionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2188,7 @@ func (x *TransitionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionCount.ProtoReflect.Descriptor instead.
 func (*TransitionCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TransitionCount) GetFromState() MemoryState {
@@ -2169,7 +2235,7 @@ type SweepStats struct {
 
 func (x *SweepStats) Reset() {
 	*x = SweepStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2247,7 @@ func (x *SweepStats) String() string {
 func (*SweepStats) ProtoMessage() {}
 
 func (x *SweepStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2260,7 @@ func (x *SweepStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepStats.ProtoReflect.Descriptor instead.
 func (*SweepStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SweepStats) GetStartedAt() *timestamppb.Timestamp {
@@ -2250,7 +2316,7 @@ type GovernResponse struct {
 
 func (x *GovernResponse) Reset() {
 	*x = GovernResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2328,7 @@ func (x *GovernResponse) String() string {
 func (*GovernResponse) ProtoMessage() {}
 
 func (x *GovernResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2341,7 @@ func (x *GovernResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernResponse.ProtoReflect.Descriptor instead.
 func (*GovernResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GovernResponse) GetSweep() *SweepStats {
@@ -2313,7 +2379,7 @@ type ConsolidationStats struct {
 
 func (x *ConsolidationStats) Reset() {
 	*x = ConsolidationStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2391,7 @@ func (x *ConsolidationStats) String() string {
 func (*ConsolidationStats) ProtoMessage() {}
 
 func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2404,7 @@ func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsolidationStats.ProtoReflect.Descriptor instead.
 func (*ConsolidationStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConsolidationStats) GetSeedsExamined() uint64 {
@@ -2402,7 +2468,7 @@ type ReviewStats struct {
 
 func (x *ReviewStats) Reset() {
 	*x = ReviewStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2480,7 @@ func (x *ReviewStats) String() string {
 func (*ReviewStats) ProtoMessage() {}
 
 func (x *ReviewStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2493,7 @@ func (x *ReviewStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewStats.ProtoReflect.Descriptor instead.
 func (*ReviewStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReviewStats) GetOpenConsolidations() uint64 {
@@ -2480,7 +2546,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2558,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2571,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchRequest) GetAfterSequence() uint64 {
@@ -2538,7 +2604,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2616,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2629,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchResponse) GetEvent() *ChangeEvent {
@@ -2586,7 +2652,7 @@ type ReviewerHello struct {
 
 func (x *ReviewerHello) Reset() {
 	*x = ReviewerHello{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2664,7 @@ func (x *ReviewerHello) String() string {
 func (*ReviewerHello) ProtoMessage() {}
 
 func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2677,7 @@ func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewerHello.ProtoReflect.Descriptor instead.
 func (*ReviewerHello) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReviewerHello) GetReviewer() string {
@@ -2641,7 +2707,7 @@ type ReviewRequest struct {
 
 func (x *ReviewRequest) Reset() {
 	*x = ReviewRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2719,7 @@ func (x *ReviewRequest) String() string {
 func (*ReviewRequest) ProtoMessage() {}
 
 func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2732,7 @@ func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRequest.ProtoReflect.Descriptor instead.
 func (*ReviewRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReviewRequest) GetMessage() isReviewRequest_Message {
@@ -2725,7 +2791,7 @@ type ReviewResponse struct {
 
 func (x *ReviewResponse) Reset() {
 	*x = ReviewResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2803,7 @@ func (x *ReviewResponse) String() string {
 func (*ReviewResponse) ProtoMessage() {}
 
 func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2816,7 @@ func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewResponse.ProtoReflect.Descriptor instead.
 func (*ReviewResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReviewResponse) GetMessage() isReviewResponse_Message {
@@ -2808,7 +2874,7 @@ type UnconsolidateRequest struct {
 
 func (x *UnconsolidateRequest) Reset() {
 	*x = UnconsolidateRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2886,7 @@ func (x *UnconsolidateRequest) String() string {
 func (*UnconsolidateRequest) ProtoMessage() {}
 
 func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2899,7 @@ func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateRequest.ProtoReflect.Descriptor instead.
 func (*UnconsolidateRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UnconsolidateRequest) GetAbstractionId() uint64 {
@@ -2860,7 +2926,7 @@ type UnconsolidateResponse struct {
 
 func (x *UnconsolidateResponse) Reset() {
 	*x = UnconsolidateResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2938,7 @@ func (x *UnconsolidateResponse) String() string {
 func (*UnconsolidateResponse) ProtoMessage() {}
 
 func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2951,7 @@ func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateResponse.ProtoReflect.Descriptor instead.
 func (*UnconsolidateResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UnconsolidateResponse) GetRestoredIds() []uint64 {
@@ -2911,7 +2977,7 @@ type DeclareFrameworkRequest struct {
 
 func (x *DeclareFrameworkRequest) Reset() {
 	*x = DeclareFrameworkRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +2989,7 @@ func (x *DeclareFrameworkRequest) String() string {
 func (*DeclareFrameworkRequest) ProtoMessage() {}
 
 func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3002,7 @@ func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkRequest.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeclareFrameworkRequest) GetVersion() string {
@@ -2979,7 +3045,7 @@ type DeclareFrameworkResponse struct {
 
 func (x *DeclareFrameworkResponse) Reset() {
 	*x = DeclareFrameworkResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3057,7 @@ func (x *DeclareFrameworkResponse) String() string {
 func (*DeclareFrameworkResponse) ProtoMessage() {}
 
 func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3070,7 @@ func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkResponse.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeclareFrameworkResponse) GetPreviousVersion() string {
@@ -3029,7 +3095,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3107,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3120,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 type GetPolicyResponse struct {
@@ -3066,7 +3132,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3144,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3157,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -3113,7 +3179,7 @@ type UpdatePolicyRequest struct {
 
 func (x *UpdatePolicyRequest) Reset() {
 	*x = UpdatePolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3191,7 @@ func (x *UpdatePolicyRequest) String() string {
 func (*UpdatePolicyRequest) ProtoMessage() {}
 
 func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3204,7 @@ func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdatePolicyRequest) GetPolicy() *Policy {
@@ -3165,7 +3231,7 @@ type UpdatePolicyResponse struct {
 
 func (x *UpdatePolicyResponse) Reset() {
 	*x = UpdatePolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3243,7 @@ func (x *UpdatePolicyResponse) String() string {
 func (*UpdatePolicyResponse) ProtoMessage() {}
 
 func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3256,7 @@ func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UpdatePolicyResponse) GetPolicy() *Policy {
@@ -3208,7 +3274,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3286,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3299,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 // Memories in one (state, kind) cell.
@@ -3248,7 +3314,7 @@ type StateKindCount struct {
 
 func (x *StateKindCount) Reset() {
 	*x = StateKindCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3326,7 @@ func (x *StateKindCount) String() string {
 func (*StateKindCount) ProtoMessage() {}
 
 func (x *StateKindCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3339,7 @@ func (x *StateKindCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateKindCount.ProtoReflect.Descriptor instead.
 func (*StateKindCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StateKindCount) GetState() MemoryState {
@@ -3314,7 +3380,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3392,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3405,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *IndexStats) GetIndexedCount() uint64 {
@@ -3398,7 +3464,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3476,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3489,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetStatsResponse) GetCounts() []*StateKindCount {
@@ -3516,7 +3582,7 @@ type SetExperimentRequest struct {
 
 func (x *SetExperimentRequest) Reset() {
 	*x = SetExperimentRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3594,7 @@ func (x *SetExperimentRequest) String() string {
 func (*SetExperimentRequest) ProtoMessage() {}
 
 func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3607,7 @@ func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentRequest.ProtoReflect.Descriptor instead.
 func (*SetExperimentRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SetExperimentRequest) GetExperiment() *Experiment {
@@ -3568,7 +3634,7 @@ type SetExperimentResponse struct {
 
 func (x *SetExperimentResponse) Reset() {
 	*x = SetExperimentResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3646,7 @@ func (x *SetExperimentResponse) String() string {
 func (*SetExperimentResponse) ProtoMessage() {}
 
 func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3659,7 @@ func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentResponse.ProtoReflect.Descriptor instead.
 func (*SetExperimentResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *SetExperimentResponse) GetExperiment() *Experiment {
@@ -3615,7 +3681,7 @@ type PromoteArmRequest struct {
 
 func (x *PromoteArmRequest) Reset() {
 	*x = PromoteArmRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3693,7 @@ func (x *PromoteArmRequest) String() string {
 func (*PromoteArmRequest) ProtoMessage() {}
 
 func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3706,7 @@ func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmRequest.ProtoReflect.Descriptor instead.
 func (*PromoteArmRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PromoteArmRequest) GetArm() string {
@@ -3669,7 +3735,7 @@ type PromoteArmResponse struct {
 
 func (x *PromoteArmResponse) Reset() {
 	*x = PromoteArmResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3681,7 +3747,7 @@ func (x *PromoteArmResponse) String() string {
 func (*PromoteArmResponse) ProtoMessage() {}
 
 func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3694,7 +3760,7 @@ func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmResponse.ProtoReflect.Descriptor instead.
 func (*PromoteArmResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PromoteArmResponse) GetPolicy() *Policy {
@@ -3737,13 +3803,18 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x05_turn\"e\n" +
 	"\x15RememberBatchResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.memevo.v1.WriteResultR\aresults\x12\x1a\n" +
-	"\breplayed\x18\x02 \x01(\bR\breplayed\"\x88\x01\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\"\xbd\x01\n" +
 	"\x15RememberStreamRequest\x12.\n" +
 	"\x06memory\x18\x01 \x01(\v2\x16.memevo.v1.MemoryInputR\x06memory\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x17\n" +
-	"\x04turn\x18\x03 \x01(\x03H\x00R\x04turn\x88\x01\x01B\a\n" +
-	"\x05_turn\"\x9f\x01\n" +
+	"\x04turn\x18\x03 \x01(\x03H\x00R\x04turn\x88\x01\x01\x123\n" +
+	"\x05items\x18\x04 \x03(\v2\x1d.memevo.v1.RememberStreamItemR\x05itemsB\a\n" +
+	"\x05_turn\"c\n" +
+	"\x12RememberStreamItem\x12.\n" +
+	"\x06memory\x18\x01 \x01(\v2\x16.memevo.v1.MemoryInputR\x06memory\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\x9f\x01\n" +
 	"\x16RememberStreamResponse\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x04R\x03ids\x12#\n" +
 	"\rcreated_count\x18\x02 \x01(\x04R\fcreatedCount\x12%\n" +
@@ -4037,7 +4108,7 @@ func file_memevo_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(WriteOutcome)(0),                // 0: memevo.v1.WriteOutcome
 	(RecallMode)(0),                  // 1: memevo.v1.RecallMode
@@ -4048,168 +4119,171 @@ var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(*RememberBatchRequest)(nil),     // 6: memevo.v1.RememberBatchRequest
 	(*RememberBatchResponse)(nil),    // 7: memevo.v1.RememberBatchResponse
 	(*RememberStreamRequest)(nil),    // 8: memevo.v1.RememberStreamRequest
-	(*RememberStreamResponse)(nil),   // 9: memevo.v1.RememberStreamResponse
-	(*RecallFilter)(nil),             // 10: memevo.v1.RecallFilter
-	(*RecallRequest)(nil),            // 11: memevo.v1.RecallRequest
-	(*RecalledMemory)(nil),           // 12: memevo.v1.RecalledMemory
-	(*RecallResponse)(nil),           // 13: memevo.v1.RecallResponse
-	(*BuildContextRequest)(nil),      // 14: memevo.v1.BuildContextRequest
-	(*ContextItem)(nil),              // 15: memevo.v1.ContextItem
-	(*BuildContextResponse)(nil),     // 16: memevo.v1.BuildContextResponse
-	(*ReportOutcomeRequest)(nil),     // 17: memevo.v1.ReportOutcomeRequest
-	(*ReportOutcomeResponse)(nil),    // 18: memevo.v1.ReportOutcomeResponse
-	(*GetRequest)(nil),               // 19: memevo.v1.GetRequest
-	(*GetResponse)(nil),              // 20: memevo.v1.GetResponse
-	(*FactKey)(nil),                  // 21: memevo.v1.FactKey
-	(*HistoryRequest)(nil),           // 22: memevo.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 23: memevo.v1.HistoryResponse
-	(*ForgetRequest)(nil),            // 24: memevo.v1.ForgetRequest
-	(*ForgetResponse)(nil),           // 25: memevo.v1.ForgetResponse
-	(*SupersedeRequest)(nil),         // 26: memevo.v1.SupersedeRequest
-	(*SupersedeResponse)(nil),        // 27: memevo.v1.SupersedeResponse
-	(*GovernRequest)(nil),            // 28: memevo.v1.GovernRequest
-	(*TransitionCount)(nil),          // 29: memevo.v1.TransitionCount
-	(*SweepStats)(nil),               // 30: memevo.v1.SweepStats
-	(*GovernResponse)(nil),           // 31: memevo.v1.GovernResponse
-	(*ConsolidationStats)(nil),       // 32: memevo.v1.ConsolidationStats
-	(*ReviewStats)(nil),              // 33: memevo.v1.ReviewStats
-	(*WatchRequest)(nil),             // 34: memevo.v1.WatchRequest
-	(*WatchResponse)(nil),            // 35: memevo.v1.WatchResponse
-	(*ReviewerHello)(nil),            // 36: memevo.v1.ReviewerHello
-	(*ReviewRequest)(nil),            // 37: memevo.v1.ReviewRequest
-	(*ReviewResponse)(nil),           // 38: memevo.v1.ReviewResponse
-	(*UnconsolidateRequest)(nil),     // 39: memevo.v1.UnconsolidateRequest
-	(*UnconsolidateResponse)(nil),    // 40: memevo.v1.UnconsolidateResponse
-	(*DeclareFrameworkRequest)(nil),  // 41: memevo.v1.DeclareFrameworkRequest
-	(*DeclareFrameworkResponse)(nil), // 42: memevo.v1.DeclareFrameworkResponse
-	(*GetPolicyRequest)(nil),         // 43: memevo.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 44: memevo.v1.GetPolicyResponse
-	(*UpdatePolicyRequest)(nil),      // 45: memevo.v1.UpdatePolicyRequest
-	(*UpdatePolicyResponse)(nil),     // 46: memevo.v1.UpdatePolicyResponse
-	(*GetStatsRequest)(nil),          // 47: memevo.v1.GetStatsRequest
-	(*StateKindCount)(nil),           // 48: memevo.v1.StateKindCount
-	(*IndexStats)(nil),               // 49: memevo.v1.IndexStats
-	(*GetStatsResponse)(nil),         // 50: memevo.v1.GetStatsResponse
-	(*SetExperimentRequest)(nil),     // 51: memevo.v1.SetExperimentRequest
-	(*SetExperimentResponse)(nil),    // 52: memevo.v1.SetExperimentResponse
-	(*PromoteArmRequest)(nil),        // 53: memevo.v1.PromoteArmRequest
-	(*PromoteArmResponse)(nil),       // 54: memevo.v1.PromoteArmResponse
-	(*Memory)(nil),                   // 55: memevo.v1.Memory
-	(*MemoryInput)(nil),              // 56: memevo.v1.MemoryInput
-	(MemoryKind)(0),                  // 57: memevo.v1.MemoryKind
-	(*timestamppb.Timestamp)(nil),    // 58: google.protobuf.Timestamp
-	(*ChangeEvent)(nil),              // 59: memevo.v1.ChangeEvent
-	(MemoryState)(0),                 // 60: memevo.v1.MemoryState
-	(ChangeEventType)(0),             // 61: memevo.v1.ChangeEventType
-	(ProposalKind)(0),                // 62: memevo.v1.ProposalKind
-	(*Decision)(nil),                 // 63: memevo.v1.Decision
-	(*Proposal)(nil),                 // 64: memevo.v1.Proposal
-	(*Policy)(nil),                   // 65: memevo.v1.Policy
-	(*ExperimentStats)(nil),          // 66: memevo.v1.ExperimentStats
-	(*Experiment)(nil),               // 67: memevo.v1.Experiment
+	(*RememberStreamItem)(nil),       // 9: memevo.v1.RememberStreamItem
+	(*RememberStreamResponse)(nil),   // 10: memevo.v1.RememberStreamResponse
+	(*RecallFilter)(nil),             // 11: memevo.v1.RecallFilter
+	(*RecallRequest)(nil),            // 12: memevo.v1.RecallRequest
+	(*RecalledMemory)(nil),           // 13: memevo.v1.RecalledMemory
+	(*RecallResponse)(nil),           // 14: memevo.v1.RecallResponse
+	(*BuildContextRequest)(nil),      // 15: memevo.v1.BuildContextRequest
+	(*ContextItem)(nil),              // 16: memevo.v1.ContextItem
+	(*BuildContextResponse)(nil),     // 17: memevo.v1.BuildContextResponse
+	(*ReportOutcomeRequest)(nil),     // 18: memevo.v1.ReportOutcomeRequest
+	(*ReportOutcomeResponse)(nil),    // 19: memevo.v1.ReportOutcomeResponse
+	(*GetRequest)(nil),               // 20: memevo.v1.GetRequest
+	(*GetResponse)(nil),              // 21: memevo.v1.GetResponse
+	(*FactKey)(nil),                  // 22: memevo.v1.FactKey
+	(*HistoryRequest)(nil),           // 23: memevo.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 24: memevo.v1.HistoryResponse
+	(*ForgetRequest)(nil),            // 25: memevo.v1.ForgetRequest
+	(*ForgetResponse)(nil),           // 26: memevo.v1.ForgetResponse
+	(*SupersedeRequest)(nil),         // 27: memevo.v1.SupersedeRequest
+	(*SupersedeResponse)(nil),        // 28: memevo.v1.SupersedeResponse
+	(*GovernRequest)(nil),            // 29: memevo.v1.GovernRequest
+	(*TransitionCount)(nil),          // 30: memevo.v1.TransitionCount
+	(*SweepStats)(nil),               // 31: memevo.v1.SweepStats
+	(*GovernResponse)(nil),           // 32: memevo.v1.GovernResponse
+	(*ConsolidationStats)(nil),       // 33: memevo.v1.ConsolidationStats
+	(*ReviewStats)(nil),              // 34: memevo.v1.ReviewStats
+	(*WatchRequest)(nil),             // 35: memevo.v1.WatchRequest
+	(*WatchResponse)(nil),            // 36: memevo.v1.WatchResponse
+	(*ReviewerHello)(nil),            // 37: memevo.v1.ReviewerHello
+	(*ReviewRequest)(nil),            // 38: memevo.v1.ReviewRequest
+	(*ReviewResponse)(nil),           // 39: memevo.v1.ReviewResponse
+	(*UnconsolidateRequest)(nil),     // 40: memevo.v1.UnconsolidateRequest
+	(*UnconsolidateResponse)(nil),    // 41: memevo.v1.UnconsolidateResponse
+	(*DeclareFrameworkRequest)(nil),  // 42: memevo.v1.DeclareFrameworkRequest
+	(*DeclareFrameworkResponse)(nil), // 43: memevo.v1.DeclareFrameworkResponse
+	(*GetPolicyRequest)(nil),         // 44: memevo.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 45: memevo.v1.GetPolicyResponse
+	(*UpdatePolicyRequest)(nil),      // 46: memevo.v1.UpdatePolicyRequest
+	(*UpdatePolicyResponse)(nil),     // 47: memevo.v1.UpdatePolicyResponse
+	(*GetStatsRequest)(nil),          // 48: memevo.v1.GetStatsRequest
+	(*StateKindCount)(nil),           // 49: memevo.v1.StateKindCount
+	(*IndexStats)(nil),               // 50: memevo.v1.IndexStats
+	(*GetStatsResponse)(nil),         // 51: memevo.v1.GetStatsResponse
+	(*SetExperimentRequest)(nil),     // 52: memevo.v1.SetExperimentRequest
+	(*SetExperimentResponse)(nil),    // 53: memevo.v1.SetExperimentResponse
+	(*PromoteArmRequest)(nil),        // 54: memevo.v1.PromoteArmRequest
+	(*PromoteArmResponse)(nil),       // 55: memevo.v1.PromoteArmResponse
+	(*Memory)(nil),                   // 56: memevo.v1.Memory
+	(*MemoryInput)(nil),              // 57: memevo.v1.MemoryInput
+	(MemoryKind)(0),                  // 58: memevo.v1.MemoryKind
+	(*timestamppb.Timestamp)(nil),    // 59: google.protobuf.Timestamp
+	(*ChangeEvent)(nil),              // 60: memevo.v1.ChangeEvent
+	(MemoryState)(0),                 // 61: memevo.v1.MemoryState
+	(ChangeEventType)(0),             // 62: memevo.v1.ChangeEventType
+	(ProposalKind)(0),                // 63: memevo.v1.ProposalKind
+	(*Decision)(nil),                 // 64: memevo.v1.Decision
+	(*Proposal)(nil),                 // 65: memevo.v1.Proposal
+	(*Policy)(nil),                   // 66: memevo.v1.Policy
+	(*ExperimentStats)(nil),          // 67: memevo.v1.ExperimentStats
+	(*Experiment)(nil),               // 68: memevo.v1.Experiment
 }
 var file_memevo_v1_memory_service_proto_depIdxs = []int32{
-	55, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
+	56, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
 	0,  // 1: memevo.v1.WriteResult.outcome:type_name -> memevo.v1.WriteOutcome
-	56, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
+	57, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
 	3,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
-	56, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
+	57, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
 	3,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
-	56, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
-	57, // 7: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
-	58, // 8: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
-	58, // 9: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
-	10, // 10: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
-	1,  // 11: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
-	58, // 12: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
-	55, // 13: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
-	12, // 14: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
-	10, // 15: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
-	1,  // 16: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
-	58, // 17: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
-	55, // 18: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
-	15, // 19: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
-	2,  // 20: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
-	55, // 21: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
-	21, // 22: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
-	55, // 23: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
-	59, // 24: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
-	56, // 25: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	55, // 26: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	55, // 27: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	60, // 28: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	60, // 29: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	58, // 30: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
-	29, // 31: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
-	30, // 32: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
-	32, // 33: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
-	32, // 34: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
-	61, // 35: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	59, // 36: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	62, // 37: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
-	36, // 38: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	63, // 39: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	64, // 40: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	65, // 41: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	65, // 42: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	65, // 43: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	60, // 44: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	57, // 45: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	58, // 46: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
-	48, // 47: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
-	49, // 48: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
-	30, // 49: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	66, // 50: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
-	33, // 51: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
-	67, // 52: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
-	67, // 53: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
-	65, // 54: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
-	66, // 55: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
-	4,  // 56: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	6,  // 57: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	8,  // 58: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	11, // 59: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	14, // 60: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	17, // 61: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	19, // 62: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	22, // 63: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	24, // 64: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	26, // 65: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	28, // 66: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	34, // 67: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	37, // 68: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	39, // 69: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	41, // 70: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	43, // 71: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	45, // 72: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	47, // 73: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	51, // 74: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
-	53, // 75: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
-	5,  // 76: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	7,  // 77: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	9,  // 78: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	13, // 79: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	16, // 80: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	18, // 81: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	20, // 82: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	23, // 83: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	25, // 84: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	27, // 85: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	31, // 86: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	35, // 87: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	38, // 88: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	40, // 89: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	42, // 90: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	44, // 91: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	46, // 92: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	50, // 93: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	52, // 94: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
-	54, // 95: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
-	76, // [76:96] is the sub-list for method output_type
-	56, // [56:76] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	57, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
+	9,  // 7: memevo.v1.RememberStreamRequest.items:type_name -> memevo.v1.RememberStreamItem
+	57, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
+	58, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
+	59, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
+	59, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
+	11, // 12: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
+	1,  // 13: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
+	59, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
+	56, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
+	13, // 16: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
+	11, // 17: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
+	1,  // 18: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
+	59, // 19: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
+	56, // 20: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
+	16, // 21: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
+	2,  // 22: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
+	56, // 23: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
+	22, // 24: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
+	56, // 25: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
+	60, // 26: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
+	57, // 27: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	56, // 28: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	56, // 29: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	61, // 30: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	61, // 31: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	59, // 32: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	30, // 33: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
+	31, // 34: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
+	33, // 35: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
+	33, // 36: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
+	62, // 37: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	60, // 38: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	63, // 39: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	37, // 40: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
+	64, // 41: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	65, // 42: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	66, // 43: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	66, // 44: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	66, // 45: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	61, // 46: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	58, // 47: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	59, // 48: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	49, // 49: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
+	50, // 50: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
+	31, // 51: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
+	67, // 52: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	34, // 53: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
+	68, // 54: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	68, // 55: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	66, // 56: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	67, // 57: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	4,  // 58: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	6,  // 59: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	8,  // 60: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	12, // 61: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	15, // 62: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	18, // 63: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	20, // 64: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	23, // 65: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	25, // 66: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	27, // 67: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	29, // 68: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	35, // 69: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	38, // 70: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	40, // 71: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	42, // 72: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	44, // 73: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	46, // 74: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	48, // 75: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	52, // 76: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	54, // 77: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	5,  // 78: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	7,  // 79: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	10, // 80: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	14, // 81: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	17, // 82: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	19, // 83: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	21, // 84: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	24, // 85: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	26, // 86: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	28, // 87: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	32, // 88: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	36, // 89: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	39, // 90: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	41, // 91: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	43, // 92: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	45, // 93: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	47, // 94: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	51, // 95: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	53, // 96: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	55, // 97: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	78, // [78:98] is the sub-list for method output_type
+	58, // [58:78] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }
@@ -4224,36 +4298,36 @@ func file_memevo_v1_memory_service_proto_init() {
 	file_memevo_v1_memory_service_proto_msgTypes[1].OneofWrappers = []any{}
 	file_memevo_v1_memory_service_proto_msgTypes[3].OneofWrappers = []any{}
 	file_memevo_v1_memory_service_proto_msgTypes[5].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[8].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[11].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[14].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[9].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[12].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[15].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*HistoryRequest_FactKey)(nil),
 		(*HistoryRequest_MemoryId)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[21].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[23].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[22].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[24].OneofWrappers = []any{
 		(*SupersedeRequest_NewId)(nil),
 		(*SupersedeRequest_NewMemory)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[25].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[31].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[34].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[26].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[32].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{
 		(*ReviewRequest_Hello)(nil),
 		(*ReviewRequest_Decision)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[36].OneofWrappers = []any{
 		(*ReviewResponse_Proposal)(nil),
 		(*ReviewResponse_SettledProposalId)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_service_proto_rawDesc), len(file_memevo_v1_memory_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,9 +58,11 @@ type MemoryServiceClient interface {
 	// Store several memories, all or nothing: one bad item rejects the whole batch.
 	RememberBatch(ctx context.Context, in *RememberBatchRequest, opts ...grpc.CallOption) (*RememberBatchResponse, error)
 	// Store a stream of memories, committed durably in groups as they arrive.
+	// A message carries one item (memory) or several (items); indexes count items in stream order.
 	// A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
-	// ErrorInfo metadata "committed_count" says how many items before it were stored.
-	// Give each item a request_id and a client can resend everything after a failure.
+	// ErrorInfo metadata "committed_count" says how many items before it were stored and
+	// "failed_index" which item failed. Give each item a request_id and a client can resend
+	// everything after a failure.
 	RememberStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RememberStreamRequest, RememberStreamResponse], error)
 	// Find the memories that answer a query, current ones only unless asked.
 	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
@@ -338,9 +340,11 @@ type MemoryServiceServer interface {
 	// Store several memories, all or nothing: one bad item rejects the whole batch.
 	RememberBatch(context.Context, *RememberBatchRequest) (*RememberBatchResponse, error)
 	// Store a stream of memories, committed durably in groups as they arrive.
+	// A message carries one item (memory) or several (items); indexes count items in stream order.
 	// A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
-	// ErrorInfo metadata "committed_count" says how many items before it were stored.
-	// Give each item a request_id and a client can resend everything after a failure.
+	// ErrorInfo metadata "committed_count" says how many items before it were stored and
+	// "failed_index" which item failed. Give each item a request_id and a client can resend
+	// everything after a failure.
 	RememberStream(grpc.ClientStreamingServer[RememberStreamRequest, RememberStreamResponse]) error
 	// Find the memories that answer a query, current ones only unless asked.
 	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
