@@ -286,6 +286,13 @@ type StreamItem struct {
 	Turn      *int64
 }
 
+// StreamGroupItems is how many items RememberStream puts in one message at most.
+const StreamGroupItems = 64
+
+func sameTurn(a, b *int64) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
+
 // RememberStream streams memories to the sidecar, which commits them in groups as they arrive.
 // A bad item ends the stream with InvalidArgument; the *Error's Metadata["committed_count"] says
 // how many items before it were stored.
@@ -296,14 +303,37 @@ func (c *Client) RememberStream(ctx context.Context, items iter.Seq[StreamItem])
 	if err != nil {
 		return nil, FromError(err)
 	}
+	// Items travel StreamGroupItems to a message (one turn per message): the sidecar pays a fixed
+	// cost per message, which one item per message made the limit of a bulk load.
+	var group []*memevov1.RememberStreamItem
+	var groupTurn *int64
+	send := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		err := stream.Send(&memevov1.RememberStreamRequest{Items: group, Turn: groupTurn})
+		group = nil
+		return err
+	}
 	for item := range items {
-		err := stream.Send(&memevov1.RememberStreamRequest{Memory: item.Proto(), RequestId: item.RequestID, Turn: item.Turn})
-		if errors.Is(err, io.EOF) {
-			break // the sidecar ended the stream; CloseAndRecv returns why
+		if len(group) > 0 && !sameTurn(item.Turn, groupTurn) {
+			if err = send(); err != nil {
+				break
+			}
 		}
-		if err != nil {
-			return nil, FromError(err)
+		groupTurn = item.Turn
+		group = append(group, &memevov1.RememberStreamItem{Memory: item.Proto(), RequestId: item.RequestID})
+		if len(group) >= StreamGroupItems {
+			if err = send(); err != nil {
+				break
+			}
 		}
+	}
+	if err == nil {
+		err = send()
+	}
+	if err != nil && !errors.Is(err, io.EOF) { // EOF: the sidecar ended the stream; CloseAndRecv returns why
+		return nil, FromError(err)
 	}
 	resp, err := stream.CloseAndRecv()
 	return resp, FromError(err)

@@ -216,6 +216,45 @@ func TestRememberStream(t *testing.T) {
 	}
 }
 
+func TestRememberStreamGroupsItemsInOrder(t *testing.T) {
+	ctx := ctxT(t)
+	total := 2*memevo.StreamGroupItems + 9
+	turnOf := func(i int) int64 {
+		if i < 70 {
+			return 4
+		}
+		return 5
+	}
+	items := func(yield func(memevo.StreamItem) bool) {
+		for i := range total {
+			turn := turnOf(i)
+			item := memevo.StreamItem{Input: memevo.Input{Content: fmt.Sprintf("go grouped %d", i), Vector: axis(i%8, 0.3)}, Turn: &turn}
+			if !yield(item) {
+				return
+			}
+		}
+	}
+	resp, err := client.RememberStream(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetCreatedCount() != uint64(total) {
+		t.Fatalf("stream = %v", resp)
+	}
+	got, err := client.Get(ctx, resp.GetIds(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range got.GetMemories() {
+		if m.GetContent() != fmt.Sprintf("go grouped %d", i) || m.GetTurn() != turnOf(i) {
+			t.Fatalf("item %d = %q at turn %d", i, m.GetContent(), m.GetTurn())
+		}
+	}
+	if len(got.GetMemories()) != total {
+		t.Fatalf("got %d of %d", len(got.GetMemories()), total)
+	}
+}
+
 func TestGetAndForget(t *testing.T) {
 	ctx := ctxT(t)
 	ws, err := client.RememberBatch(ctx, []memevo.Input{

@@ -16,9 +16,11 @@ import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
+import snowballstemmer
 
 from memevo.kernels.lexical import Scratch, bm25
 from memevo.v1 import memory_pb2
@@ -96,22 +98,44 @@ STOPWORDS = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens; CJK text becomes single characters (no word breaks to rely on).
+    """Lower-cased, stemmed word tokens; CJK text becomes single characters (no word breaks to rely on).
 
     An English possessive or "is" clitic ('s) is dropped, as English analyzers do: left as a word of its
-    own, the "s" of "What's" matched every memory that says "Bianca's", whatever it was about.
+    own, the "s" of "What's" matched every memory that says "Bianca's", whatever it was about. Words
+    are reduced to their stem (see :func:`stem`), so "researching" meets "research".
     """
     if text.isascii():
         # ASCII is its own NFKC form, casefolds as it lowercases and holds no CJK: the common case, cheaply.
-        return [w for w in _WORD.findall(_POSSESSIVE.sub("", text.lower())) if w not in STOPWORDS]
+        return [stem(w) for w in _WORD.findall(_POSSESSIVE.sub("", text.lower())) if w not in STOPWORDS]
     folded = _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text).casefold())
     tokens: list[str] = []
     for word in _WORD.findall(folded):
         if _CJK.search(word):
             tokens.extend(ch for ch in word if not ch.isspace())
         elif word not in STOPWORDS:
-            tokens.append(word)
+            tokens.append(stem(word))
     return tokens
+
+
+STEM_MIN_LETTERS = 4
+"""Shorter words are kept whole: stems of two or three letters merge unrelated words ("us", "use")."""
+_STEMMER = snowballstemmer.stemmer("english")
+_STEMMER_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=1 << 17)
+def stem(word: str) -> str:
+    """The Snowball (Porter 2) English stem of an ASCII alphabetic word; any other word as it is.
+
+    English analyzers stem (Lucene's, Elasticsearch's "english"): a question rarely uses the
+    inflection its answer did ("Where did she move?" / "she moved to Lisbon"). Numbers, codes
+    ("v2", "8080") and words in other scripts stay whole. Measured on LoCoMo (RESULTS.md): recall@10
+    0.634 -> 0.660. Cached: an agent's vocabulary is small and the stemmer is pure Python (~25 µs a word).
+    """
+    if len(word) < STEM_MIN_LETTERS or not word.isascii() or not word.isalpha():
+        return word
+    with _STEMMER_LOCK:  # the stemmer keeps its working state in the object
+        return str(_STEMMER.stemWord(word))
 
 
 class LexicalIndex:

@@ -26,8 +26,11 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "startup.snapshot"
-SNAPSHOT_FORMAT = 2
-"""Bump when a snapshotted structure changes shape: older snapshots are then ignored."""
+SNAPSHOT_FORMAT = 3
+"""Bump when a snapshotted structure changes shape or meaning: older snapshots are then ignored.
+
+3: the lexical index holds stemmed words.
+"""
 
 _LOCK_TYPES = (type(threading.Lock()),)
 _RLOCK_TYPES = (type(threading.RLock()),)

@@ -20,6 +20,8 @@ import { MemoryInputSchema, type Memory, type MemoryInput } from "./gen/memevo/v
 import {
   MemoryService,
   RecallFilterSchema,
+  RememberStreamItemSchema,
+  type RememberStreamItem,
   type BuildContextResponse,
   type BuildContextRequestSchema,
   type DeclareFrameworkResponse,
@@ -248,6 +250,9 @@ function toId(id: Id, name = "id"): bigint {
   return BigInt(id);
 }
 
+/** Items {@link MemoryClient.rememberStream} puts in one message at most. */
+export const STREAM_GROUP_ITEMS = 64;
+
 function toTurn(turn: Turn | undefined): bigint | undefined {
   if (turn === undefined) return undefined;
   if (typeof turn === "bigint") return turn;
@@ -416,23 +421,37 @@ export class MemoryClient {
     );
     call.on("error", () => {});
     const detach = onAbort(options.signal, () => call.cancel());
+    // Items travel STREAM_GROUP_ITEMS to a message (one turn per message): the sidecar pays a fixed
+    // cost per message, which one item per message made the limit of a bulk load.
+    let group: RememberStreamItem[] = [];
+    let groupTurn: bigint | undefined;
+    const send = async () => {
+      if (group.length === 0) return;
+      const message = create(method.input, { items: group, turn: groupTurn });
+      group = [];
+      if (!call.write(message)) {
+        // HTTP/2 flow control: wait until the sidecar has taken what was sent (or the call ended).
+        await Promise.race([new Promise((resolve) => call.once("drain", resolve)), ended]);
+      }
+    };
     try {
       for await (const item of items) {
         if (settled) break;
-        const message =
-          typeof item === "object" && "memory" in item
-            ? create(method.input, {
-                memory: toMemoryInput(item.memory),
-                requestId: item.requestId,
-                turn: toTurn(item.turn),
-              })
-            : create(method.input, { memory: toMemoryInput(item) });
-        if (!call.write(message)) {
-          // HTTP/2 flow control: wait until the sidecar has taken what was sent (or the call ended).
-          await Promise.race([new Promise((resolve) => call.once("drain", resolve)), ended]);
-        }
+        const tagged = typeof item === "object" && "memory" in item;
+        const entry = create(RememberStreamItemSchema, {
+          memory: toMemoryInput(tagged ? item.memory : item),
+          requestId: tagged ? item.requestId : undefined,
+        });
+        const turn = tagged ? toTurn(item.turn) : undefined;
+        if (group.length > 0 && turn !== groupTurn) await send();
+        groupTurn = turn;
+        group.push(entry);
+        if (group.length >= STREAM_GROUP_ITEMS) await send();
       }
-      if (!settled) call.end();
+      if (!settled) {
+        await send();
+        if (!settled) call.end();
+      }
       return await response;
     } catch (error) {
       if (!settled) {

@@ -26,6 +26,7 @@ import {
   Outcome,
   ProposalKind,
   RecallMode,
+  STREAM_GROUP_ITEMS,
   Status,
   WriteOutcome,
   decodeVector,
@@ -193,6 +194,25 @@ describe("writes and reads", () => {
     const replay = await client.rememberStream(items());
     assert.equal(replay.replayedCount, 50n);
     assert.deepEqual(replay.ids, response.ids);
+  });
+
+  test("rememberStream sends many items per message, split where the turn changes, in order", async () => {
+    const total = 2 * STREAM_GROUP_ITEMS + 9;
+    const items = Array.from({ length: total }, (_, i) => ({
+      memory: { content: `grouped ${i}`, vector: axisVector(i % DIM, 0.3) },
+      turn: i < 70 ? 4 : 5,
+    }));
+    const response = await client.rememberStream(items);
+    assert.equal(response.createdCount, BigInt(total));
+    const got = await client.get(response.ids);
+    assert.deepEqual(
+      got.memories.map((m) => m.content),
+      items.map((item) => item.memory.content),
+    );
+    assert.deepEqual(
+      got.memories.map((m) => Number(m.turn)),
+      items.map((item) => item.turn),
+    );
   });
 
   test("rememberStream stops at a bad item and says how many were committed", async () => {

@@ -108,3 +108,64 @@ def test_a_word_held_mostly_by_deleted_memories_still_scores_its_live_ones_above
     ids, scores = index.search("zephyr")
     assert 101 in ids.tolist()  # with the deleted ones, which stay in the postings until the state filter
     assert (scores > 0).all()
+
+
+def test_inflections_meet_at_their_stem() -> None:
+    index = LexicalIndex()
+    index.add(1, "Caroline has been researching adoption agencies")
+    index.add(2, "Melanie painted a sunset by the lake")
+    index.add(3, "The deploy script moved to port 8443")
+    for query, expected in (
+        ("What did Caroline research?", 1),
+        ("agency for adopting", 1),
+        ("paintings of sunsets", 2),
+        ("moving ports", 3),
+    ):
+        ids, scores = index.search(query)
+        assert ids[int(np.argmax(scores))] == expected, query
+
+
+def test_stemming_leaves_short_words_numbers_codes_and_other_scripts_whole() -> None:
+    from memevo.sidecar.retrieval.lexical import stem
+
+    assert [stem(w) for w in ("researching", "agencies", "moved")] == ["research", "agenc", "move"]
+    assert [stem(w) for w in ("us", "use", "was", "news")] == ["us", "use", "was", "news"]
+    assert tokenize("v2.1 8443 k8s ids x86_64") == ["v2", "1", "8443", "k8s", "ids", "x86", "64"]
+    assert tokenize("Müller läuft schneller 東京") == ["müller", "läuft", "schneller", "東", "京"]
+
+
+def test_concurrent_stemming_agrees_with_sequential() -> None:
+    """The stemmer keeps its working state in one object: unguarded, threads corrupt each other's words."""
+    import sys
+
+    from memevo.sidecar.retrieval.lexical import stem
+
+    uncached = stem.__wrapped__
+    words = [
+        f"{root}{suffix}"
+        for root in ("connect", "relat", "generaliz", "happi", "nation", "rational")
+        for suffix in ("", "ed", "ing", "ness", "ations", "ly", "izational")
+    ]
+    expected = {word: uncached(word) for word in words}
+    wrong: list[str] = []
+    failures: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        try:
+            for _ in range(100):
+                wrong.extend(w for w in random.Random(seed).sample(words, len(words)) if uncached(w) != expected[w])
+        except BaseException as error:  # an unguarded stemmer also raises IndexError
+            failures.append(error)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, inside the stemmer too
+    try:
+        threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures
+    assert not wrong
