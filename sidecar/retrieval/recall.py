@@ -365,9 +365,10 @@ class Recaller:
             inside = matches.ids < size
             ids, sims = matches.ids[inside], matches.similarities[inside]
             keep = _mask(columns, ids, flt)
-            if int(keep.sum()) >= query.k or count >= index.graph_count:
+            exhaustive = count >= max(index.graph_count, index.tail_count)
+            if int(keep.sum()) >= query.k or exhaustive:
                 return ids[keep], sims[keep]
-            count = min(count * 4, index.graph_count)
+            count = min(count * 4, max(index.graph_count, index.tail_count))
         # The nearest neighbours are mostly filtered out: answer exactly rather than short.
         if passing is None:
             passing = self._passing(flt)

@@ -23,11 +23,14 @@ from usearch.index import Index as _CompiledIndex
 
 from ..config import IndexConfig
 from ..priority import lower_thread_priority, set_thread_nice, thread_nice
+from .fresh_tail import FreshTail, nearest
 
 log = logging.getLogger(__name__)
 
 INDEX_FILE = "index.usearch"
 INDEX_META_FILE = "index.meta.json"
+TAIL_ALL = 2_048
+"""A search takes every tail vector up to this many; past it, the nearest (a long backlog is scanned, not returned)."""
 SEARCH_MANY_BLOCK = 128
 """Most query rows :meth:`VectorIndex.search_many` scores against the tail at once."""
 SEARCH_MANY_CELLS = 4_000_000
@@ -127,10 +130,7 @@ class VectorIndex:
         self._graph = self._new_graph()
         self._lock = _SharedExclusiveLock()
         self._tail_lock = threading.Lock()
-        self._tail_ids: list[IdArray] = []
-        self._tail_vectors: list[FloatMatrix] = []
-        self._tail_count = 0
-        self._snapshot: tuple[IdArray, FloatMatrix] | None = None
+        self._tail = FreshTail(dimension)
         self._pending_removals: list[int] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -235,7 +235,7 @@ class VectorIndex:
     @property
     def tail_count(self) -> int:
         """Vectors acknowledged but not yet in the graph."""
-        return self._tail_count
+        return self._tail.count
 
     @property
     def graph_count(self) -> int:
@@ -248,10 +248,7 @@ class VectorIndex:
             return
         unit = normalize_rows(vectors)
         with self._tail_lock:
-            self._tail_ids.append(ids.astype(np.int64))
-            self._tail_vectors.append(unit)
-            self._tail_count += int(ids.size)
-            self._snapshot = None
+            self._tail.append(ids.astype(np.int64), unit)
         self._wake.set()
 
     def remove(self, ids: IdArray) -> None:
@@ -259,32 +256,28 @@ class VectorIndex:
         if ids.size == 0:
             return
         with self._tail_lock:
-            for position, chunk in enumerate(self._tail_ids):
-                keep = ~np.isin(chunk, ids)
-                if not keep.all():
-                    self._tail_ids[position] = chunk[keep]
-                    self._tail_vectors[position] = self._tail_vectors[position][keep]
-            self._tail_count = sum(int(c.size) for c in self._tail_ids)
-            self._snapshot = None
+            self._tail.remove(np.asarray(ids, dtype=np.int64))
             self._pending_removals.extend(int(i) for i in ids)
         self._wake.set()
 
     # ---- search -----------------------------------------------------------------------------
 
     def search(self, query: FloatMatrix, count: int, *, with_tail: bool = True) -> Matches:
-        """Up to ``count`` nearest graph matches plus every tail vector, by cosine similarity.
+        """Up to ``count`` nearest graph matches plus the tail's nearest, by cosine similarity.
 
-        ``query`` is one unit-length row. The caller filters and ranks.
+        ``query`` is one unit-length row. The tail is scanned exactly and gives every vector when it
+        holds up to TAIL_ALL, else its nearest max(``count``, TAIL_ALL). The caller filters and ranks;
+        the search was exhaustive when ``count`` covers both :attr:`graph_count` and :attr:`tail_count`.
         """
         ids_parts: list[IdArray] = []
         sims_parts: list[npt.NDArray[np.float32]] = []
         if with_tail:
             with self._tail_lock:
-                tail = list(zip(self._tail_ids, self._tail_vectors, strict=True))
-            for chunk_ids, chunk_vectors in tail:
-                if chunk_ids.size:
-                    ids_parts.append(chunk_ids)
-                    sims_parts.append((chunk_vectors @ query[0]).astype(np.float32))
+                tail_ids, tail_vectors = self._tail.snapshot()
+            if tail_ids.size:
+                near_ids, near_sims = nearest(tail_ids, tail_vectors, query[0], max(count, TAIL_ALL))
+                ids_parts.append(near_ids)
+                sims_parts.append(near_sims)
         size = len(self._graph)
         if count > 0 and size > 0:
             self._lock.acquire_shared()
@@ -360,18 +353,9 @@ class VectorIndex:
         return out
 
     def tail_snapshot(self) -> tuple[IdArray, FloatMatrix]:
-        """Every tail id (ascending) and its unit vector, for exact scans; cached until the tail changes."""
+        """Every tail id (ascending) and its unit vector, for exact scans (read-only; no copy in the common case)."""
         with self._tail_lock:
-            if self._snapshot is None:
-                if not self._tail_ids:
-                    self._snapshot = np.zeros(0, dtype=np.int64), np.zeros((0, self.dimension), dtype=np.float32)
-                else:
-                    ids, vectors = np.concatenate(self._tail_ids), np.concatenate(self._tail_vectors)
-                    if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):
-                        order = np.argsort(ids, kind="stable")
-                        ids, vectors = ids[order], vectors[order]
-                    self._snapshot = ids, vectors
-            return self._snapshot
+            return self._tail.snapshot()
 
     def graph_vectors(self, ids: IdArray) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
         """Unit vectors of ids from the graph (rows in ``ids`` order) and which ids it holds (other rows: 0).
@@ -417,10 +401,10 @@ class VectorIndex:
             self._wake.clear()
             try:
                 while self._build_step():
-                    priority.follow(self._tail_count)
+                    priority.follow(self._tail.count)
                     if self._stop.is_set():
                         break
-                priority.follow(self._tail_count)
+                priority.follow(self._tail.count)
                 if self._dirty and time.monotonic() - last_save >= self.config.save_interval_s:
                     last_save = time.monotonic()  # a failed save (full disk) waits a whole interval too
                     self.save()
@@ -443,24 +427,15 @@ class VectorIndex:
             finally:
                 self._lock.release_exclusive()
         with self._tail_lock:
-            if not self._tail_ids:
-                return bool(removals)
-            ids = self._tail_ids[0][: self.config.build_batch]
-            vectors = self._tail_vectors[0][: self.config.build_batch]
+            span, ids, vectors = self._tail.front(self.config.build_batch)
+        if span == 0:
+            return bool(removals)
         if ids.size:
+            # A row forgotten meanwhile is inserted all the same; its removal is pending and follows.
             self._insert(ids.astype(np.uint64), vectors)
             self._dirty = True
         with self._tail_lock:
-            head_ids = self._tail_ids[0]
-            # remove() may have shrunk the head chunk meanwhile; drop exactly what was added.
-            added = np.isin(head_ids, ids)
-            self._tail_ids[0] = head_ids[~added]
-            self._tail_vectors[0] = self._tail_vectors[0][~added]
-            if self._tail_ids[0].size == 0:
-                self._tail_ids.pop(0)
-                self._tail_vectors.pop(0)
-            self._tail_count = sum(int(c.size) for c in self._tail_ids)
-            self._snapshot = None
+            self._tail.drop_front(span)
         return True
 
     def _insert(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix) -> None:
