@@ -60,7 +60,8 @@ class IndexConfig:
     search (0.999, 30k clustered vectors; benchmarks/index_dtype.py); cosines from the graph are good to ~1e-3.
     int8 was faster still but lost recall (0.84)."""
     build_batch: int = 4096
-    """Vectors the builder moves from the fresh tail into the graph per step."""
+    """Vectors the builder moves from the fresh tail into the graph per step (at most 512: vector_index.BUILD_STEP),
+    and the most missing vectors start-up puts in the tail instead of building them into the graph before serving."""
     build_threads: int = 1
     """Threads usearch inserts with. Keep 1: usearch 2.26 multi-threaded add() can leave nodes
     unreachable (upstream issue 735; seen here as memories their own vector never finds)."""

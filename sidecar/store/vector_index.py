@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 INDEX_FILE = "index.usearch"
 INDEX_META_FILE = "index.meta.json"
+BUILD_STEP = 512
+"""Most tail rows one builder step moves into the graph: the tail shrinks (and stops being scanned) this finely,
+as it did when a step took one write batch at a time."""
 TAIL_ALL = 2_048
 """A search takes every tail vector up to this many; past it, the nearest (a long backlog is scanned, not returned)."""
 SEARCH_MANY_BLOCK = 128
@@ -427,7 +430,7 @@ class VectorIndex:
             finally:
                 self._lock.release_exclusive()
         with self._tail_lock:
-            span, ids, vectors = self._tail.front(self.config.build_batch)
+            span, ids, vectors = self._tail.front(min(self.config.build_batch, BUILD_STEP))
         if span == 0:
             return bool(removals)
         if ids.size:
