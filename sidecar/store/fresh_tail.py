@@ -55,9 +55,7 @@ class FreshTail:
         if self._end + n > self._ids.size:
             self._regrow(n)
         span = slice(self._end, self._end + n)
-        if self._end > self._head and int(ids[0]) <= int(self._ids[self._end - 1]):
-            self._ascending = False
-        if n > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+        if (self._end > self._head and int(ids[0]) <= int(self._ids[self._end - 1])) or not _increasing(ids):
             self._ascending = False
         self._ids[span] = ids
         self._vectors[span] = unit
@@ -79,7 +77,7 @@ class FreshTail:
         self._vectors[: ids.size] = vectors
         self._alive[: ids.size] = True
         self._head, self._end = 0, int(ids.size)
-        self._ascending = ids.size < 2 or bool(np.all(ids[1:] > ids[:-1]))
+        self._ascending = _increasing(ids)
 
     def remove(self, ids: IdArray) -> None:
         """Mark the live rows holding ``ids`` dead."""
@@ -127,11 +125,15 @@ class FreshTail:
         if self._cached is None:
             keep = self._alive[window]
             ids, vectors = self._ids[window][keep], self._vectors[window][keep]
-            if ids.size > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+            if not _increasing(ids):
                 order = np.argsort(ids, kind="stable")
                 ids, vectors = ids[order], vectors[order]
             self._cached = ids, vectors
         return self._cached
+
+
+def _increasing(ids: IdArray) -> bool:
+    return ids.size < 2 or bool(np.all(ids[1:] > ids[:-1]))
 
 
 def nearest(
