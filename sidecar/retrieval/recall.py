@@ -33,6 +33,7 @@ from ..store.columns import (
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
 from .hints import hint_for
+from .intent import asks_how
 from .lexical import tokenize
 
 IdArray = npt.NDArray[np.int64]
@@ -59,6 +60,14 @@ FIELD_PREFIX_MIN = 4
 """A query word names a field word when one is a prefix of the other and the shorter has this many letters."""
 EPISODE_FACTOR = 0.9
 """Share of the score an episode keeps: it records what happened, facts, preferences and strategies what holds."""
+PROCEDURE_BOOST = 1.15
+"""A strategy's match is multiplied by this when the query asks how to do something (see ``intent.asks_how``).
+
+A strategy is the agent's lesson about a task; a fact about the task's subject ("billing runs v2.3")
+names the same service with fewer other words, so it is often closer to "How do I deploy billing?"
+by cosine and by BM25. The wording says which kind of memory is wanted; this prior says it a little
+more strongly than the episode prior above, since the question asked for it outright.
+"""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -206,6 +215,9 @@ class Recaller:
         if query.text:
             match = match + FIELD_WEIGHT * self._field_match(query, columns.fields[ids])
         match = share_task_match(match, columns.signature[ids])
+        if query.text and asks_how(query.text):
+            # Inside the match, so that replay, which re-ranks logged matches, ranks as recall did.
+            match = np.where(columns.kind[ids] == memory_pb2.MEMORY_KIND_STRATEGY, match * PROCEDURE_BOOST, match)
         order = np.argsort(-match, kind="stable")[:pool]
         ids, sims, match = ids[order], sims[order], match[order]
         # Rank the pool from the hot columns and read only the records returned: reading, parsing and

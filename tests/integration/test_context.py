@@ -270,3 +270,21 @@ def test_structured_evidence_ranks_the_answer_over_closer_remarks_and_log_lines(
     ).memories
     similarity = {int(m.memory.id): m.similarity for m in recalled}
     assert min(similarity[remark.id], similarity[log.id]) > max(similarity[hours.id], similarity[lesson.id])
+
+
+def test_a_how_to_question_gets_the_lesson_before_a_closer_fact(sidecar: Sidecar) -> None:
+    """Over the wire: the same memories answer "how do I …" with the strategy and "which …" with the fact."""
+    service = stub(sidecar.unix_target)
+    ns = "ctx-how-to"
+    fact = remember(service, ns, "Runs v2.3 in eu-west-1.", _tilted(1, 0.2), kind=FACT)
+    lesson = remember(service, ns, "Canary at 5 %, then promote.", _tilted(2, 0.45), kind=STRATEGY)
+
+    def ranked(question: str) -> list[int]:
+        request = memory_service_pb2.RecallRequest(
+            query=question, query_vector=_tilted(1, 0.0), k=2, filter=memory_service_pb2.RecallFilter(namespace=ns)
+        )
+        return [int(m.memory.id) for m in service.Recall(request).memories]
+
+    assert ranked("Should I ship the new build?") == [fact.id, lesson.id]
+    assert ranked("How should I ship the new build?") == [lesson.id, fact.id]
+    assert ranked("新版本应该如何发布？") == [lesson.id, fact.id]

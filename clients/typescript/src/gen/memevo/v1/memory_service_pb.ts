@@ -346,7 +346,9 @@ export const RecallFilterSchema: GenMessage<RecallFilter> = /*@__PURE__*/
  * query's words that name the memory's entity, fact attribute or task signature (a word names a
  * field word when they are equal, or one starts with the other and the shorter has 4+ letters);
  * candidate strategies of one task signature all take the best match among them (their order is
- * the evidence's: trust, demotion, importance);
+ * the evidence's: trust, demotion, importance), and a strategy's match is x 1.15 when the query
+ * asks how to do something ("how do I …", "what should I do when …", "the right way to …", and
+ * the Chinese 如何 / 怎么 / 步骤 …: a how-to question wants the agent's lesson, not a fact);
  * trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
  * strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
  * strategy to prefer, not how strategies compare with facts), and an unrated importance counts
