@@ -56,6 +56,14 @@ FIELD_WEIGHT = 0.15
 The entity, fact attribute and task signature are what the client declared the memory to be about; a query
 word that names one of them is stronger evidence than the same word in free text, where BM25 already counts it.
 """
+ENTITY_MISMATCH_WEIGHT = 0.2
+"""A candidate's match loses this times how much less of its entity's name the query says than of the best one's.
+
+"What's the best way to reach Nadia Yilmaz?" is about Nadia Yilmaz: "The best way to reach Nadia Dubois is a
+Loom video." shares more words with it than the answer does, and an embedding reads the two sentences alike.
+Only entities of the same type (the part before ':' in "user:nadia-yilmaz") are compared: a project's memory
+that a question about a person reaches ("What does Nadia lead?") is about something else, not someone else.
+"""
 FIELD_PREFIX_MIN = 4
 """A query word names a field word when one is a prefix of the other and the shorter has this many letters."""
 EPISODE_FACTOR = 0.9
@@ -195,6 +203,8 @@ class Recaller:
         self.engine = engine
         self._field_words: dict[int, frozenset[str]] = {}
         """Words of each interned field combination (columns.field_sets): few, and they never change."""
+        self._entity_names: dict[int, tuple[str, frozenset[str]]] = {}
+        """Type and name words of each interned entity (columns.entities), cached likewise."""
 
     def recall(self, query: RecallQuery) -> list[Hit]:
         """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
@@ -214,6 +224,7 @@ class Recaller:
         match = (1.0 - weight) * np.maximum(sims, 0.0) + weight * lexical_norm
         if query.text:
             match = match + FIELD_WEIGHT * self._field_match(query, columns.fields[ids])
+            match = match * self._entity_factor(query, columns.entity[ids])
         match = share_task_match(match, columns.signature[ids])
         if query.text and asks_how(query.text):
             # Inside the match, so that replay, which re-ranks logged matches, ranks as recall did.
@@ -281,6 +292,51 @@ class Recaller:
             dtype=np.float64,
         )
         return np.asarray(share[inverse] / total, dtype=np.float64)
+
+    def _entity_factor(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+        """Per candidate, 1 - ENTITY_MISMATCH_WEIGHT x (best share of an entity's name the query says - its own).
+
+        The share is idf-weighted over the words of the entity's name; the best is taken among the
+        candidates' entities of the same type. Candidates without an entity, and every candidate when the
+        query names no candidate's entity, keep their match.
+        """
+        factor = np.ones(codes.size, dtype=np.float64)
+        present, inverse = np.unique(codes, return_inverse=True)
+        entities = [int(code) for code in present.tolist() if code != NO_CODE]
+        terms = list(dict.fromkeys(tokenize(query.text)))
+        if not entities or not terms:
+            return factor
+        names = {code: self._entity_name(code) for code in entities}
+        vocabulary = frozenset().union(*(words for _, words in names.values()))
+        ordered = sorted(vocabulary)
+        said = frozenset().union(*(_named_words(term, vocabulary, ordered) for term in terms))
+        if not said:
+            return factor
+        idf, _ = self.engine.lexical.idf(query.namespace, ordered)
+        weight = dict(zip(ordered, idf, strict=True))
+        share: dict[int, float] = {}
+        for code, (_, words) in names.items():
+            total = sum(weight[w] for w in words)
+            share[code] = sum(weight[w] for w in words if w in said) / total if total > 0 else 0.0
+        best: dict[str, float] = {}
+        for code, (kind, _) in names.items():
+            best[kind] = max(best.get(kind, 0.0), share[code])
+        per_code = np.ones(present.size, dtype=np.float64)
+        for position, code in enumerate(present.tolist()):
+            if code != NO_CODE:
+                kind = names[code][0]
+                per_code[position] = 1.0 - ENTITY_MISMATCH_WEIGHT * (best[kind] - share[code])
+        return np.asarray(per_code[inverse], dtype=np.float64)
+
+    def _entity_name(self, code: int) -> tuple[str, frozenset[str]]:
+        """An entity's type ("user" of "user:nadia-yilmaz"; empty without a colon) and the words of its name."""
+        cached = self._entity_names.get(code)
+        if cached is None:
+            kind, colon, name = self.engine.columns.entities.string(code).partition(":")
+            if not colon:  # no type: the whole string is the name
+                kind, name = "", kind
+            cached = self._entity_names[code] = (kind, frozenset(tokenize(name)))
+        return cached
 
     def _words_of(self, code: int) -> frozenset[str]:
         """The words of an interned field combination (cached: few combinations, and they never change)."""

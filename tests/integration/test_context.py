@@ -288,3 +288,36 @@ def test_a_how_to_question_gets_the_lesson_before_a_closer_fact(sidecar: Sidecar
     assert ranked("Should I ship the new build?") == [fact.id, lesson.id]
     assert ranked("How should I ship the new build?") == [lesson.id, fact.id]
     assert ranked("新版本应该如何发布？") == [lesson.id, fact.id]
+
+
+def test_the_person_a_question_names_wins_over_a_namesake_worded_like_the_question(sidecar: Sidecar) -> None:
+    """Over the wire: the namesake's memory is closer by cosine and by words; the named entity decides."""
+    service = stub(sidecar.unix_target)
+    ns = "ctx-entities"
+    namesake = remember(
+        service,
+        ns,
+        "The best way to reach Nadia Dubois is a Loom video.",
+        _tilted(1, 0.1),
+        kind=FACT,
+        entity="user:nadia-dubois",
+        fact=memory_pb2.Fact(attribute="contact", value="Loom video"),
+    )
+    named = remember(
+        service,
+        ns,
+        "Nadia Yilmaz prefers a phone call.",
+        _tilted(2, 0.3),
+        kind=FACT,
+        entity="user:nadia-yilmaz",
+        fact=memory_pb2.Fact(attribute="contact", value="phone call"),
+    )
+
+    def ranked(question: str) -> list[int]:
+        request = memory_service_pb2.RecallRequest(
+            query=question, query_vector=_tilted(1, 0.0), k=2, filter=memory_service_pb2.RecallFilter(namespace=ns)
+        )
+        return [int(m.memory.id) for m in service.Recall(request).memories]
+
+    assert ranked("What's the best way to reach Nadia?") == [namesake.id, named.id]
+    assert ranked("What's the best way to reach Nadia Yilmaz?") == [named.id, namesake.id]

@@ -349,6 +349,10 @@ export const RecallFilterSchema: GenMessage<RecallFilter> = /*@__PURE__*/
  * the evidence's: trust, demotion, importance), and a strategy's match is x 1.15 when the query
  * asks how to do something ("how do I …", "what should I do when …", "the right way to …", and
  * the Chinese 如何 / 怎么 / 步骤 …: a how-to question wants the agent's lesson, not a fact);
+ * a memory whose entity the query names less of than another candidate's entity of the same type
+ * (the part before ':' in "user:nadia-yilmaz") has its match x (1 - 0.2 x the difference), where
+ * the share named is idf-weighted over the words of the entity's name: a question about Nadia
+ * Yilmaz is not answered by a memory about Nadia Dubois worded like the question;
  * trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
  * strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
  * strategy to prefer, not how strategies compare with facts), and an unrated importance counts
