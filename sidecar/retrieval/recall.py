@@ -24,6 +24,7 @@ from memevo.v1 import memory_pb2, memory_service_pb2
 from ..domain import Hit, RecallQuery, now_s
 from ..engine import Engine
 from ..store.columns import (
+    FIELD_SEPARATOR,
     NO_CODE,
     STATE_ACTIVE,
     STATE_ARCHIVED,
@@ -32,6 +33,7 @@ from ..store.columns import (
     MemoryColumns,
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
+from .attributes import AttributeMeanings
 from .hints import hint_for
 from .intent import asks_how
 from .lexical import tokenize
@@ -63,6 +65,14 @@ ENTITY_MISMATCH_WEIGHT = 0.2
 Loom video." shares more words with it than the answer does, and an embedding reads the two sentences alike.
 Only entities of the same type (the part before ':' in "user:nadia-yilmaz") are compared: a project's memory
 that a question about a person reaches ("What does Nadia lead?") is about something else, not someone else.
+"""
+ATTRIBUTE_WEIGHT = 0.3
+"""Added to the match times the cosine (floored at 0) between the query and the embedded name of the fact attribute.
+
+The meaning of what the client said a fact is about, for questions that paraphrase it ("What should I order for
+Zane at the team lunch?" for ``diet``; see ``attributes.py``). Only when the sidecar embeds text (the names need
+its model, in the query's vector space). Twice the field weight: a cosine to a two-word name runs 0.2 to 0.7
+where the field share runs 0 to 1.
 """
 FIELD_PREFIX_MIN = 4
 """A query word names a field word when one is a prefix of the other and the shorter has this many letters."""
@@ -204,6 +214,9 @@ class Recaller:
         self._field_words: dict[int, frozenset[str]] = {}
         """Words of each interned field combination (columns.field_sets): few, and they never change."""
         self._entity_names: dict[int, tuple[str, frozenset[str]]] = {}
+        self._attributes: dict[int, str] = {}
+        """Fact attribute of each interned field combination, cached likewise."""
+        self._meanings = AttributeMeanings(engine.embed) if engine.embedder is not None else None
         """Type and name words of each interned entity (columns.entities), cached likewise."""
 
     def recall(self, query: RecallQuery) -> list[Hit]:
@@ -224,6 +237,7 @@ class Recaller:
         match = (1.0 - weight) * np.maximum(sims, 0.0) + weight * lexical_norm
         if query.text:
             match = match + FIELD_WEIGHT * self._field_match(query, columns.fields[ids])
+            match = match + ATTRIBUTE_WEIGHT * self._attribute_match(query, columns.fields[ids])
             match = match * self._entity_factor(query, columns.entity[ids])
         match = share_task_match(match, columns.signature[ids])
         if query.text and asks_how(query.text):
@@ -292,6 +306,28 @@ class Recaller:
             dtype=np.float64,
         )
         return np.asarray(share[inverse] / total, dtype=np.float64)
+
+    def _attribute_match(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+        """Per candidate, max(0, cosine between the query and its fact attribute's embedded name); 0 without one."""
+        if self._meanings is None:
+            return np.zeros(codes.size, dtype=np.float64)
+        present, inverse = np.unique(codes, return_inverse=True)
+        attributes = [self._attribute_of(int(code)) for code in present.tolist()]
+        if not any(attributes):
+            return np.zeros(codes.size, dtype=np.float64)
+        similarity = self._meanings.similarities(attributes, query.vector)
+        per_code = np.where(np.isnan(similarity), 0.0, np.maximum(similarity, 0.0))
+        return np.asarray(per_code[inverse], dtype=np.float64)
+
+    def _attribute_of(self, code: int) -> str:
+        """The fact attribute of an interned field combination ("" for none)."""
+        if code == NO_CODE:
+            return ""
+        attribute = self._attributes.get(code)
+        if attribute is None:
+            parts = self.engine.columns.field_sets.string(code).split(FIELD_SEPARATOR)
+            attribute = self._attributes[code] = parts[1] if len(parts) > 1 else ""
+        return attribute
 
     def _entity_factor(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
         """Per candidate, 1 - ENTITY_MISMATCH_WEIGHT x (best share of an entity's name the query says - its own).

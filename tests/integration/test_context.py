@@ -272,6 +272,17 @@ def test_structured_evidence_ranks_the_answer_over_closer_remarks_and_log_lines(
     assert min(similarity[remark.id], similarity[log.id]) > max(similarity[hours.id], similarity[lesson.id])
 
 
+def _ranked(service: Any, namespace: str, question: str, vector: bytes | None = None) -> list[int]:
+    """Ids recalled for ``question`` in ``namespace``, best first (query vector: the axis _tilted tilts from)."""
+    request = memory_service_pb2.RecallRequest(
+        query=question,
+        query_vector=_tilted(1, 0.0) if vector is None else vector,
+        k=2,
+        filter=memory_service_pb2.RecallFilter(namespace=namespace),
+    )
+    return [int(m.memory.id) for m in service.Recall(request).memories]
+
+
 def test_a_how_to_question_gets_the_lesson_before_a_closer_fact(sidecar: Sidecar) -> None:
     """Over the wire: the same memories answer "how do I …" with the strategy and "which …" with the fact."""
     service = stub(sidecar.unix_target)
@@ -279,15 +290,9 @@ def test_a_how_to_question_gets_the_lesson_before_a_closer_fact(sidecar: Sidecar
     fact = remember(service, ns, "Runs v2.3 in eu-west-1.", _tilted(1, 0.2), kind=FACT)
     lesson = remember(service, ns, "Canary at 5 %, then promote.", _tilted(2, 0.45), kind=STRATEGY)
 
-    def ranked(question: str) -> list[int]:
-        request = memory_service_pb2.RecallRequest(
-            query=question, query_vector=_tilted(1, 0.0), k=2, filter=memory_service_pb2.RecallFilter(namespace=ns)
-        )
-        return [int(m.memory.id) for m in service.Recall(request).memories]
-
-    assert ranked("Should I ship the new build?") == [fact.id, lesson.id]
-    assert ranked("How should I ship the new build?") == [lesson.id, fact.id]
-    assert ranked("新版本应该如何发布？") == [lesson.id, fact.id]
+    assert _ranked(service, ns, "Should I ship the new build?") == [fact.id, lesson.id]
+    assert _ranked(service, ns, "How should I ship the new build?") == [lesson.id, fact.id]
+    assert _ranked(service, ns, "新版本应该如何发布？") == [lesson.id, fact.id]
 
 
 def test_the_person_a_question_names_wins_over_a_namesake_worded_like_the_question(sidecar: Sidecar) -> None:
@@ -313,11 +318,33 @@ def test_the_person_a_question_names_wins_over_a_namesake_worded_like_the_questi
         fact=memory_pb2.Fact(attribute="contact", value="phone call"),
     )
 
-    def ranked(question: str) -> list[int]:
-        request = memory_service_pb2.RecallRequest(
-            query=question, query_vector=_tilted(1, 0.0), k=2, filter=memory_service_pb2.RecallFilter(namespace=ns)
-        )
-        return [int(m.memory.id) for m in service.Recall(request).memories]
+    assert _ranked(service, ns, "What's the best way to reach Nadia?") == [namesake.id, named.id]
+    assert _ranked(service, ns, "What's the best way to reach Nadia Yilmaz?") == [named.id, namesake.id]
 
-    assert ranked("What's the best way to reach Nadia?") == [namesake.id, named.id]
-    assert ranked("What's the best way to reach Nadia Yilmaz?") == [named.id, namesake.id]
+
+def test_a_question_that_paraphrases_an_attribute_finds_that_fact(text_sidecar: Sidecar) -> None:
+    """Over the wire, with the sidecar's embedder: "order for the team lunch" asks for ``diet``, not ``location``.
+
+    The two facts share their vector and every word but the value; the query is embedded by the sidecar.
+    """
+    service = stub(text_sidecar.unix_target)
+    ns = "ctx-attributes"
+    vector = np.zeros(384)
+    vector[0] = 1.0
+    written = {
+        attribute: remember(
+            service,
+            ns,
+            f"Zane Cohen said: {value}.",
+            pack(vector),
+            kind=FACT,
+            entity="user:zane-cohen",
+            fact=memory_pb2.Fact(attribute=attribute, value=value),
+        ).id
+        for attribute, value in (("location", "Lisbon"), ("diet", "halal"))
+    }
+    assert _ranked(service, ns, "What should I order for Zane at the team lunch?", vector=b"") == [
+        written["diet"],
+        written["location"],
+    ]
+    assert _ranked(service, ns, "Where is Zane based these days?", vector=b"") == [written["location"], written["diet"]]

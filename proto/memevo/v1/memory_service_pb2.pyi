@@ -413,6 +413,8 @@ class RecallRequest(_message.Message):
     """Ranking: score = match x (0.75 + 0.25 x trust) x (0.8 + 0.2 x importance / 10)
     x (1 - 0.5 x inconsistency), x 0.9 for an episode, halved for a demoted strategy, where
     match = 0.7 x max(cosine, 0) + 0.3 x BM25 / (best BM25 among the candidates) + 0.15 x fields
+    + 0.3 x max(0, cosine between the query and the memory's fact attribute name, embedded by the
+    sidecar's model: "working_hours" as "working hours"; only when the sidecar embeds text)
     when query text is given (cosine alone otherwise; BM25 statistics are per namespace, over the
     text plus the entity, fact attribute and task signature); fields = the idf-weighted share of the
     query's words that name the memory's entity, fact attribute or task signature (a word names a
