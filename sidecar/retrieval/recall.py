@@ -214,10 +214,11 @@ class Recaller:
         self._field_words: dict[int, frozenset[str]] = {}
         """Words of each interned field combination (columns.field_sets): few, and they never change."""
         self._entity_names: dict[int, tuple[str, frozenset[str]]] = {}
+        """Type and name words of each interned entity (columns.entities), cached likewise."""
         self._attributes: dict[int, str] = {}
         """Fact attribute of each interned field combination, cached likewise."""
         self._meanings = AttributeMeanings(engine.embed) if engine.embedder is not None else None
-        """Type and name words of each interned entity (columns.entities), cached likewise."""
+        """Vectors of attribute names; None without an embedder (the names must be in the query's vector space)."""
 
     def recall(self, query: RecallQuery) -> list[Hit]:
         """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
@@ -236,9 +237,10 @@ class Recaller:
         weight = LEXICAL_WEIGHT if query.text else 0.0
         match = (1.0 - weight) * np.maximum(sims, 0.0) + weight * lexical_norm
         if query.text:
-            match = match + FIELD_WEIGHT * self._field_match(query, columns.fields[ids])
+            terms = list(dict.fromkeys(tokenize(query.text)))
+            match = match + FIELD_WEIGHT * self._field_match(query, terms, columns.fields[ids])
             match = match + ATTRIBUTE_WEIGHT * self._attribute_match(query, columns.fields[ids])
-            match = match * self._entity_factor(query, columns.entity[ids])
+            match = match * self._entity_factor(query, terms, columns.entity[ids])
         match = share_task_match(match, columns.signature[ids])
         if query.text and asks_how(query.text):
             # Inside the match, so that replay, which re-ranks logged matches, ranks as recall did.
@@ -281,9 +283,10 @@ class Recaller:
         )
         return factor, demoted_by
 
-    def _field_match(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
-        """Per candidate, the idf-weighted share of the query's words that name its structured fields."""
-        terms = list(dict.fromkeys(tokenize(query.text)))
+    def _field_match(
+        self, query: RecallQuery, terms: list[str], codes: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.float64]:
+        """Per candidate, the idf-weighted share of the query's words (``terms``) that name its structured fields."""
         present, inverse = np.unique(codes, return_inverse=True)
         if not terms or not (present != NO_CODE).any():
             return np.zeros(codes.size, dtype=np.float64)
@@ -329,7 +332,9 @@ class Recaller:
             attribute = self._attributes[code] = parts[1] if len(parts) > 1 else ""
         return attribute
 
-    def _entity_factor(self, query: RecallQuery, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.float64]:
+    def _entity_factor(
+        self, query: RecallQuery, terms: list[str], codes: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.float64]:
         """Per candidate, 1 - ENTITY_MISMATCH_WEIGHT x (best share of an entity's name the query says - its own).
 
         The share is idf-weighted over the words of the entity's name; the best is taken among the
@@ -339,7 +344,6 @@ class Recaller:
         factor = np.ones(codes.size, dtype=np.float64)
         present, inverse = np.unique(codes, return_inverse=True)
         entities = [int(code) for code in present.tolist() if code != NO_CODE]
-        terms = list(dict.fromkeys(tokenize(query.text)))
         if not entities or not terms:
             return factor
         names = {code: self._entity_name(code) for code in entities}

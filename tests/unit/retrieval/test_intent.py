@@ -78,13 +78,3 @@ def test_a_how_to_question_ranks_the_lesson_over_a_closer_fact(engine: Engine) -
     assert asked[lesson] > asked[fact]
     assert asked[fact] == pytest.approx(plain[fact], rel=1e-6)
     assert asked[lesson] == pytest.approx(plain[lesson] * PROCEDURE_BOOST, rel=1e-6)
-
-
-def test_a_question_without_text_is_not_read_for_intent(engine: Engine) -> None:
-    fact, lesson = write(
-        engine,
-        NewMemory(content="Runs v2.3 in eu-west-1.", vector=near(1, 0.2), kind=FACT),
-        NewMemory(content="Canary at 5 %, then promote.", vector=near(2, 0.45), kind=STRATEGY),
-    )
-    hits = Recaller(engine).recall(RecallQuery(vector=near(1, 0.0), text="", k=10))
-    assert [hit.memory.id for hit in hits] == [fact, lesson]
