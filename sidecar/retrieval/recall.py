@@ -33,6 +33,7 @@ from ..store.columns import (
     MemoryColumns,
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
+from .answer_type import ValueType, expected_types, fits_table
 from .attributes import AttributeMeanings
 from .hints import hint_for
 from .intent import asks_how
@@ -73,6 +74,13 @@ The meaning of what the client said a fact is about, for questions that paraphra
 Zane at the team lunch?" for ``diet``; see ``attributes.py``). Only when the sidecar embeds text (the names need
 its model, in the query's vector space). Twice the field weight: a cosine to a two-word name runs 0.2 to 0.7
 where the field share runs 0 to 1.
+"""
+VALUE_TYPE_MISMATCH_WEIGHT = 0.2
+"""Share of the match a fact loses when its value has a shape the question cannot want (see ``answer_type.py``).
+
+"Who should I page if the scheduler goes down?" is not answered by the scheduler's URL, nor "When is Quill due?"
+by its budget. Applied only when some candidate holds a value of a wanted shape: a question whose answer the
+candidates' values cannot show (no date among them for "When did Alice join?") judges none of them.
 """
 FIELD_PREFIX_MIN = 4
 """A query word names a field word when one is a prefix of the other and the shorter has this many letters."""
@@ -206,6 +214,23 @@ def _best_passing(
     return ids, scores
 
 
+def _value_type_factor(question: str, shapes: npt.NDArray[np.uint8]) -> npt.NDArray[np.float64]:
+    """Per candidate, 1 - VALUE_TYPE_MISMATCH_WEIGHT for a fact value of a shape ``question`` cannot want, else 1.
+
+    Nothing changes when the question names no shape, or when no candidate's value has a wanted one.
+    """
+    factor = np.ones(shapes.size, dtype=np.float64)
+    expected = expected_types(question)
+    if expected is None:
+        return factor
+    judged = shapes != ValueType.NONE
+    fits = fits_table(expected)[shapes]
+    if not (judged & fits).any():
+        return factor
+    factor[judged & ~fits] = 1.0 - VALUE_TYPE_MISMATCH_WEIGHT
+    return factor
+
+
 class Recaller:
     """Runs recall queries against one engine's columns, index and store."""
 
@@ -241,6 +266,7 @@ class Recaller:
             match = match + FIELD_WEIGHT * self._field_match(query, terms, columns.fields[ids])
             match = match + ATTRIBUTE_WEIGHT * self._attribute_match(query, columns.fields[ids])
             match = match * self._entity_factor(query, terms, columns.entity[ids])
+            match = match * _value_type_factor(query.text, columns.value_type[ids])
         match = share_task_match(match, columns.signature[ids])
         if query.text and asks_how(query.text):
             # Inside the match, so that replay, which re-ranks logged matches, ranks as recall did.

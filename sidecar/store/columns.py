@@ -26,6 +26,7 @@ from memevo.kernels.params import (
     default_params,
 )
 from memevo.kernels.sweep import Terms, derive_terms
+from memevo.sidecar.retrieval.answer_type import value_type
 from memevo.v1 import memory_pb2
 
 STATE_UNSPECIFIED = memory_pb2.MEMORY_STATE_UNSPECIFIED
@@ -105,6 +106,8 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     # structured fields (entity, fact attribute, task signature) as one interned combination.
     "signature": (np.int32, NO_CODE),
     "fields": (np.int32, NO_CODE),
+    # The shape of a fact's value (retrieval/answer_type.py ValueType): a URL, a date, a name...
+    "value_type": (np.uint8, 0),
     "content_bytes": (np.uint32, 0),
     "stored_bytes": (np.uint32, 0),
     "created_turn": (np.float64, np.nan),
@@ -169,6 +172,8 @@ class MemoryColumns:
     """A strategy's task signature (code in ``signatures``); NO_CODE for other kinds or none."""
     fields: npt.NDArray[np.int32]
     """The memory's structured fields (code in ``field_sets``, see :func:`field_key`); NO_CODE when it has none."""
+    value_type: npt.NDArray[np.uint8]
+    """The shape of the fact's value (a ``ValueType``); NONE (0) without a value."""
     content_bytes: npt.NDArray[np.uint32]
     stored_bytes: npt.NDArray[np.uint32]
     """Text + vector + overhead: the cost term's numerator."""
@@ -298,6 +303,7 @@ class MemoryColumns:
         self.signature[memory_id] = self.signatures.code(record.task_signature) if is_strategy else NO_CODE
         fields = field_key(record)
         self.fields[memory_id] = self.field_sets.code(fields) if fields else NO_CODE
+        self.value_type[memory_id] = value_type(record.fact.value)
         content_bytes = len(record.content.encode())
         self.content_bytes[memory_id] = content_bytes
         self.stored_bytes[memory_id] = content_bytes + self.vector_bytes + RECORD_OVERHEAD_BYTES

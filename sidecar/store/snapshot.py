@@ -26,10 +26,11 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "startup.snapshot"
-SNAPSHOT_FORMAT = 3
+SNAPSHOT_FORMAT = 4
 """Bump when a snapshotted structure changes shape or meaning: older snapshots are then ignored.
 
 3: the lexical index holds stemmed words.
+4: the columns hold each fact value's shape (value_type).
 """
 
 _LOCK_TYPES = (type(threading.Lock()),)

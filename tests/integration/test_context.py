@@ -322,6 +322,37 @@ def test_the_person_a_question_names_wins_over_a_namesake_worded_like_the_questi
     assert _ranked(service, ns, "What's the best way to reach Nadia Yilmaz?") == [named.id, namesake.id]
 
 
+def test_a_question_gets_a_fact_whose_value_has_the_shape_it_asks_for(sidecar: Sidecar) -> None:
+    """Over the wire: "who" is not answered by a URL, "when" not by an amount, "which URL" not by a region."""
+    service = stub(sidecar.unix_target)
+    ns = "ctx-answer-types"
+    entity = "service:audit-scheduler"
+
+    def fact(text: str, attribute: str, value: str, axis: int, tilt: float) -> int:
+        fact = memory_pb2.Fact(attribute=attribute, value=value)
+        return int(remember(service, ns, text, _tilted(axis, tilt), kind=FACT, entity=entity, fact=fact).id)
+
+    region = fact("Deployed in eu-west-1 now.", "region", "eu-west-1", 1, 0.0)
+    url = fact("Endpoint: https://audit.example.dev/v3.", "base_url", "https://audit.example.dev/v3", 2, 0.2)
+    oncall = fact("Ivan Rossi carries the pager this week.", "oncall", "Ivan Rossi", 3, 0.35)
+    due = fact("Decommission due 2027-03-01.", "decommission_date", "2027-03-01", 4, 0.45)
+    fact("Budget approved: $40,000.", "budget", "$40,000", 5, 0.2)
+
+    def ranked(question: str) -> list[int]:
+        request = memory_service_pb2.RecallRequest(
+            query=question, query_vector=_tilted(1, 0.0), k=5, filter=memory_service_pb2.RecallFilter(namespace=ns)
+        )
+        return [int(m.memory.id) for m in service.Recall(request).memories]
+
+    plain = ranked("Audit scheduler down, what now?")  # no shape asked: the closest first
+    assert plain.index(region) < plain.index(url) < plain.index(oncall) < plain.index(due)
+    who = ranked("Who should I page, audit scheduler down?")  # a region may name someone; a URL may not
+    assert who.index(oncall) < who.index(url)
+    assert ranked("When is the audit scheduler going away?")[0] == due
+    assert ranked("审计调度器什么时候下线？")[0] == due
+    assert ranked("Which address does the audit scheduler use? I need the URL.")[0] == url
+
+
 def test_a_question_that_paraphrases_an_attribute_finds_that_fact(text_sidecar: Sidecar) -> None:
     """Over the wire, with the sidecar's embedder: "order for the team lunch" asks for ``diet``, not ``location``.
 

@@ -426,7 +426,12 @@ class RecallRequest(_message.Message):
     a memory whose entity the query names less of than another candidate's entity of the same type
     (the part before ':' in "user:nadia-yilmaz") has its match x (1 - 0.2 x the difference), where
     the share named is idf-weighted over the words of the entity's name: a question about Nadia
-    Yilmaz is not answered by a memory about Nadia Dubois worded like the question;
+    Yilmaz is not answered by a memory about Nadia Dubois worded like the question; a fact whose
+    value has a shape the question cannot want has its match x 0.8 when another candidate's value
+    has a wanted one (shapes: URL, email, date, clock time, amount, other; "who" wants other or
+    email, "when" / "what time" a date or time, "where" other or a URL, "how much / many" not a
+    URL, email or time, a question naming a URL or an email address that; English and Chinese):
+    "Who should I page?" is not answered by the service's URL;
     trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
     strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
     strategy to prefer, not how strategies compare with facts), and an unrated importance counts

@@ -10,9 +10,11 @@ import numpy.typing as npt
 import pytest
 
 from memevo.sidecar.config import SidecarConfig
-from memevo.sidecar.domain import NewMemory
+from memevo.sidecar.domain import NewMemory, RecallQuery
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
+from memevo.sidecar.retrieval.recall import Recaller
+from memevo.v1 import memory_pb2
 
 DIMENSION = 8
 
@@ -35,3 +37,23 @@ def near(axis: int, amount: float) -> npt.NDArray[np.float32]:
 def write(engine: Engine, *items: NewMemory) -> list[int]:
     """Remember ``items``; their ids."""
     return [w.memory.id for w in engine.remember(list(items))]
+
+
+def fact(engine: Engine, content: str, *, entity: str, attribute: str, value: str, axis: int, tilt: float) -> int:
+    """Remember one fact at ``near(axis, tilt)``; its id."""
+    item = NewMemory(
+        content=content,
+        vector=near(axis, tilt),
+        kind=memory_pb2.MEMORY_KIND_FACT,
+        entity=entity,
+        fact_attribute=attribute,
+        fact_value=value,
+    )
+    [memory_id] = write(engine, item)
+    return memory_id
+
+
+def recall_scores(engine: Engine, text: str) -> dict[int, float]:
+    """Recall scores by memory id for ``text`` with the query vector on axis 0 (k 10)."""
+    hits = Recaller(engine).recall(RecallQuery(vector=near(1, 0.0), text=text, k=10))
+    return {hit.memory.id: hit.score for hit in hits}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import recall_engine
-from recall_engine import near, write
+from recall_engine import near, recall_scores, write
 
-from memevo.sidecar.domain import NewMemory, RecallQuery
+from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.engine import Engine
 from memevo.sidecar.retrieval.intent import asks_how
-from memevo.sidecar.retrieval.recall import PROCEDURE_BOOST, Recaller
+from memevo.sidecar.retrieval.recall import PROCEDURE_BOOST
 from memevo.v1 import memory_pb2
 
 engine = recall_engine.engine  # the fixture
@@ -60,11 +60,6 @@ def test_questions_that_ask_for_something_else(text: str) -> None:
     assert not asks_how(text)
 
 
-def _scores(engine: Engine, text: str) -> dict[int, float]:
-    hits = Recaller(engine).recall(RecallQuery(vector=near(1, 0.0), text=text, k=10))
-    return {hit.memory.id: hit.score for hit in hits}
-
-
 def test_a_how_to_question_ranks_the_lesson_over_a_closer_fact(engine: Engine) -> None:
     """Neither text holds a query word, so only the question's wording differs between the two queries."""
     fact, lesson = write(
@@ -72,9 +67,10 @@ def test_a_how_to_question_ranks_the_lesson_over_a_closer_fact(engine: Engine) -
         NewMemory(content="Runs v2.3 in eu-west-1.", vector=near(1, 0.2), kind=FACT),
         NewMemory(content="Canary at 5 %, then promote.", vector=near(2, 0.45), kind=STRATEGY),
     )
-    plain = _scores(engine, "Should I deploy billing?")
-    asked = _scores(engine, "How should I deploy billing?")
+    plain = recall_scores(engine, "Should I deploy billing?")
+    asked = recall_scores(engine, "How should I deploy billing?")
     assert plain[fact] > plain[lesson]
     assert asked[lesson] > asked[fact]
-    assert asked[fact] == pytest.approx(plain[fact], rel=1e-6)
-    assert asked[lesson] == pytest.approx(plain[lesson] * PROCEDURE_BOOST, rel=1e-6)
+    # Two recalls apart, relevance has decayed a little (more on a loaded machine): 1e-3 is far below the boost.
+    assert asked[fact] == pytest.approx(plain[fact], rel=1e-3)
+    assert asked[lesson] == pytest.approx(plain[lesson] * PROCEDURE_BOOST, rel=1e-3)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import recall_engine
-from recall_engine import near, write
+from recall_engine import fact, near, recall_scores, write
 
 from memevo.sidecar.domain import NewMemory, RecallQuery
 from memevo.sidecar.engine import Engine
+from memevo.sidecar.retrieval.lexical import tokenize
 from memevo.sidecar.retrieval.recall import ENTITY_MISMATCH_WEIGHT, Recaller
 from memevo.v1 import memory_pb2
 
@@ -15,32 +17,17 @@ engine = recall_engine.engine  # the fixture
 FACT = memory_pb2.MEMORY_KIND_FACT
 
 
-def _hits(engine: Engine, text: str) -> dict[int, float]:
-    hits = Recaller(engine).recall(RecallQuery(vector=near(1, 0.0), text=text, k=10))
-    return {hit.memory.id: hit.score for hit in hits}
-
-
 def _contact(engine: Engine, content: str, entity: str, tilt: float, axis: int) -> int:
-    [memory_id] = write(
-        engine,
-        NewMemory(
-            content=content,
-            vector=near(axis, tilt),
-            kind=FACT,
-            entity=entity,
-            fact_attribute="contact",
-            fact_value=content.rsplit(" ", 1)[-1],
-        ),
-    )
-    return memory_id
+    value = content.rsplit(" ", 1)[-1]
+    return fact(engine, content, entity=entity, attribute="contact", value=value, axis=axis, tilt=tilt)
 
 
 def test_the_named_person_wins_over_a_namesake_whose_memory_is_worded_like_the_question(engine: Engine) -> None:
     other = _contact(engine, "The best way to reach Nadia Dubois is a Loom video.", "user:nadia-dubois", 0.1, 1)
     named = _contact(engine, "Nadia Yilmaz prefers a phone call.", "user:nadia-yilmaz", 0.3, 2)
-    without_name = _hits(engine, "What's the best way to reach Nadia?")
+    without_name = recall_scores(engine, "What's the best way to reach Nadia?")
     assert without_name[other] > without_name[named]  # the question alone cannot tell them apart
-    scores = _hits(engine, "What's the best way to reach Nadia Yilmaz?")
+    scores = recall_scores(engine, "What's the best way to reach Nadia Yilmaz?")
     assert max(scores, key=scores.__getitem__) == named
 
 
@@ -55,8 +42,8 @@ def test_a_memory_about_an_entity_of_another_type_keeps_its_match(engine: Engine
         engine,
         NewMemory(content="Leads: Bianca Conti.", vector=near(3, 0.1), kind=FACT, entity="user:bianca-conti"),
     )
-    plain = _hits(engine, "Which project does she lead?")
-    named = _hits(engine, "Which project does Bianca Rossi lead?")
+    plain = recall_scores(engine, "Which project does she lead?")
+    named = recall_scores(engine, "Which project does Bianca Rossi lead?")
     # The project's memory is not scaled by the entity evidence; the namesake is.
     assert named[project] / plain[project] > named[namesake] / plain[namesake]
     assert max(named, key=named.__getitem__) == project
@@ -67,13 +54,23 @@ def test_a_memory_of_an_unnamed_entity_loses_the_weight_times_the_best_share(eng
     """Nothing of Omar's memory matches either question by words, so only the entity factor moves its score."""
     _contact(engine, "Prefers a phone call.", "user:nadia-yilmaz", 0.2, 1)
     unnamed = _contact(engine, "Signal, always.", "user:omar-haddad", 0.3, 2)
-    plain = _hits(engine, "Any news there?")
-    named = _hits(engine, "Any news from Nadia Yilmaz?")
-    assert named[unnamed] == pytest.approx(plain[unnamed] * (1.0 - ENTITY_MISMATCH_WEIGHT), rel=1e-5)
+    plain = recall_scores(engine, "Any news there?")
+    named = recall_scores(engine, "Any news from Nadia Yilmaz?")
+    # Two recalls apart, relevance has decayed a little (more on a loaded machine): 1e-3 is far below the weight.
+    assert named[unnamed] == pytest.approx(plain[unnamed] * (1.0 - ENTITY_MISMATCH_WEIGHT), rel=1e-3)
 
 
 def test_no_entity_named_leaves_every_match_alone(engine: Engine) -> None:
+    # The entity factor itself, not two recall scores: those also differ by the relevance decay between the
+    # two writes, which grows with the machine's load.
     first = _contact(engine, "Prefers a phone call.", "user:nadia-yilmaz", 0.2, 1)
     second = _contact(engine, "Prefers a phone call!", "user:omar-haddad", 0.2, 2)
-    scores = _hits(engine, "Who prefers a phone call?")
-    assert scores[first] == pytest.approx(scores[second], rel=1e-6)
+    codes = engine.columns.entity[np.asarray([first, second])]
+    recaller = Recaller(engine)
+    # "omar" is half of Omar Haddad's name (both words held by one memory: equal idf); Nadia's memory loses
+    # the weight times that half.
+    half = 1.0 - ENTITY_MISMATCH_WEIGHT * 0.5
+    for question, expected in (("Who prefers a phone call?", [1.0, 1.0]), ("Does Omar prefer a call?", [half, 1.0])):
+        query = RecallQuery(vector=near(1, 0.0), text=question, k=10)
+        factor = recaller._entity_factor(query, list(dict.fromkeys(tokenize(question))), codes)
+        assert factor.tolist() == pytest.approx(expected)

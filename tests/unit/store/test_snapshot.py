@@ -29,13 +29,20 @@ def _fill(engine: Engine, count: int) -> None:
     items = []
     for i in range(count):
         strategy = i % 7 == 0
+        fact = not strategy and i % 5 == 1  # a value of each shape: the value_type column is rebuilt too
         items.append(
             NewMemory(
                 content=f"{WORDS[i % 6]} {WORDS[(i * 5) % 6]} note {i}",
                 vector=rng.standard_normal(DIMENSION).astype(np.float32),
                 namespace=("default", "team-a", "team-b")[i % 3],
-                kind=memory_pb2.MEMORY_KIND_STRATEGY if strategy else memory_pb2.MEMORY_KIND_EPISODE,
-                entity=f"e{i % 5}" if i % 2 else "",
+                kind=memory_pb2.MEMORY_KIND_STRATEGY
+                if strategy
+                else memory_pb2.MEMORY_KIND_FACT
+                if fact
+                else memory_pb2.MEMORY_KIND_EPISODE,
+                fact_attribute=f"a{i}" if fact else "",
+                fact_value=("https://x.dev/a", "2026-01-02", "Ana Lopez")[i % 3] if fact else "",
+                entity=f"e{i % 5}" if i % 2 or fact else "",
                 tags=("x", f"t{i % 3}") if i % 4 == 0 else (),
                 task_signature=f"task-{i % 2}" if strategy else "",
                 importance=1 + i % 10,
@@ -116,6 +123,7 @@ def test_a_clean_close_snapshot_restores_what_a_scan_builds(tmp_path: Path) -> N
     _assert_same(after_snapshot, after_scan)
     assert len(from_snapshot["live_ids"]) == 298
     assert from_snapshot["strategies"], "the fill should have made strategies"
+    assert len(set(from_snapshot["arrays"]["value_type"].tolist())) == 4, "no value, a URL, a date and a name"
 
 
 def test_a_snapshot_that_does_not_match_rocksdb_is_ignored(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -1,0 +1,124 @@
+"""What kind of value a question asks for, and what kind a fact holds: expected answer types.
+
+"Who should I page for the scheduler?" is not answered by the scheduler's
+URL, nor "When is Quill due?" by Quill's budget, however close the memories
+are to the question otherwise: the question's wh-word (or a word such as
+"URL") says what shape its answer has. A fact's value has a shape that plain
+patterns recognise reliably for a few kinds (addresses, dates, clock times,
+amounts); everything else — names, teams, places, free text — is OTHER.
+Recall uses both only to tell facts apart when the candidates hold a value of
+the asked shape (see ``retrieval/recall.py``), so a guess here moves facts
+against facts, never a fact against an episode.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+import numpy as np
+import numpy.typing as npt
+
+
+class ValueType(enum.IntEnum):
+    """The shape of a fact's value; stored per memory in the ``value_type`` column (a uint8)."""
+
+    NONE = 0
+    """No fact value: the memory is not judged."""
+    OTHER = 1
+    """Names, teams, places, free text: anything not recognised below."""
+    URL = 2
+    EMAIL = 3
+    DATE = 4
+    TIME = 5
+    QUANTITY = 6
+
+
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://\S|^(?:www\.)?[\w-]+(?:\.[\w-]+)+(?::\d+)?/\S*$", re.IGNORECASE)
+_EMAIL = re.compile(r"^[\w.+-]+@[\w-]+(?:\.[\w-]+)+$")
+_DATE = re.compile(
+    rf"\b\d{{4}}-\d{{1,2}}-\d{{1,2}}\b|\b\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b|\b{_MONTH}\s+\d{{1,4}}\b"
+    rf"|\b\d{{1,2}}-{_MONTH}-\d{{2,4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:\W|$)|^(?:19|20)\d{{2}}$|\bq[1-4]\s+(?:19|20)\d{{2}}\b"
+    r"|\d{4}\s*年|\d{1,2}\s*月\s*\d{1,2}\s*[日号]",
+    re.IGNORECASE,
+)
+# A year anywhere ("2019–20", "Beijing 2008", "Autumn 2023"), once the value is known not to be an amount.
+_YEAR = re.compile(r"(?<![\d$€£¥.,])(?:1[5-9]|20)\d{2}(?![\d,]|\.\d)")
+_TIME = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2}\s?(?:am|pm|a\.m\.|p\.m\.)(?:\W|$)|\d{1,2}\s*点", re.IGNORECASE)
+_QUANTITY = re.compile(r"^[~≈<>]?\s?[$€£¥]?\s?\d[\d,.]*\s*%?\s*[^\W\d_]*$")
+_ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th)$", re.IGNORECASE)
+"""A place in an order ("25th"), not an amount: "Where did Poland finish?" may want it."""
+
+
+def value_type(value: str) -> ValueType:
+    """The shape of a fact value (NONE for an empty one): URL, email, date, time, amount, a year anywhere, other."""
+    value = value.strip()
+    if not value:
+        return ValueType.NONE
+    if _URL.search(value):
+        return ValueType.URL
+    if _EMAIL.match(value):
+        return ValueType.EMAIL
+    if _DATE.search(value):
+        return ValueType.DATE
+    if _TIME.search(value):
+        return ValueType.TIME
+    if _QUANTITY.match(value) and not _ORDINAL.match(value):
+        return ValueType.QUANTITY
+    if _YEAR.search(value):
+        return ValueType.DATE
+    return ValueType.OTHER
+
+
+_TEMPORAL = frozenset((ValueType.DATE, ValueType.TIME))
+_NAMED = frozenset((ValueType.OTHER, ValueType.EMAIL))
+_PLACE = frozenset((ValueType.OTHER, ValueType.URL))
+_AMOUNT = frozenset((ValueType.QUANTITY, ValueType.DATE, ValueType.OTHER))
+# The question's first wh-word (English or Chinese) and the value shapes its answer may have.
+_WH = re.compile(
+    r"\b(?P<who>who|whom|whose)\b|\b(?P<when>when)\b|\b(?P<where>where)\b|\b(?P<amount>how\s+(?:much|many))\b"
+    r"|\b(?P<what_time>(?:what|which)\s+(?:time|date|day|year|month))\b"
+    r"|(?P<zh_who>谁)|(?P<zh_when>什么时候|何时|几点|哪天|哪一天|哪年|什么时间)|(?P<zh_where>哪里|哪儿|在哪|什么地方)"
+    r"|(?P<zh_amount>多少|几个)"
+    # Any other wh-word comes first in "What did Bob say when he left?": that question names no shape.
+    r"|\b(?P<open>what|which|why|how)\b|(?P<zh_open>什么|哪个|为什么|怎么|如何)",
+    re.IGNORECASE,
+)
+_WH_TYPES = {
+    "who": _NAMED,
+    "zh_who": _NAMED,
+    "when": _TEMPORAL,
+    "what_time": _TEMPORAL,
+    "zh_when": _TEMPORAL,
+    "where": _PLACE,
+    "zh_where": _PLACE,
+    "amount": _AMOUNT,
+    "zh_amount": _AMOUNT,
+}
+_ASKS_URL = re.compile(r"\b(?:url|urls|uri|endpoint|endpoints|website|homepage|link)\b|网址|链接", re.IGNORECASE)
+_ASKS_EMAIL = re.compile(r"\be-?mail\s+address(?:es)?\b|邮箱|电子邮件地址", re.IGNORECASE)
+
+
+def expected_types(question: str) -> frozenset[ValueType] | None:
+    """The value shapes that can answer ``question``; None when it does not say.
+
+    "who" and "when" decide first ("Who owns the URL?" asks for someone); then a word naming an
+    address ("url", "endpoint", "email address"); then "where" and "how much / how many".
+    """
+    wh = _WH.search(question)
+    kind = wh.lastgroup if wh is not None else None
+    if kind in ("who", "zh_who", "when", "what_time", "zh_when"):
+        return _WH_TYPES[kind]
+    if _ASKS_URL.search(question):
+        return frozenset((ValueType.URL,))
+    if _ASKS_EMAIL.search(question):
+        return frozenset((ValueType.EMAIL,))
+    return _WH_TYPES.get(kind) if kind is not None else None
+
+
+def fits_table(expected: frozenset[ValueType]) -> npt.NDArray[np.bool_]:
+    """A lookup table over value_type codes: True where a value of that shape may answer."""
+    table = np.zeros(256, dtype=bool)
+    table[[int(t) for t in expected]] = True
+    return table
