@@ -83,6 +83,49 @@ def _accumulate(
 
 
 @numba.njit(
+    [
+        types.int64(
+            _ro(types.uint64),
+            _ro(types.uint16),
+            _ro(types.uint32),
+            types.float64,
+            types.float64,
+            types.float64,
+            types.float64,
+            types.float32[:],
+        ),
+    ],
+    nogil=True,
+    cache=True,
+)
+def _accumulate_met(
+    ids: U64,
+    counts: U16,
+    lengths: U32,
+    idf: float,
+    average: float,
+    k1: float,
+    b: float,
+    scratch: F32,
+) -> int:  # pragma: no cover - compiled; tested against tests/naive.py
+    # A common word's postings only add to documents a rarer word met (a non-zero sum): one scattered
+    # read per posting and a write for the few met, instead of a read-modify-write and a list append each.
+    base = np.float32(k1 * (1.0 - b))
+    slope = np.float32(k1 * b / average)
+    gain = np.float32(idf * (k1 + 1.0))
+    limit = min(lengths.shape[0], scratch.shape[0])
+    for j in range(ids.shape[0]):
+        doc = np.int64(ids[j])
+        if doc < 0 or doc >= limit:
+            return -1
+        before = scratch[doc]
+        if before != 0.0:
+            tf = np.float32(counts[j])
+            scratch[doc] = before + gain * tf / (tf + base + slope * np.float32(lengths[doc]))
+    return 0
+
+
+@numba.njit(
     [types.void(_ro(types.int64), types.float32[:], types.float32[:])],
     nogil=True,
     cache=True,
@@ -120,21 +163,25 @@ def bm25(
     k1: float,
     b: float,
     scratch: Scratch,
+    common: list[tuple[U64, U16, float]] | None = None,
 ) -> tuple[I64, F32]:
     """Every document in ``postings`` and its BM25 score, in order of first appearance.
 
     ``postings`` holds, per query word, its document ids, its term counts and its idf;
     ``lengths`` is every document's length (indexed by id, covering every posting).
+    ``common`` words (same form) add to the scores of the documents ``postings`` met and find no others:
+    the document set is the rarer words', the scores are every word's.
     A document listed twice under one word counts twice. Raises ValueError for an id outside ``lengths``,
     mismatched ids and counts, or an idf that is not positive (BM25's never is, see ``sidecar/retrieval/lexical.py``).
     """
+    common = common or []
     total = sum(ids.size for ids, _, _ in postings)
     if total == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     scratch.fit(lengths.size)
     touched = np.empty(total, dtype=np.int64)
     n = 0
-    for ids, counts, idf in postings:
+    for ids, counts, idf in (*postings, *common):
         if ids.size != counts.size:
             raise ValueError(f"{ids.size} ids but {counts.size} counts in one posting list")
         if not (idf > 0.0 and np.isfinite(idf)):  # the kernel takes a zero sum for a document not met yet
@@ -142,6 +189,10 @@ def bm25(
     for ids, counts, idf in postings:
         n = _accumulate(ids, counts, lengths, idf, average, k1, b, scratch.sums, touched, n)
         if n < 0:
+            scratch.clear()
+            raise ValueError(f"a posting's document id is not below the lengths' size {lengths.size}")
+    for ids, counts, idf in common:
+        if _accumulate_met(ids, counts, lengths, idf, average, k1, b, scratch.sums) < 0:
             scratch.clear()
             raise ValueError(f"a posting's document id is not below the lengths' size {lengths.size}")
     touched = touched[:n]

@@ -258,14 +258,17 @@ def bm25(
     average: float,
     k1: float,
     b: float,
+    common: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], F64]:
-    """Twin of memevo.kernels.lexical.bm25: documents in order of first appearance, scores summed per document."""
+    """Twin of memevo.kernels.lexical.bm25: documents in order of first appearance, scores summed per document;
+    ``common`` words score only the documents ``postings`` met."""
     order: dict[int, float] = {}
-    for ids, counts, idf in postings:
+    for position, (ids, counts, idf) in enumerate([*postings, *(common or [])]):
         tf = counts.astype(np.float64)
         norm = k1 * (1.0 - b + b * lengths[ids.astype(np.int64)].astype(np.float64) / average)
         for doc, score in zip(ids.tolist(), (idf * tf * (k1 + 1.0) / (tf + norm)).tolist(), strict=True):
-            order[doc] = order.get(doc, 0.0) + score
+            if position < len(postings) or doc in order:
+                order[doc] = order.get(doc, 0.0) + score
     return np.asarray(list(order), dtype=np.int64), np.asarray(list(order.values()), dtype=np.float64)
 
 

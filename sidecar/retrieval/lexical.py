@@ -28,6 +28,18 @@ from memevo.v1 import memory_pb2
 K1 = 1.2
 B = 0.75
 MAX_QUERY_TOKENS = 64
+COMMON_SHARE = 0.05
+COMMON_MIN_POSTINGS = 50_000
+"""A query word held by more than COMMON_SHARE of a namespace's memories and by more than COMMON_MIN_POSTINGS
+of them is common: when the query also has a rarer word, the common one adds its score only to the memories a
+rarer word matches (Lucene's cutoff-frequency "common terms" query). Its postings are still read, but a memory
+holding only common words is not listed, which saves its scattered update and the caller's filtering of it:
+in a million chat turns a speaker's name or "how" is in 6-23 % of them, 150 thousand matches per question of
+which recall keeps the best few dozen. The best few dozen nearly always hold a rarer word (measured: the 40
+best scores were the same for 500 of 500 LoCoMo questions over a million turns); a memory that outscores them
+with common words alone is left to the vector side. Below the absolute floor, a namespace under a million
+memories in practice, nothing changes.
+"""
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -183,7 +195,10 @@ class LexicalIndex:
         return [_idf(documents, frequency) for frequency in frequencies], [frequency > 0 for frequency in frequencies]
 
     def search(self, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Every id matching a query word and its BM25 score, unsorted (the caller filters, then ranks)."""
+        """Every id matching a query word and its BM25 score, unsorted (the caller filters, then ranks).
+
+        When the query has a rarer word, ids holding only common words are left out (see COMMON_SHARE).
+        """
         terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
         if not terms:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
@@ -195,21 +210,28 @@ class LexicalIndex:
                 documents = max(self._documents, 1)
                 average = self._total_length / documents if self._total_length else 1.0
                 postings: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]] = []
+                common: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]] = []
+                cutoff = max(COMMON_SHARE * documents, COMMON_MIN_POSTINGS)
                 for term in terms:
                     ids_array, counts_array = self._ids.get(term), self._counts.get(term)
                     if ids_array is None or counts_array is None or not len(ids_array):
                         continue
                     idf = _idf(documents, len(ids_array))
-                    postings.append(
-                        (np.frombuffer(ids_array, dtype=np.uint64), np.frombuffer(counts_array, dtype=np.uint16), idf)
+                    posting = (
+                        np.frombuffer(ids_array, dtype=np.uint64),
+                        np.frombuffer(counts_array, dtype=np.uint16),
+                        idf,
                     )
+                    (common if len(ids_array) > cutoff else postings).append(posting)
+                if not postings:  # only common words: they alone say which memories match
+                    postings, common = common, []
                 if not postings:
                     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
                 lengths = np.frombuffer(self._length, dtype=np.uint32)
                 try:
-                    return bm25(postings, lengths, average, K1, B, scratch)
+                    return bm25(postings, lengths, average, K1, B, scratch, common)
                 finally:
-                    del lengths, postings
+                    del lengths, postings, common
         finally:
             _SCRATCH.give_back(scratch)
 

@@ -37,6 +37,33 @@ def test_matches_naive_on_random_inputs(n_docs: int, n_terms: int, max_postings:
         assert not scratch.sums.any()
 
 
+@pytest.mark.parametrize("n_docs", [10, 5000])
+def test_common_words_add_only_to_documents_met_as_the_naive_twin_does(n_docs: int) -> None:
+    rng = np.random.default_rng(n_docs + 1)
+    scratch = Scratch()
+    for _ in range(5):
+        postings = _postings(rng, n_docs, 5, n_docs)
+        lengths = rng.integers(0, 60, size=n_docs).astype(np.uint32)
+        average = float(max(lengths.mean(), 1.0))
+        rare, common = postings[:2], postings[2:]
+        ids, scores = bm25(rare, lengths, average, K1, B, scratch, common)
+        want_ids, want_scores = naive.bm25(rare, lengths, average, K1, B, common)
+        np.testing.assert_array_equal(ids, want_ids)
+        np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
+        assert set(ids.tolist()) == {int(i) for ids_, _, _ in rare for i in ids_}
+        assert not scratch.sums.any()
+
+
+def test_a_common_word_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> None:
+    scratch = Scratch()
+    lengths = np.ones(4, dtype=np.uint32)
+    rare = [(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)]
+    common = [(np.array([1, 9], np.uint64), np.array([1, 1], np.uint16), 0.5)]
+    with pytest.raises(ValueError, match="not below"):
+        bm25(rare, lengths, 1.0, K1, B, scratch, common)
+    assert not scratch.sums.any()
+
+
 def test_empty_postings_and_no_words() -> None:
     scratch = Scratch()
     lengths = np.ones(4, dtype=np.uint32)

@@ -8,7 +8,9 @@ import threading
 from collections import Counter
 
 import numpy as np
+import pytest
 
+from memevo.sidecar.retrieval import lexical
 from memevo.sidecar.retrieval.lexical import K1, B, LexicalIndex, tokenize
 
 
@@ -169,3 +171,27 @@ def test_concurrent_stemming_agrees_with_sequential() -> None:
         sys.setswitchinterval(interval)
     assert not failures
     assert not wrong
+
+
+def test_a_common_word_scores_only_the_memories_a_rarer_word_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The floor that keeps namespaces under a million memories exact, lowered so a small index has a common word.
+    monkeypatch.setattr(lexical, "COMMON_MIN_POSTINGS", 10)
+    rng = random.Random(5)
+    docs = {i: f"caroline {' '.join(rng.choices(['paint', 'hike', 'cook'], k=2))}" for i in range(100)}
+    docs.update({100 + i: f"support group {'caroline' if i % 2 else 'melanie'}" for i in range(6)})
+    index = LexicalIndex()
+    for i, text in docs.items():
+        index.add(i, text)
+    every = naive_bm25(docs, "caroline support")
+    ids, scores = index.search("caroline support")
+    # "caroline" is in 103 of 106 memories: only the six that say "support" are listed, each with its full score.
+    assert sorted(ids.tolist()) == list(range(100, 106))
+    for i, score in zip(ids.tolist(), scores.tolist(), strict=True):
+        assert np.isclose(score, every[i], rtol=1e-5)
+    # Common words alone still list every memory holding one.
+    alone, _ = index.search("caroline")
+    assert sorted(alone.tolist()) == sorted(naive_bm25(docs, "caroline"))
+    # Under the floor nothing changes.
+    monkeypatch.setattr(lexical, "COMMON_MIN_POSTINGS", 1_000)
+    ids, _ = index.search("caroline support")
+    assert sorted(ids.tolist()) == sorted(every)
