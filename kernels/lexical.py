@@ -45,6 +45,7 @@ def _ro(dtype: types.Type) -> types.Array:
             types.float32[:],
             types.int64[:],
             types.int64,
+            types.boolean,
         ),
     ],
     nogil=True,
@@ -61,10 +62,13 @@ def _accumulate(
     scratch: F32,
     touched: I64,
     n_touched: int,
+    only_met: bool,
 ) -> int:  # pragma: no cover - compiled; tested against tests/naive.py
     # Single precision halves the accumulators' cache footprint (the reads are scattered over the
     # store's ids), and a sum still at zero marks a document not met yet: every contribution is
     # positive (idf > 0, tf >= 1), so no separate "seen" array is read and written per posting.
+    # ``only_met`` (a common word): add only to documents already met, which costs one read per posting
+    # and a write for the few met, instead of a read-modify-write and a list append each.
     base = np.float32(k1 * (1.0 - b))
     slope = np.float32(k1 * b / average)
     gain = np.float32(idf * (k1 + 1.0))
@@ -73,56 +77,15 @@ def _accumulate(
         doc = np.int64(ids[j])
         if doc < 0 or doc >= limit:
             return -1
-        tf = np.float32(counts[j])
         before = scratch[doc]
+        if only_met and before == 0.0:
+            continue
+        tf = np.float32(counts[j])
         scratch[doc] = before + gain * tf / (tf + base + slope * np.float32(lengths[doc]))
         if before == 0.0:
             touched[n_touched] = doc
             n_touched += 1
     return n_touched
-
-
-@numba.njit(
-    [
-        types.int64(
-            _ro(types.uint64),
-            _ro(types.uint16),
-            _ro(types.uint32),
-            types.float64,
-            types.float64,
-            types.float64,
-            types.float64,
-            types.float32[:],
-        ),
-    ],
-    nogil=True,
-    cache=True,
-)
-def _accumulate_met(
-    ids: U64,
-    counts: U16,
-    lengths: U32,
-    idf: float,
-    average: float,
-    k1: float,
-    b: float,
-    scratch: F32,
-) -> int:  # pragma: no cover - compiled; tested against tests/naive.py
-    # A common word's postings only add to documents a rarer word met (a non-zero sum): one scattered
-    # read per posting and a write for the few met, instead of a read-modify-write and a list append each.
-    base = np.float32(k1 * (1.0 - b))
-    slope = np.float32(k1 * b / average)
-    gain = np.float32(idf * (k1 + 1.0))
-    limit = min(lengths.shape[0], scratch.shape[0])
-    for j in range(ids.shape[0]):
-        doc = np.int64(ids[j])
-        if doc < 0 or doc >= limit:
-            return -1
-        before = scratch[doc]
-        if before != 0.0:
-            tf = np.float32(counts[j])
-            scratch[doc] = before + gain * tf / (tf + base + slope * np.float32(lengths[doc]))
-    return 0
 
 
 @numba.njit(
@@ -186,13 +149,9 @@ def bm25(
             raise ValueError(f"{ids.size} ids but {counts.size} counts in one posting list")
         if not (idf > 0.0 and np.isfinite(idf)):  # the kernel takes a zero sum for a document not met yet
             raise ValueError(f"idf must be positive and finite, got {idf}")
-    for ids, counts, idf in postings:
-        n = _accumulate(ids, counts, lengths, idf, average, k1, b, scratch.sums, touched, n)
+    for position, (ids, counts, idf) in enumerate((*postings, *common)):
+        n = _accumulate(ids, counts, lengths, idf, average, k1, b, scratch.sums, touched, n, position >= len(postings))
         if n < 0:
-            scratch.clear()
-            raise ValueError(f"a posting's document id is not below the lengths' size {lengths.size}")
-    for ids, counts, idf in common:
-        if _accumulate_met(ids, counts, lengths, idf, average, k1, b, scratch.sums) < 0:
             scratch.clear()
             raise ValueError(f"a posting's document id is not below the lengths' size {lengths.size}")
     touched = touched[:n]
