@@ -16,9 +16,6 @@ from __future__ import annotations
 import enum
 import re
 
-import numpy as np
-import numpy.typing as npt
-
 
 class ValueType(enum.IntEnum):
     """The shape of a fact's value; stored per memory in the ``value_type`` column (a uint8)."""
@@ -115,10 +112,3 @@ def expected_types(question: str) -> frozenset[ValueType] | None:
     if _ASKS_EMAIL.search(question):
         return frozenset((ValueType.EMAIL,))
     return _WH_TYPES.get(kind) if kind is not None else None
-
-
-def fits_table(expected: frozenset[ValueType]) -> npt.NDArray[np.bool_]:
-    """A lookup table over value_type codes: True where a value of that shape may answer."""
-    table = np.zeros(256, dtype=bool)
-    table[[int(t) for t in expected]] = True
-    return table

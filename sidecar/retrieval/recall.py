@@ -33,7 +33,7 @@ from ..store.columns import (
     MemoryColumns,
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
-from .answer_type import ValueType, expected_types, fits_table
+from .answer_type import ValueType, expected_types
 from .attributes import AttributeMeanings
 from .hints import hint_for
 from .intent import asks_how
@@ -224,7 +224,7 @@ def _value_type_factor(question: str, shapes: npt.NDArray[np.uint8]) -> npt.NDAr
     if expected is None:
         return factor
     judged = shapes != ValueType.NONE
-    fits = fits_table(expected)[shapes]
+    fits = _table(int(shape) for shape in expected)[shapes]
     if not (judged & fits).any():
         return factor
     factor[judged & ~fits] = 1.0 - VALUE_TYPE_MISMATCH_WEIGHT

@@ -8,7 +8,7 @@ import recall_engine
 from recall_engine import fact, recall_scores
 
 from memevo.sidecar.engine import Engine
-from memevo.sidecar.retrieval.answer_type import ValueType, expected_types, fits_table, value_type
+from memevo.sidecar.retrieval.answer_type import ValueType, expected_types, value_type
 from memevo.sidecar.retrieval.recall import VALUE_TYPE_MISMATCH_WEIGHT, _value_type_factor
 
 engine = recall_engine.engine  # the fixture
@@ -89,12 +89,6 @@ TEMPORAL = {T.DATE, T.TIME}
 def test_what_a_question_wants(question: str, wanted: set[ValueType] | None) -> None:
     expected = expected_types(question)
     assert (set(expected) if expected is not None else None) == wanted
-
-
-def test_fits_table_marks_the_wanted_codes_only() -> None:
-    table = fits_table(frozenset((T.URL, T.EMAIL)))
-    assert table.shape == (256,)
-    assert sorted(int(i) for i in table.nonzero()[0]) == [int(T.URL), int(T.EMAIL)]
 
 
 def test_a_who_question_prefers_the_fact_naming_someone_over_a_closer_address(engine: Engine) -> None:
