@@ -461,6 +461,12 @@ class MemoryColumns:
             ids = self._by_namespace.get(code)
             return np.frombuffer(ids, dtype=np.uint64).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)
 
+    def namespace_count(self, code: int) -> int:
+        """How many ids were ever stored in a namespace (evicted ones included), without copying them."""
+        with self.lock:
+            ids = self._by_namespace.get(code)
+            return len(ids) if ids else 0
+
     def entity_ids(self, code: int) -> npt.NDArray[np.int64]:
         """Every id ever stored about an entity (any namespace, evicted ones included)."""
         with self.lock:

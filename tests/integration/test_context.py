@@ -353,6 +353,38 @@ def test_a_question_gets_a_fact_whose_value_has_the_shape_it_asks_for(sidecar: S
     assert ranked("Which address does the audit scheduler use? I need the URL.")[0] == url
 
 
+def test_what_other_peoples_facts_of_an_attribute_say_picks_between_one_persons_facts(sidecar: Sidecar) -> None:
+    """Over the wire, no embedder: "based" means location because other people's location facts lie that way.
+
+    Olga's editor fact is closer to the query and names her in full; her location fact is what is asked.
+    """
+    service = stub(sidecar.unix_target)
+    ns = "ctx-attribute-examples"
+
+    def fact(person: str, attribute: str, text: str, vector: bytes) -> int:
+        fact = memory_pb2.Fact(attribute=attribute, value=text.split()[-1])
+        return int(remember(service, ns, text, vector, kind=FACT, entity=f"user:{person}", fact=fact).id)
+
+    location = fact("olga-lopez", "location", "Olga works from Athens", _tilted(2, 0.8))
+    editor = fact("olga-lopez", "editor", "Olga Lopez moved to Kate", _tilted(3, 0.6))
+
+    def ranked() -> list[int]:
+        request = memory_service_pb2.RecallRequest(
+            query="Where is Olga Lopez based?",
+            query_vector=_tilted(1, 0.0),
+            k=20,
+            filter=memory_service_pb2.RecallFilter(namespace=ns),
+        )
+        return [int(m.memory.id) for m in service.Recall(request).memories]
+
+    assert ranked() == [editor, location]  # her two facts alone: nothing says what "based" means
+    for person in ("ana", "ben", "caro"):
+        fact(person, "location", f"{person} works from Oslo", _tilted(1, 0.3))
+        fact(person, "editor", f"{person} uses Vim", _tilted(5, 1.5))
+    recalled = ranked()
+    assert recalled.index(location) < recalled.index(editor)
+
+
 def test_a_question_that_paraphrases_an_attribute_finds_that_fact(text_sidecar: Sidecar) -> None:
     """Over the wire, with the sidecar's embedder: "order for the team lunch" asks for ``diet``, not ``location``.
 

@@ -8,15 +8,31 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
+import recall_engine
 
 from memevo.sidecar.config import SidecarConfig
 from memevo.sidecar.domain import NewMemory, RecallQuery
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
 from memevo.sidecar.errors import Unavailable
-from memevo.sidecar.retrieval.attributes import AttributeMeanings, attribute_phrase
-from memevo.sidecar.retrieval.recall import ATTRIBUTE_WEIGHT, Recaller
+from memevo.sidecar.retrieval.attributes import (
+    EXAMPLES,
+    EXAMPLES_MIN_ENTITIES,
+    REFRESH_GROWTH,
+    REFRESH_GROWTH_PARTIAL,
+    AttributeExamples,
+    AttributeMeanings,
+    attribute_phrase,
+)
+from memevo.sidecar.retrieval.recall import (
+    ATTRIBUTE_MISMATCH_WEIGHT,
+    ATTRIBUTE_WEIGHT,
+    Recaller,
+    _with_attribute_evidence,
+)
 from memevo.v1 import memory_pb2
+
+engine = recall_engine.engine  # the fixture
 
 
 @pytest.mark.parametrize(
@@ -135,3 +151,118 @@ def test_the_attribute_a_question_paraphrases_decides_between_two_facts_alike(te
     assert meanings[0] > meanings[1] > 0
     gap = hits[0].score - hits[1].score
     assert gap > 0.5 * ATTRIBUTE_WEIGHT * (meanings[0] - meanings[1])
+
+
+class _Sampler:
+    """Stands for recall's draw of a namespace's facts: fixed vectors per attribute; records each draw."""
+
+    def __init__(self, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
+        self.vectors = vectors
+        self.draws: list[tuple[int, str]] = []
+
+    def __call__(self, namespace: int, attribute: str) -> npt.NDArray[np.float32]:
+        self.draws.append((namespace, attribute))
+        return self.vectors.get(attribute, np.zeros((0, 4), dtype=np.float32))
+
+
+def test_examples_are_the_mean_direction_of_an_attributes_facts() -> None:
+    location = np.stack([_unit("lisbon"), _unit("athens"), _unit("oslo")])
+    examples = AttributeExamples(_Sampler({"location": location}))
+    query = _unit("where") * 5.0  # not unit: the query is normalised
+    mean = location.sum(axis=0) / np.linalg.norm(location.sum(axis=0))
+    found = examples.similarities(0, 10, ["location", "diet", ""], query)
+    assert found[0] == pytest.approx(float(mean @ _unit("where")), rel=1e-5)
+    assert np.isnan(found[1:]).all()  # no fact of that attribute; no attribute
+    assert np.isnan(examples.similarities(0, 10, ["location"], np.zeros(4, dtype=np.float32))).all()
+
+
+def test_examples_are_drawn_again_only_as_the_namespace_grows() -> None:
+    full = np.tile(_unit("x"), (EXAMPLES, 1))
+    sampler = _Sampler({"location": full, "diet": full[:2]})
+    examples = AttributeExamples(sampler)
+    query = _unit("q")
+    for size in (100, int(100 * REFRESH_GROWTH) - 1):
+        examples.similarities(0, size, ["location", "diet"], query)
+    assert sampler.draws == [(0, "location"), (0, "diet"), (0, "diet")]  # diet's sample was partial
+    assert int(100 * REFRESH_GROWTH_PARTIAL) < int(100 * REFRESH_GROWTH) - 1
+    examples.similarities(0, int(100 * REFRESH_GROWTH), ["location"], query)
+    assert sampler.draws[-1] == (0, "location")
+    examples.similarities(1, 100, ["location"], query)  # another namespace is drawn for itself
+    assert sampler.draws[-1] == (1, "location")
+
+
+def _fact(engine: Engine, entity: str, attribute: str, text: str, vector: npt.NDArray[np.float32], **kw: str) -> int:
+    item = NewMemory(
+        content=text,
+        vector=vector,
+        kind=memory_pb2.MEMORY_KIND_FACT,
+        entity=entity,
+        fact_attribute=attribute,
+        fact_value=text.split()[-1].rstrip("."),
+        **kw,  # type: ignore[arg-type]
+    )
+    return engine.remember([item])[0].memory.id
+
+
+def _olga(engine: Engine, others: int) -> tuple[int, int]:
+    """Olga's location and editor facts (the editor one closer to the query and naming her in full), after
+    location and editor facts of ``others`` other people: location ones close to where-questions, editor ones not."""
+    for person in ("ana", "ben", "caro", "dev")[:others]:
+        _fact(engine, f"user:{person}", "location", f"{person} works from Oslo.", recall_engine.near(1, 0.3))
+        _fact(engine, f"user:{person}", "editor", f"{person} uses Vim.", recall_engine.near(5, 1.5))
+    location = _fact(engine, "user:olga-lopez", "location", "Olga works from Athens.", recall_engine.near(2, 0.8))
+    editor = _fact(engine, "user:olga-lopez", "editor", "Olga Lopez moved to Kate.", recall_engine.near(3, 0.6))
+    return location, editor
+
+
+def _order(engine: Engine, question: str, *ids: int) -> list[int]:
+    hits = Recaller(engine).recall(RecallQuery(vector=recall_engine.near(1, 0.0), text=question, k=20))
+    ranked = [hit.memory.id for hit in hits]
+    return sorted(ids, key=ranked.index)
+
+
+def test_what_an_attributes_facts_say_decides_between_one_persons_facts(engine: Engine) -> None:
+    """No embedder, so no names: the location facts of three other people are what says "based" means location."""
+    location, editor = _olga(engine, others=EXAMPLES_MIN_ENTITIES)
+    assert _order(engine, "Where is Olga Lopez based?", location, editor) == [location, editor]
+
+
+def test_one_or_two_peoples_facts_are_not_an_attributes_meaning(engine: Engine) -> None:
+    """With her and one other person's facts only, the closer fact that names her in full wins, as without examples."""
+    location, editor = _olga(engine, others=EXAMPLES_MIN_ENTITIES - 2)
+    assert _order(engine, "Where is Olga Lopez based?", location, editor) == [editor, location]
+
+
+def test_examples_are_the_namespaces_live_facts(engine: Engine) -> None:
+    near = recall_engine.near
+    ids = {
+        person: _fact(engine, f"user:{person}", "location", f"{person} works from Oslo.", near(i + 1, 0.5))
+        for i, person in enumerate(("ana", "ben", "caro", "dev"))
+    }
+    _fact(engine, "user:eve", "location", "eve works from Rome.", recall_engine.near(6, 0.5), namespace="other")
+    _fact(engine, "user:fay", "editor", "fay uses Vim.", recall_engine.near(7, 0.5))
+    engine.forget([ids["dev"]], reason="test", keep_history=False)
+    recaller = Recaller(engine)
+    namespace = engine.columns.namespaces.lookup("default")
+    drawn = recaller._attribute_sample(namespace, "location")
+    expected = np.stack([recall_engine.near(i + 1, 0.5) for i in range(3)])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(np.sort(drawn, axis=0), np.sort(expected, axis=0), atol=1e-3)  # the graph holds float16
+    assert recaller._attribute_sample(namespace, "editor").shape == (0, recall_engine.DIMENSION)  # one person
+    assert recaller._attribute_sample(namespace, "diet").shape == (0, recall_engine.DIMENSION)
+
+
+def test_a_fact_loses_match_by_how_much_less_its_attribute_means_than_the_best_candidates() -> None:
+    match = np.array([0.5, 0.6, 0.4, 0.3])
+    named = np.array([0.3, np.nan, 0.1, np.nan])  # the second has no name reading (no embedder meanwhile)
+    meaning = np.array([0.6, 0.4, 0.2, np.nan])  # the last is no fact: left alone
+    got = _with_attribute_evidence(match, named, meaning)
+    expected = [
+        0.5 + ATTRIBUTE_WEIGHT * 0.3,
+        0.6 * (1.0 - ATTRIBUTE_MISMATCH_WEIGHT * 0.2),
+        (0.4 + ATTRIBUTE_WEIGHT * 0.1) * (1.0 - ATTRIBUTE_MISMATCH_WEIGHT * 0.4),
+        0.3,
+    ]
+    assert got == pytest.approx(expected)
+    nothing = np.full(4, np.nan)
+    assert _with_attribute_evidence(match, nothing, nothing) == pytest.approx(match)
