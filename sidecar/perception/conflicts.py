@@ -92,14 +92,23 @@ def _load(txn: Txn, memory_id: int) -> memory_pb2.Memory | None:
     return None if raw is None else memory_pb2.Memory.FromString(raw)
 
 
-def _confirm(existing: memory_pb2.Memory, decision: Decision, now: float) -> Decision:
+def _confirm(existing: memory_pb2.Memory, restatement: memory_pb2.Memory, decision: Decision, now: float) -> Decision:
     before = existing.state
     existing.confidence = existing.confidence + (1.0 - existing.confidence) * CONFIRM_CONFIDENCE_GAIN
     existing.updated_at.CopyFrom(to_timestamp(now))  # the access it counts as is recorded by the engine
+    said_at = from_timestamp(restatement.valid_from)
+    if said_at > _confirmed_at(existing):
+        existing.confirmed_valid_at.CopyFrom(restatement.valid_from)
     decision.confirm = existing
     decision.outcome = "confirmed"
     decision.updated.append((existing, before, "confirmed by restatement"))
     return decision
+
+
+def _confirmed_at(record: memory_pb2.Memory) -> float:
+    """World time up to which the record is known to hold: its latest confirmation, else its start."""
+    start = from_timestamp(record.valid_from)
+    return max(start, from_timestamp(record.confirmed_valid_at)) if record.HasField("confirmed_valid_at") else start
 
 
 def unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -237,7 +246,7 @@ class Perceiver:
             return self._hard(txn, record, now, decision)
         duplicate = self._exact_duplicate(txn, record) if record.kind not in REPEATABLE_KINDS else None
         if duplicate is not None:
-            return _confirm(duplicate, decision, now)
+            return _confirm(duplicate, record, decision, now)
         if record.entity:
             return self._soft(txn, record, vector, now, decision)
         return decision
@@ -341,7 +350,7 @@ class Perceiver:
                 continue
             existing = version.record()  # authoritative state: confirm only what the record says
             if existing.state in CURRENT_STATES or version.valid_from_s == new_from:
-                return _confirm(existing, decision, now)
+                return _confirm(existing, record, decision, now)
         if multi:
             return decision
         raw_current = txn.get(CF_FACTS, key)
@@ -351,6 +360,8 @@ class Perceiver:
         if current is None:
             return decision
         current_from = from_timestamp(current.valid_from)
+        if current_from < new_from <= _confirmed_at(current):
+            return self._overruled(record, current, now, decision)
         if new_from > current_from or (new_from == current_from and record.confidence > current.confidence):
             before = current.state
             current.state = OBSOLETE
@@ -362,6 +373,23 @@ class Perceiver:
             decision.updated.append((current, before, f"superseded by memory {record.id}"))
             return decision
         return self._backdate(record, versions, new_from, now, decision)
+
+    def _overruled(
+        self, record: memory_pb2.Memory, current: memory_pb2.Memory, now: float, decision: Decision
+    ) -> Decision:
+        """A late value from after the current one started but before a restatement said the current one held.
+
+        "It turns out Olga took over on the 22nd" after "Double-checked on the 24th: Jana leads it": Olga's
+        value held at most until the 24th. History, closed at that confirmation, superseded by the current.
+        """
+        record.state = OBSOLETE
+        record.valid_to.CopyFrom(current.confirmed_valid_at)
+        record.superseded_by = current.id
+        current.supersedes.append(record.id)
+        current.updated_at.CopyFrom(to_timestamp(now))
+        decision.updated.append((current, current.state, f"now supersedes late fact {record.id}"))
+        decision.outcome = "backdated"
+        return decision
 
     def _backdate(
         self,
@@ -480,7 +508,7 @@ class Perceiver:
             similarities[best] >= self.settings.duplicate_similarity
             and normalise_text(candidates[best].content) == text
         ):
-            return _confirm(candidates[best], decision, now)
+            return _confirm(candidates[best], record, decision, now)
         threshold = self.settings.soft_conflict_similarity
         for existing, similarity in zip(candidates, similarities.tolist(), strict=True):
             if similarity < threshold or normalise_text(existing.content) == text:

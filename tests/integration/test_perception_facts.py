@@ -303,6 +303,38 @@ def test_late_fact_between_two_versions_relinks_the_chain(service: Any) -> None:
     assert_links_two_way(versions)
 
 
+def test_a_late_value_from_before_a_restatement_of_the_current_one_stays_history(service: Any) -> None:
+    """Light from t=100, restated at t=150; sepia "since t=120" arrives after that: light was said to hold at 150."""
+    chain = dark_then_light(service, "facts-late-after-restated")
+    restated = write(service, chain.namespace, "user A still likes light mode", VECTORS["light"], value="light", at=150)
+    assert restated.outcome == CONFIRMED
+    earlier = write(service, chain.namespace, "user A liked light mode", VECTORS["light"], value="light", at=140)
+    assert earlier.outcome == CONFIRMED
+    assert get(service, chain.light).confirmed_valid_at.seconds == 150, "an older restatement does not move it back"
+
+    late = write(service, chain.namespace, "user A switched to sepia mode", VECTORS["sepia"], value="sepia", at=120)
+    assert late.outcome == BACKDATED, memory_service_pb2.WriteOutcome.Name(late.outcome)
+    assert late.memory.state == OBSOLETE
+    assert interval(late.memory) == (120, 150), "closed where light was confirmed"
+    assert late.memory.superseded_by == chain.light
+    light = get(service, chain.light)
+    assert light.state == ACTIVE
+    assert interval(light) == (100, None)
+    current = [m.memory.id for m in recall(service, chain.namespace, VECTORS["sepia"]).memories]
+    assert current[0] == chain.light
+    assert late.memory.id not in current
+    then = recall(service, chain.namespace, VECTORS["sepia"], as_of=130).memories
+    assert late.memory.id in [m.memory.id for m in then]
+    versions = list(history(service, chain.namespace).versions)
+    assert [v.id for v in versions] == [chain.dark, chain.light, late.memory.id]
+    assert_links_two_way(versions)
+
+    # A value from after the confirmation is news: it supersedes.
+    blue = write(service, chain.namespace, "user A prefers blue mode now", VECTORS["blue"], value="blue", at=200)
+    assert blue.outcome == SUPERSEDED_PREVIOUS
+    assert_links_two_way(list(history(service, chain.namespace).versions))
+
+
 def test_backdated_fact_appears_in_the_lineage_of_its_successor(service: Any) -> None:
     chain = dark_then_light(service, "facts-lineage-late")
     late = write(service, chain.namespace, "user A preferred night mode", VECTORS["night"], value="night", at=5)

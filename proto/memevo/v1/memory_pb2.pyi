@@ -402,6 +402,7 @@ class Memory(_message.Message):
     DEMOTED_BY_FIELD_NUMBER: _builtins.int
     STATE_SINCE_FIELD_NUMBER: _builtins.int
     STATE_SINCE_TURN_FIELD_NUMBER: _builtins.int
+    CONFIRMED_VALID_AT_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """Sidecar-assigned id, unique in the data directory, increasing with write order. Never 0."""
     namespace: _builtins.str
@@ -493,6 +494,13 @@ class Memory(_message.Message):
     def state_since(self) -> _timestamp_pb2.Timestamp:
         """System time the memory entered its current state (governance's minimum time in state counts from it)."""
 
+    @_builtins.property
+    def confirmed_valid_at(self) -> _timestamp_pb2.Timestamp:
+        """World time of the latest restatement that confirmed this memory still held (a write of the same
+        fact value or text with a later valid_from); unset when none did. A value for the same fact key
+        valid from before it arrives late: it goes into history (closed at this time), it is not current.
+        """
+
     def __init__(
         self,
         *,
@@ -533,10 +541,11 @@ class Memory(_message.Message):
         demoted_by: _builtins.int = ...,
         state_since: _timestamp_pb2.Timestamp | None = ...,
         state_since_turn: _builtins.int = ...,
+        confirmed_valid_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["fact", b"fact", "last_access_at", b"last_access_at", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "state_since", b"state_since", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["confirmed_valid_at", b"confirmed_valid_at", "fact", b"fact", "last_access_at", b"last_access_at", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "state_since", b"state_since", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_count", b"access_count", "confidence", b"confidence", "consolidated_into", b"consolidated_into", "content", b"content", "demoted_by", b"demoted_by", "entity", b"entity", "fact", b"fact", "failures", b"failures", "framework_version", b"framework_version", "id", b"id", "importance", b"importance", "inconsistency", b"inconsistency", "kind", b"kind", "last_access_at", b"last_access_at", "last_access_turn", b"last_access_turn", "members", b"members", "metadata", b"metadata", "namespace", b"namespace", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "sequence", b"sequence", "source", b"source", "state", b"state", "state_since", b"state_since", "state_since_turn", b"state_since_turn", "successes", b"successes", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "task_signature", b"task_signature", "topic", b"topic", "turn", b"turn", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_count", b"access_count", "confidence", b"confidence", "confirmed_valid_at", b"confirmed_valid_at", "consolidated_into", b"consolidated_into", "content", b"content", "demoted_by", b"demoted_by", "entity", b"entity", "fact", b"fact", "failures", b"failures", "framework_version", b"framework_version", "id", b"id", "importance", b"importance", "inconsistency", b"inconsistency", "kind", b"kind", "last_access_at", b"last_access_at", "last_access_turn", b"last_access_turn", "members", b"members", "metadata", b"metadata", "namespace", b"namespace", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "sequence", b"sequence", "source", b"source", "state", b"state", "state_since", b"state_since", "state_since_turn", b"state_since_turn", "successes", b"successes", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "task_signature", b"task_signature", "topic", b"topic", "turn", b"turn", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -662,8 +662,12 @@ type Memory struct {
 	StateSince *timestamppb.Timestamp `protobuf:"bytes,36,opt,name=state_since,json=stateSince,proto3" json:"state_since,omitempty"`
 	// The agent's turn when it entered its current state; 0 when no turn was known.
 	StateSinceTurn int64 `protobuf:"varint,37,opt,name=state_since_turn,json=stateSinceTurn,proto3" json:"state_since_turn,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// World time of the latest restatement that confirmed this memory still held (a write of the same
+	// fact value or text with a later valid_from); unset when none did. A value for the same fact key
+	// valid from before it arrives late: it goes into history (closed at this time), it is not current.
+	ConfirmedValidAt *timestamppb.Timestamp `protobuf:"bytes,38,opt,name=confirmed_valid_at,json=confirmedValidAt,proto3" json:"confirmed_valid_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Memory) Reset() {
@@ -955,6 +959,13 @@ func (x *Memory) GetStateSinceTurn() int64 {
 	return 0
 }
 
+func (x *Memory) GetConfirmedValidAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConfirmedValidAt
+	}
+	return nil
+}
+
 var File_memevo_v1_memory_proto protoreflect.FileDescriptor
 
 const file_memevo_v1_memory_proto_rawDesc = "" +
@@ -999,7 +1010,7 @@ const file_memevo_v1_memory_proto_rawDesc = "" +
 	"\trelevance\x18\x02 \x01(\x02R\trelevance\x12\x18\n" +
 	"\autility\x18\x03 \x01(\x02R\autility\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x02R\x04cost\x12\x14\n" +
-	"\x05value\x18\x05 \x01(\x02R\x05value\"\xfd\v\n" +
+	"\x05value\x18\x05 \x01(\x02R\x05value\"\xc7\f\n" +
 	"\x06Memory\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12)\n" +
@@ -1049,7 +1060,8 @@ const file_memevo_v1_memory_proto_rawDesc = "" +
 	"demoted_by\x18# \x01(\x04R\tdemotedBy\x12;\n" +
 	"\vstate_since\x18$ \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"stateSince\x12(\n" +
-	"\x10state_since_turn\x18% \x01(\x03R\x0estateSinceTurn\x1a;\n" +
+	"\x10state_since_turn\x18% \x01(\x03R\x0estateSinceTurn\x12H\n" +
+	"\x12confirmed_valid_at\x18& \x01(\v2\x1a.google.protobuf.TimestampR\x10confirmedValidAt\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xb3\x01\n" +
@@ -1123,11 +1135,12 @@ var file_memevo_v1_memory_proto_depIdxs = []int32{
 	10, // 16: memevo.v1.Memory.last_access_at:type_name -> google.protobuf.Timestamp
 	6,  // 17: memevo.v1.Memory.scores:type_name -> memevo.v1.MemoryScores
 	10, // 18: memevo.v1.Memory.state_since:type_name -> google.protobuf.Timestamp
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	10, // 19: memevo.v1.Memory.confirmed_valid_at:type_name -> google.protobuf.Timestamp
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_proto_init() }
