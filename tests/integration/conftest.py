@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,16 @@ from pathlib import Path
 import pytest
 
 STARTUP_TIMEOUT_S = 60.0
+_RUN_DIRS: list[Path] = []
+"""Socket, ready-file and log folders of the sidecars this session started (short paths: a socket's is limited)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_run_dirs() -> Iterator[None]:
+    """Remove the run folders at the end of the session: every test run used to leave about a hundred in /tmp."""
+    yield
+    for run_dir in _RUN_DIRS:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @dataclass
@@ -53,6 +64,7 @@ class Sidecar:
 def start_sidecar(data_dir: Path, *extra_args: str, dimension: int = 8, embedder: str = "none") -> Sidecar:
     """Start ``memevo serve`` on a unix socket and a free TCP loopback port; wait for its ready file."""
     run_dir = Path(tempfile.mkdtemp(prefix="memevo-run-"))
+    _RUN_DIRS.append(run_dir)
     socket_path = run_dir / "memevo.sock"
     ready_file = run_dir / "ready.json"
     log_path = run_dir / "sidecar.log"
