@@ -280,7 +280,7 @@ def memory_to_proto(memory: Memory) -> memory_pb2.Memory:
         msg.vector = vector_to_bytes(memory.vector)
     if memory.fact is not None:
         msg.fact.CopyFrom(fact_to_proto(memory.fact))
-    for name in ("valid_from", "valid_to", "recorded_at", "updated_at", "last_access_at", "state_since"):
+    for name in _MEMORY_TIMES:
         value = getattr(memory, name)
         if value is not None:
             time_to_proto(value, getattr(msg, name), name)
@@ -289,6 +289,18 @@ def memory_to_proto(memory: Memory) -> memory_pb2.Memory:
     if memory.scores is not None:
         msg.scores.CopyFrom(scores_to_proto(memory.scores))
     return msg
+
+
+_MEMORY_TIMES = (
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "updated_at",
+    "last_access_at",
+    "state_since",
+    "confirmed_valid_at",
+)
+"""Timestamp fields of Memory, the same name in the proto and the dataclass."""
 
 
 def memory_from_proto(msg: memory_pb2.Memory) -> Memory:
@@ -333,6 +345,7 @@ def memory_from_proto(msg: memory_pb2.Memory) -> Memory:
         demoted_by=_zero_is_none(msg.demoted_by),
         state_since=_opt_time(msg, "state_since"),
         state_since_turn=msg.state_since_turn,
+        confirmed_valid_at=_opt_time(msg, "confirmed_valid_at"),
     )
 
 

@@ -328,6 +328,8 @@ class Memory:
     """System time the memory entered its current state."""
     state_since_turn: int = 0
     """The agent's turn when it entered its current state; 0 when unknown."""
+    confirmed_valid_at: datetime | None = None
+    """World time of the latest restatement that confirmed it still held; ``None`` when none did."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Memory):

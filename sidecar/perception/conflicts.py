@@ -360,7 +360,7 @@ class Perceiver:
         if current is None:
             return decision
         current_from = from_timestamp(current.valid_from)
-        if current_from < new_from <= _confirmed_at(current):
+        if current_from < new_from < _confirmed_at(current):
             return self._overruled(record, current, now, decision)
         if new_from > current_from or (new_from == current_from and record.confidence > current.confidence):
             before = current.state

@@ -329,8 +329,8 @@ def test_a_late_value_from_before_a_restatement_of_the_current_one_stays_history
     assert [v.id for v in versions] == [chain.dark, chain.light, late.memory.id]
     assert_links_two_way(versions)
 
-    # A value from after the confirmation is news: it supersedes.
-    blue = write(service, chain.namespace, "user A prefers blue mode now", VECTORS["blue"], value="blue", at=200)
+    # A value from the confirmation's time on is news: it supersedes.
+    blue = write(service, chain.namespace, "user A prefers blue mode now", VECTORS["blue"], value="blue", at=150)
     assert blue.outcome == SUPERSEDED_PREVIOUS
     assert_links_two_way(list(history(service, chain.namespace).versions))
 

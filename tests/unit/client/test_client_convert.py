@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import struct
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import numpy as np
 import pytest
@@ -93,6 +95,9 @@ def full_memory(memory_id: int = 7, *, with_vector: bool = True) -> Memory:
         demoted_by=17,
         scores=MemoryScores(accuracy=0.5, relevance=0.25, utility=0.75, cost=0.125, value=0.375),
         sequence=99,
+        state_since=T0 + timedelta(days=3),
+        state_since_turn=41,
+        confirmed_valid_at=T0 + timedelta(days=2),
     )
 
 
@@ -285,6 +290,22 @@ def test_memory_round_trip() -> None:
     assert back.valid_from.tzinfo is not None
     assert isinstance(back.vector, np.ndarray)
     assert cv.memory_to_proto(back) == msg
+
+
+def test_every_memory_field_has_a_place_in_the_dataclass() -> None:
+    """A field added to the proto Memory must reach Python users (full_memory then sets it, so it round-trips)."""
+    proto_fields = {f.name for f in memory_pb2.Memory.DESCRIPTOR.fields}
+    assert proto_fields - {f.name for f in dataclasses.fields(Memory)} == set()
+    msg = cv.memory_to_proto(full_memory())
+    assert [f.name for f in memory_pb2.Memory.DESCRIPTOR.fields if not _is_set(msg, f)] == []
+
+
+def _is_set(msg: memory_pb2.Memory, field: Any) -> bool:
+    if field.is_repeated:
+        return len(getattr(msg, field.name)) > 0
+    if field.has_presence:
+        return msg.HasField(field.name)
+    return getattr(msg, field.name) != field.default_value
 
 
 def test_proto_memory_round_trip() -> None:
