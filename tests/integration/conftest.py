@@ -17,16 +17,18 @@ from pathlib import Path
 import pytest
 
 STARTUP_TIMEOUT_S = 60.0
-_RUN_DIRS: list[Path] = []
-"""Socket, ready-file and log folders of the sidecars this session started (short paths: a socket's is limited)."""
+RUN_ROOT = Path(tempfile.gettempdir()) / f"memevo-runs-{os.getpid()}"
+"""Socket, ready-file and log folders of the sidecars this session starts (a short path: a socket's is limited).
+
+Per process, not per module: test_client.py loads this file a second time under another name.
+"""
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _remove_run_dirs() -> Iterator[None]:
     """Remove the run folders at the end of the session: every test run used to leave about a hundred in /tmp."""
     yield
-    for run_dir in _RUN_DIRS:
-        shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.rmtree(RUN_ROOT, ignore_errors=True)
 
 
 @dataclass
@@ -63,8 +65,8 @@ class Sidecar:
 
 def start_sidecar(data_dir: Path, *extra_args: str, dimension: int = 8, embedder: str = "none") -> Sidecar:
     """Start ``memevo serve`` on a unix socket and a free TCP loopback port; wait for its ready file."""
-    run_dir = Path(tempfile.mkdtemp(prefix="memevo-run-"))
-    _RUN_DIRS.append(run_dir)
+    RUN_ROOT.mkdir(exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=RUN_ROOT))
     socket_path = run_dir / "memevo.sock"
     ready_file = run_dir / "ready.json"
     log_path = run_dir / "sidecar.log"
