@@ -82,12 +82,13 @@ ATTRIBUTE_MISMATCH_WEIGHT = 0.75
 """A fact's match loses this times how much less its attribute means to the query than the best candidate's does.
 
 An attribute's meaning here is the mean of the query's cosines to its embedded name and to its facts' mean
-direction (``attributes.py``; the facts' direction alone without an embedder), floored at 0. Among one entity's
-facts, whose texts share its name and whose BM25 and cosine often favour the wrong attribute ("Olga Lopez moved to
-Kate for editing." for "Where is Olga Lopez based?" against "Olga works from Athens."), this decides; a gap of 0.15
-in meaning, common between the asked attribute and the next, costs 11 % of the match. The lift above stays on the
-name: every attribute of a domain is close to a question by its facts' direction (0.3 to 0.6), so that level says
-little about facts against strategies and remarks, and lifting facts by it cost strategy questions 5 points.
+direction (``attributes.py``; the facts' direction alone without an embedder), floored at 0, each reading compared
+with the best candidate's on its own scale (:func:`_meaning_gaps`). Among one entity's facts, whose texts share its
+name and whose BM25 and cosine often favour the wrong attribute ("Olga Lopez moved to Kate for editing." for "Where
+is Olga Lopez based?" against "Olga works from Athens."), this decides; a gap of 0.15 in meaning, common between the
+asked attribute and the next, costs 11 % of the match. The lift above stays on the name: every attribute of a domain
+is close to a question by its facts' direction (0.3 to 0.6), so that level says little about facts against
+strategies and remarks, and lifting facts by it cost strategy questions 5 points.
 """
 ATTRIBUTE_SCAN_FIRST = 4_096
 """Drawing an attribute's examples scans the namespace's newest ids in chunks, this many first, then 4x each time."""
@@ -230,20 +231,37 @@ def _best_passing(
     return ids, scores
 
 
+def _meaning_gaps(*readings: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """How much less each attribute means to the query than the best one, from readings on different scales.
+
+    Per reading (one value per attribute, NaN where the attribute has none), floored at 0: each attribute's deficit
+    to that reading's best. An attribute's deficit is the mean of its deficits over the readings it has, so one
+    without examples (fewer than three entities' facts) is judged by its name against the others' names, not
+    against their examples, whose cosines run higher; the gap is the deficit above the smallest. NaN with no reading.
+    """
+    deficits = []
+    for reading in readings:
+        floored = np.maximum(reading, 0.0)
+        known = ~np.isnan(floored)
+        deficits.append(floored[known].max() - floored if known.any() else floored)
+    stacked = np.vstack(deficits)
+    counted = (~np.isnan(stacked)).sum(axis=0)
+    deficit = np.where(counted > 0, np.nansum(stacked, axis=0) / np.maximum(counted, 1), np.nan)
+    known = ~np.isnan(deficit)
+    return np.asarray(deficit - deficit[known].min(), dtype=np.float64) if known.any() else deficit
+
+
 def _with_attribute_evidence(
-    match: npt.NDArray[np.float64], named: npt.NDArray[np.float64], meaning: npt.NDArray[np.float64]
+    match: npt.NDArray[np.float64], named: npt.NDArray[np.float64], gap: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
     """``match`` with the attribute evidence: ``ATTRIBUTE_WEIGHT`` and ``ATTRIBUTE_MISMATCH_WEIGHT``.
 
-    Per candidate, floored at 0, NaN for a memory without a fact attribute or that reading (left alone): ``named``
-    the cosine to the attribute's name, ``meaning`` the attribute's meaning.
+    Per candidate, NaN for a memory without a fact attribute or without that reading (left alone): ``named`` the
+    cosine to the attribute's name floored at 0, ``gap`` how much less its attribute means than the best one's
+    (:func:`_meaning_gaps`).
     """
     lifted = match + ATTRIBUTE_WEIGHT * np.where(np.isnan(named), 0.0, named)
-    known = ~np.isnan(meaning)
-    if not known.any():
-        return np.asarray(lifted, dtype=np.float64)
-    gap = float(meaning[known].max()) - meaning
-    return np.asarray(lifted * np.where(known, 1.0 - ATTRIBUTE_MISMATCH_WEIGHT * gap, 1.0), dtype=np.float64)
+    return np.asarray(lifted * np.where(np.isnan(gap), 1.0, 1.0 - ATTRIBUTE_MISMATCH_WEIGHT * gap), dtype=np.float64)
 
 
 def _value_type_factor(question: str, shapes: npt.NDArray[np.uint8]) -> npt.NDArray[np.float64]:
@@ -302,8 +320,8 @@ class Recaller:
         if query.text:
             terms = list(dict.fromkeys(tokenize(query.text)))
             match = match + FIELD_WEIGHT * self._field_match(query, terms, columns.fields[ids])
-            named, meaning = self._attribute_evidence(query, flt.namespace, columns.fields[ids])
-            match = _with_attribute_evidence(match, named, meaning)
+            named, gap = self._attribute_evidence(query, flt.namespace, columns.fields[ids])
+            match = _with_attribute_evidence(match, named, gap)
             match = match * self._entity_factor(query, terms, columns.entity[ids])
             match = match * _value_type_factor(query.text, columns.value_type[ids])
         match = share_task_match(match, columns.signature[ids])
@@ -392,11 +410,8 @@ class Recaller:
         names = np.full(len(attributes), np.nan, dtype=np.float64)
         if self._meanings is not None:
             names = self._meanings.similarities(attributes, query.vector)
-        readings = np.vstack([names, examples])
-        counted = (~np.isnan(readings)).sum(axis=0)
-        meaning = np.where(counted > 0, np.nansum(readings, axis=0) / np.maximum(counted, 1), np.nan)
         named = np.maximum(names, 0.0)  # NaN stays NaN
-        return np.asarray(named[inverse], dtype=np.float64), np.asarray(np.maximum(meaning, 0.0)[inverse])
+        return np.asarray(named[inverse], dtype=np.float64), np.asarray(_meaning_gaps(named, examples)[inverse])
 
     def _attribute_sample(self, namespace: int, attribute: str) -> npt.NDArray[np.float32]:
         """Unit vectors of the namespace's newest live facts of ``attribute``, up to ``EXAMPLES`` of them."""

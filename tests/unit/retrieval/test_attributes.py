@@ -28,6 +28,7 @@ from memevo.sidecar.retrieval.recall import (
     ATTRIBUTE_MISMATCH_WEIGHT,
     ATTRIBUTE_WEIGHT,
     Recaller,
+    _meaning_gaps,
     _with_attribute_evidence,
 )
 from memevo.v1 import memory_pb2
@@ -255,8 +256,8 @@ def test_examples_are_the_namespaces_live_facts(engine: Engine) -> None:
 def test_a_fact_loses_match_by_how_much_less_its_attribute_means_than_the_best_candidates() -> None:
     match = np.array([0.5, 0.6, 0.4, 0.3])
     named = np.array([0.3, np.nan, 0.1, np.nan])  # the second has no name reading (no embedder meanwhile)
-    meaning = np.array([0.6, 0.4, 0.2, np.nan])  # the last is no fact: left alone
-    got = _with_attribute_evidence(match, named, meaning)
+    gap = np.array([0.0, 0.2, 0.4, np.nan])  # the last is no fact: left alone
+    got = _with_attribute_evidence(match, named, gap)
     expected = [
         0.5 + ATTRIBUTE_WEIGHT * 0.3,
         0.6 * (1.0 - ATTRIBUTE_MISMATCH_WEIGHT * 0.2),
@@ -266,3 +267,19 @@ def test_a_fact_loses_match_by_how_much_less_its_attribute_means_than_the_best_c
     assert got == pytest.approx(expected)
     nothing = np.full(4, np.nan)
     assert _with_attribute_evidence(match, nothing, nothing) == pytest.approx(match)
+
+
+def test_meaning_gaps_compare_each_reading_on_its_own_scale() -> None:
+    names = np.array([0.30, 0.20, 0.10, np.nan])
+    complete = np.array([0.60, 0.40, 0.50, np.nan])
+    # Both readings for every attribute: the gap to the best mean, as with one reading of the mean.
+    mean = (names + complete) / 2
+    assert _meaning_gaps(names, complete)[:3] == pytest.approx(np.nanmax(mean) - mean[:3])
+    assert np.isnan(_meaning_gaps(names, complete)[3])
+    # The third has no examples: its name (0.2 below the best name) judges it, not a mean with no examples in it.
+    partial = np.array([0.60, 0.40, np.nan, np.nan])
+    gaps = _meaning_gaps(names, partial)
+    assert gaps[:3] == pytest.approx([0.0, 0.15, 0.2])
+    # Negative cosines count as 0; no reading at all is NaN.
+    assert _meaning_gaps(np.array([-0.3, 0.2])) == pytest.approx([0.2, 0.0])
+    assert np.isnan(_meaning_gaps(np.full(2, np.nan), np.full(2, np.nan))).all()

@@ -363,8 +363,9 @@ export const RecallFilterSchema: GenMessage<RecallFilter> = /*@__PURE__*/
  * amount its attribute means less to the query than the best candidate's attribute), where an
  * attribute's meaning is the mean of the query's cosines to its embedded name (with an embedder)
  * and to the mean direction of the namespace's 64 newest facts of that attribute (when they are
- * about 3 or more entities), floored at 0: other people's location facts say what "Where is Olga
- * based?" asks for, among Olga's facts;
+ * about 3 or more entities), floored at 0 (the amount is the mean, over the readings the attribute
+ * has, of how far it is below the best candidate's reading, less the smallest such mean): other
+ * people's location facts say what "Where is Olga based?" asks for, among Olga's facts;
  * trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
  * strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
  * strategy to prefer, not how strategies compare with facts), and an unrated importance counts
