@@ -30,10 +30,9 @@ from ..store.columns import (
     STATE_ACTIVE,
     STATE_ARCHIVED,
     STATE_CONSOLIDATED,
-    STATE_EVICTED,
     STATE_OBSOLETE,
-    STATE_UNSPECIFIED,
     MemoryColumns,
+    live_mask,
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
 from .answer_type import ValueType, expected_types
@@ -426,8 +425,7 @@ class Recaller:
         while end > 0 and count < EXAMPLES:
             chunk = ids[max(0, end - step) : end]
             chunk = chunk[np.isin(columns.fields[chunk], codes)]
-            state = columns.state[chunk]
-            chunk = chunk[(state != STATE_UNSPECIFIED) & (state != STATE_EVICTED)]
+            chunk = chunk[live_mask(columns.state[chunk])]
             found.insert(0, chunk)
             count += chunk.size
             end -= step

@@ -13,6 +13,7 @@ import threading
 import time
 from array import array
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +42,11 @@ NO_CODE = -1
 
 def _is_live(state: int) -> int:
     return int(state not in (STATE_UNSPECIFIED, STATE_EVICTED))
+
+
+def live_mask(states: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.bool_]:
+    """Per state code: whether a memory in it is stored and not evicted (an empty slot reads as UNSPECIFIED)."""
+    return np.asarray((states != STATE_UNSPECIFIED) & (states != STATE_EVICTED), dtype=bool)
 
 
 def _seconds(stamp: Timestamp) -> float:
@@ -477,14 +483,14 @@ class MemoryColumns:
         """Ids of every memory that is not evicted."""
         n = self._size
         state = self.state[:n]
-        return np.flatnonzero((state != STATE_UNSPECIFIED) & (state != STATE_EVICTED)).astype(np.int64)
+        return np.flatnonzero(live_mask(state)).astype(np.int64)
 
     def count_by_state_kind(self) -> dict[tuple[int, int], int]:
         """Counts of stored memories per (state, kind), evicted ones excluded."""
         n = self._size
         state = self.state[:n].astype(np.int64)
         kind = self.kind[:n].astype(np.int64)
-        live = (state != STATE_UNSPECIFIED) & (state != STATE_EVICTED)
+        live = live_mask(state)
         cells = state[live] * 16 + kind[live]
         values, counts = np.unique(cells, return_counts=True)
         return {(int(v) // 16, int(v) % 16): int(c) for v, c in zip(values, counts, strict=True)}
