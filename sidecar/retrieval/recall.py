@@ -110,6 +110,12 @@ names the same service with fewer other words, so it is often closer to "How do 
 by cosine and by BM25. The wording says which kind of memory is wanted; this prior says it a little
 more strongly than the episode prior above, since the question asked for it outright.
 """
+REPLACED_LESSON_FACTOR = 0.85
+"""A strategy's match is multiplied by this when a newer strategy for its task leads (see :func:`prefer_newer_lessons`).
+
+Enough to put the leader first among its task's strategies whatever their outcome records (their trust differs by
+at most ~15 % of the score), not enough to push the older ones under unrelated memories.
+"""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -324,6 +330,14 @@ class Recaller:
             match = match * self._entity_factor(query, terms, columns.entity[ids])
             match = match * _value_type_factor(query.text, columns.value_type[ids])
         match = share_task_match(match, columns.signature[ids])
+        match = prefer_newer_lessons(
+            match,
+            ids,
+            columns.signature[ids],
+            columns.successes[ids],
+            columns.failures[ids],
+            self.engine.policy.strategy_upgrade_probability,
+        )
         if query.text and asks_how(query.text):
             # Inside the match, so that replay, which re-ranks logged matches, ranks as recall did.
             match = np.where(columns.kind[ids] == memory_pb2.MEMORY_KIND_STRATEGY, match * PROCEDURE_BOOST, match)
@@ -674,16 +688,84 @@ def share_task_match(match: npt.NDArray[np.floating[Any]], signature: npt.NDArra
     evidence (outcomes, demotion, trust) to say, not for how close each one's wording happens to be.
     """
     shared: npt.NDArray[np.float64] = np.array(match, dtype=np.float64)
-    grouped = np.flatnonzero(signature != NO_CODE)
-    if grouped.size < 2:
+    groups = _task_groups(signature)
+    if groups is None:
         return shared
-    codes, inverse = np.unique(signature[grouped], return_inverse=True)
-    if codes.size == grouped.size:
-        return shared
+    grouped, codes, inverse = groups
     best = np.full(codes.size, -np.inf)
     np.maximum.at(best, inverse, shared[grouped])
     shared[grouped] = best[inverse]
     return shared
+
+
+def _task_groups(signature: npt.NDArray[np.int32]) -> tuple[IdArray, npt.NDArray[np.int32], IdArray] | None:
+    """Positions of the candidates with a task signature, the signatures met and each one's; None if no two share."""
+    grouped = np.flatnonzero(signature != NO_CODE)
+    if grouped.size < 2:
+        return None
+    codes, inverse = np.unique(signature[grouped], return_inverse=True)
+    if codes.size == grouped.size:
+        return None
+    return grouped, codes, inverse
+
+
+def prefer_newer_lessons(
+    match: npt.NDArray[np.floating[Any]],
+    ids: IdArray,
+    signature: npt.NDArray[np.int32],
+    successes: npt.NDArray[np.floating[Any]],
+    failures: npt.NDArray[np.floating[Any]],
+    level: float,
+) -> npt.NDArray[np.float64]:
+    """Within each task signature, the newest strategy that no other reliably beats leads; the others' match shrinks.
+
+    An agent writes a new lesson for a task because the old one fell short. Until the outcomes say otherwise
+    (another strategy of the task beats it with probability >= ``level``, the policy's strategy upgrade
+    probability, judged as demotion judges), the newest is the one to try, before every older one that has been
+    tried; untried older ones keep their rank by trust. Ranked by outcome records alone, a new lesson that
+    failed once or twice sank under the old one, was rarely tried again, and never showed it was better. Pure
+    arrays in, array out (the result is the logged match replay re-ranks).
+    """
+    shaped: npt.NDArray[np.float64] = np.array(match, dtype=np.float64)
+    groups = _task_groups(signature)
+    if groups is None:
+        return shaped
+    grouped, codes, inverse = groups
+    alpha = 1.0 + np.asarray(successes, dtype=np.float64)
+    beta = 1.0 + np.asarray(failures, dtype=np.float64)
+    for group in range(codes.size):
+        members = grouped[inverse == group]
+        if members.size < 2:
+            continue
+        members = members[np.argsort(-ids[members], kind="stable")]  # newest first
+        beats = beat_probabilities(alpha[members], beta[members])
+        np.fill_diagonal(beats, 0.0)
+        unbeaten = np.flatnonzero(~(beats >= level).any(axis=0))
+        if unbeaten.size:
+            lead = unbeaten[0]
+            # Older ones give way only once tried: a lesson written after another's outcomes is the agent's answer
+            # to them, while between lessons none has tried (two imported runbooks) there is nothing to answer.
+            older = np.arange(members.size) > lead
+            tried = (alpha[members] + beta[members]) > 2.0
+            shaped[members[(~older & (np.arange(members.size) != lead)) | (older & tried)]] *= REPLACED_LESSON_FACTOR
+    return shaped
+
+
+def beat_probabilities(alpha: npt.NDArray[np.float64], beta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """P(success rate of i > that of j) for Beta(alpha, beta) posteriors, as a matrix [i, j].
+
+    The normal approximation of the difference of the two Betas: recall judges a handful of strategies per
+    query and cannot afford demotion's Monte Carlo; the two agree within a few points of probability.
+    """
+    total = alpha + beta
+    mean = alpha / total
+    variance = alpha * beta / (total * total * (total + 1.0))
+    spread = np.sqrt(variance[:, None] + variance[None, :])
+    z = (mean[:, None] - mean[None, :]) / spread
+    return np.asarray(0.5 * (1.0 + _erf(z / math.sqrt(2.0))), dtype=np.float64)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def rank_factors(

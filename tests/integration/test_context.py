@@ -295,6 +295,44 @@ def test_a_how_to_question_gets_the_lesson_before_a_closer_fact(sidecar: Sidecar
     assert _ranked(service, ns, "新版本应该如何发布？") == [lesson.id, fact.id]
 
 
+def test_a_new_lesson_for_a_task_leads_until_its_outcomes_show_the_older_one_is_better(sidecar: Sidecar) -> None:
+    """Over the wire: one unlucky failure does not bury a new strategy under the old one; five do."""
+    service = stub(sidecar.unix_target)
+    ns = "ctx-new-lesson"
+    signature = "incident:export-service"
+    older = remember(
+        service,
+        ns,
+        "Restart every pod at once.",
+        _tilted(2, 0.1),
+        kind=STRATEGY,
+        task_signature=signature,
+        importance=8,
+    )
+
+    def report(memory_id: int, outcome: memory_service_pb2.Outcome.ValueType, times: int) -> None:
+        for _ in range(times):
+            request = memory_service_pb2.ReportOutcomeRequest(outcome=outcome, used_memory_ids=[memory_id])
+            service.ReportOutcome(request)
+
+    report(older.id, memory_service_pb2.OUTCOME_SUCCESS, 6)
+    report(older.id, memory_service_pb2.OUTCOME_FAILURE, 5)
+    newer = remember(
+        service,
+        ns,
+        "Turn off the newest feature flags one by one.",
+        _tilted(3, 0.6),
+        kind=STRATEGY,
+        task_signature=signature,
+        importance=7,
+    )
+    question = "How do I handle an outage of the export service?"
+    report(newer.id, memory_service_pb2.OUTCOME_FAILURE, 1)
+    assert _ranked(service, ns, question) == [newer.id, older.id]
+    report(newer.id, memory_service_pb2.OUTCOME_FAILURE, 4)  # 0 of 5 against 6 of 11: reliably worse
+    assert _ranked(service, ns, question) == [older.id, newer.id]
+
+
 def test_the_person_a_question_names_wins_over_a_namesake_worded_like_the_question(sidecar: Sidecar) -> None:
     """Over the wire: the namesake's memory is closer by cosine and by words; the named entity decides."""
     service = stub(sidecar.unix_target)

@@ -13,8 +13,18 @@ from memevo.sidecar.config import SidecarConfig
 from memevo.sidecar.domain import NewMemory, RecallQuery
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
+from memevo.sidecar.perception.feedback import probability_better
 from memevo.sidecar.retrieval.lexical import tokenize
-from memevo.sidecar.retrieval.recall import EPISODE_FACTOR, Recaller, names_field, rank_factors, share_task_match
+from memevo.sidecar.retrieval.recall import (
+    EPISODE_FACTOR,
+    REPLACED_LESSON_FACTOR,
+    Recaller,
+    beat_probabilities,
+    names_field,
+    prefer_newer_lessons,
+    rank_factors,
+    share_task_match,
+)
 from memevo.sidecar.store.columns import NO_CODE
 from memevo.v1 import memory_pb2
 
@@ -194,6 +204,45 @@ def test_task_match_is_shared_within_a_signature_only() -> None:
     signature = np.asarray([3, 3, NO_CODE, 5, NO_CODE], dtype=np.int32)
     assert share_task_match(match, signature).tolist() == [0.9, 0.9, 0.7, 0.2, 0.5]
     assert share_task_match(match, np.full(5, NO_CODE, dtype=np.int32)).tolist() == match.tolist()
+
+
+@pytest.mark.parametrize(
+    ("record_a", "record_b"),
+    [((13, 14), (1, 3)), ((20, 2), (0, 0)), ((20, 2), (0, 2)), ((5, 5), (6, 1)), ((0, 0), (0, 0)), ((3, 0), (0, 3))],
+)
+def test_recall_judges_which_strategy_is_better_as_demotion_does(
+    record_a: tuple[int, int], record_b: tuple[int, int]
+) -> None:
+    a = memory_pb2.Memory(id=1, successes=record_a[0], failures=record_a[1])
+    b = memory_pb2.Memory(id=2, successes=record_b[0], failures=record_b[1])
+    alpha = 1.0 + np.asarray([record_a[0], record_b[0]], dtype=np.float64)
+    beta = 1.0 + np.asarray([record_a[1], record_b[1]], dtype=np.float64)
+    beats = beat_probabilities(alpha, beta)
+    assert beats[0, 1] == pytest.approx(probability_better(a, b), abs=0.03)
+    assert beats[0, 1] + beats[1, 0] == pytest.approx(1.0)
+
+
+def test_the_newest_lesson_of_a_task_leads_unless_another_reliably_beats_it() -> None:
+    match = np.asarray([0.9, 0.9, 0.9, 0.5, 0.4])
+    ids = np.asarray([10, 20, 30, 40, 50])
+    signature = np.asarray([3, 3, 3, NO_CODE, 7], dtype=np.int32)
+    untried = prefer_newer_lessons(
+        match, ids, signature, np.asarray([6.0, 3, 0, 0, 0]), np.asarray([5.0, 3, 1, 0, 0]), 0.95
+    )
+    assert untried.tolist() == pytest.approx([0.9 * REPLACED_LESSON_FACTOR] * 2 + [0.9, 0.5, 0.4])
+    # The newest failed five times: the middle one (3 of 6) now beats it reliably and leads.
+    failed = prefer_newer_lessons(
+        match, ids, signature, np.asarray([6.0, 3, 0, 0, 0]), np.asarray([5.0, 3, 5, 0, 0]), 0.95
+    )
+    assert failed.tolist() == pytest.approx([0.9 * REPLACED_LESSON_FACTOR, 0.9, 0.9 * REPLACED_LESSON_FACTOR, 0.5, 0.4])
+    # Untried, an older lesson keeps its match (its trust ranks it): the newer one answers no outcome of it.
+    untried_older = prefer_newer_lessons(match, ids, signature, np.zeros(5), np.asarray([0.0, 0, 1, 0, 0]), 0.95)
+    assert untried_older.tolist() == pytest.approx([0.9, 0.9, 0.9, 0.5, 0.4])
+    # A strategy alone in its task keeps its match.
+    alone = prefer_newer_lessons(
+        match, ids, np.asarray([3, NO_CODE, NO_CODE, NO_CODE, 7], dtype=np.int32), *[np.zeros(5)] * 2, 0.95
+    )
+    assert alone.tolist() == match.tolist()
 
 
 def test_an_episode_keeps_a_share_of_the_score_and_a_store_of_episodes_ranks_as_before() -> None:

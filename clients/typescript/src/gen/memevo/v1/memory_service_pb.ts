@@ -348,7 +348,10 @@ export const RecallFilterSchema: GenMessage<RecallFilter> = /*@__PURE__*/
  * query's words that name the memory's entity, fact attribute or task signature (a word names a
  * field word when they are equal, or one starts with the other and the shorter has 4+ letters);
  * candidate strategies of one task signature all take the best match among them (their order is
- * the evidence's: trust, demotion, importance), and a strategy's match is x 1.15 when the query
+ * the evidence's: trust, demotion, importance), then every one but the newest that no other of
+ * them beats with probability >= the policy's strategy_upgrade_probability (Beta posteriors of
+ * their outcome records) has its match x 0.85, so a new lesson is tried until its outcomes show
+ * an older one is reliably better; a strategy's match is x 1.15 when the query
  * asks how to do something ("how do I …", "what should I do when …", "the right way to …", and
  * the Chinese 如何 / 怎么 / 步骤 …: a how-to question wants the agent's lesson, not a fact);
  * a memory whose entity the query names less of than another candidate's entity of the same type
