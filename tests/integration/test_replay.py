@@ -141,10 +141,11 @@ def test_export_holds_every_retrieval_and_outcome(exported: tuple[Path, Path]) -
     assert len(retrievals) == len(outcomes) == 2 * TOPICS * ROUNDS
     assert len(memories) == 2 * TOPICS
     # Every retrieval logged its candidate pool (for k=1: the two nearest, its topic's decoy and good
-    # memory) with their match (the cosine: no query text), and what it returned.
+    # memory, and any other memory still in the fresh tail, which is scanned whole: how many depends on
+    # the index builder's timing) with their match (the cosine: no query text), and what it returned.
     for retrieval in retrievals:
         assert len(retrieval["returned"]) == 1
-        matches = sorted(round(c[1], 2) for c in retrieval["candidates"])
+        matches = sorted(round(c[1], 2) for c in retrieval["candidates"])[-2:]
         assert retrieval["returned"][0] in [c[0] for c in retrieval["candidates"]]
         assert matches in ([0.44, 1.0], [0.7, 0.95])
     assert {o["retrieval"] for o in outcomes} == {r["id"] for r in retrievals}
