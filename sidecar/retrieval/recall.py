@@ -305,6 +305,9 @@ class Recaller:
         self._codes_by_attribute: dict[str, list[int]] = {}
         """Interned field combinations of each fact attribute (columns.field_sets), filled as combinations appear."""
         self._codes_scanned = 0
+        self._type_names: list[str] = [""]
+        """Entity types met so far ("user" of "user:nadia-yilmaz"); "" for none. Few, and never forgotten."""
+        self._type_index: dict[str, int] = {"": 0}
 
     def recall(self, query: RecallQuery) -> list[Hit]:
         """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
@@ -325,7 +328,7 @@ class Recaller:
         if query.text:
             terms = list(dict.fromkeys(tokenize(query.text)))
             match = match + FIELD_WEIGHT * self._field_match(query, terms, columns.fields[ids])
-            named, gap = self._attribute_evidence(query, flt.namespace, columns.fields[ids])
+            named, gap = self._attribute_evidence(query, flt.namespace, columns.fields[ids], columns.entity[ids])
             match = _with_attribute_evidence(match, named, gap)
             match = match * self._entity_factor(query, terms, columns.entity[ids])
             match = match * _value_type_factor(query.text, columns.value_type[ids])
@@ -407,24 +410,48 @@ class Recaller:
         return np.asarray(share[inverse] / total, dtype=np.float64)
 
     def _attribute_evidence(
-        self, query: RecallQuery, namespace: int, codes: npt.NDArray[np.int32]
+        self, query: RecallQuery, namespace: int, codes: npt.NDArray[np.int32], entities: npt.NDArray[np.int32]
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Per candidate: its fact attribute's cosine to the query by name, and its meaning (both floored at 0).
+        """Per candidate: its fact attribute's cosine to the query by bare name (floored at 0), and its meaning gap.
 
-        NaN without an attribute (or, for the name, without an embedder). See ``ATTRIBUTE_MISMATCH_WEIGHT``.
+        The gap compares the name said of the candidate's entity type ("the project's tracker") and the
+        attribute's examples with the best candidate's (see ``ATTRIBUTE_MISMATCH_WEIGHT``). NaN without an
+        attribute (or, for the name, without an embedder).
         """
-        present, inverse = np.unique(codes, return_inverse=True)
-        attributes = [self._attribute_of(int(code)) for code in present.tolist()]
+        # Types matter only to the names, which need an embedder.
+        kinds = self._type_codes(entities) if self._meanings is not None else np.zeros(codes.size, dtype=np.int64)
+        width = int(kinds.max()) + 1 if kinds.size else 1
+        present, inverse = np.unique(codes.astype(np.int64) * width + kinds, return_inverse=True)
+        attributes = [self._attribute_of(int(pair // width)) for pair in present.tolist()]
         if not any(attributes):
             missing = np.full(codes.size, np.nan, dtype=np.float64)
             return missing, missing
         size = self.engine.columns.namespace_count(namespace)
         examples = self._examples.similarities(namespace, size, attributes, query.vector)
         names = np.full(len(attributes), np.nan, dtype=np.float64)
+        said = names
         if self._meanings is not None:
             names = self._meanings.similarities(attributes, query.vector)
+            types = [self._type_names[int(pair % width)] for pair in present.tolist()]
+            said = self._meanings.similarities(attributes, query.vector, types)
         named = np.maximum(names, 0.0)  # NaN stays NaN
-        return np.asarray(named[inverse], dtype=np.float64), np.asarray(_meaning_gaps(named, examples)[inverse])
+        gaps = _meaning_gaps(np.maximum(said, 0.0), examples)
+        return np.asarray(named[inverse], dtype=np.float64), np.asarray(gaps[inverse], dtype=np.float64)
+
+    def _type_codes(self, entities: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+        """Per candidate, the index in ``_type_names`` of its entity's type (0, "", without an entity or a type)."""
+        present, inverse = np.unique(entities, return_inverse=True)
+        per_entity = np.zeros(present.size, dtype=np.int64)
+        for position, code in enumerate(present.tolist()):
+            if code != NO_CODE:
+                kind = self._entity_name(int(code))[0]
+                with self._codes_lock:
+                    index = self._type_index.get(kind)
+                    if index is None:
+                        index = self._type_index[kind] = len(self._type_names)
+                        self._type_names.append(kind)
+                per_entity[position] = index
+        return np.asarray(per_entity[inverse], dtype=np.int64)
 
     def _attribute_sample(self, namespace: int, attribute: str) -> npt.NDArray[np.float32]:
         """Unit vectors of the namespace's newest live facts of ``attribute``, up to ``EXAMPLES`` of them."""

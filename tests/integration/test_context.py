@@ -423,6 +423,24 @@ def test_what_other_peoples_facts_of_an_attribute_say_picks_between_one_persons_
     assert recalled.index(location) < recalled.index(editor)
 
 
+def _facts_alike(service: Any, ns: str, entity: str, text: str, values: dict[str, str]) -> dict[str, int]:
+    """One fact per attribute -> value, all with the same vector and the same words but the value; ids by attribute."""
+    vector = np.zeros(384)
+    vector[0] = 1.0
+    return {
+        attribute: remember(
+            service,
+            ns,
+            text.format(value=value),
+            pack(vector),
+            kind=FACT,
+            entity=entity,
+            fact=memory_pb2.Fact(attribute=attribute, value=value),
+        ).id
+        for attribute, value in values.items()
+    }
+
+
 def test_a_question_that_paraphrases_an_attribute_finds_that_fact(text_sidecar: Sidecar) -> None:
     """Over the wire, with the sidecar's embedder: "order for the team lunch" asks for ``diet``, not ``location``.
 
@@ -430,22 +448,14 @@ def test_a_question_that_paraphrases_an_attribute_finds_that_fact(text_sidecar: 
     """
     service = stub(text_sidecar.unix_target)
     ns = "ctx-attributes"
-    vector = np.zeros(384)
-    vector[0] = 1.0
-    written = {
-        attribute: remember(
-            service,
-            ns,
-            f"Zane Cohen said: {value}.",
-            pack(vector),
-            kind=FACT,
-            entity="user:zane-cohen",
-            fact=memory_pb2.Fact(attribute=attribute, value=value),
-        ).id
-        for attribute, value in (("location", "Lisbon"), ("diet", "halal"))
-    }
-    assert _ranked(service, ns, "What should I order for Zane at the team lunch?", vector=b"") == [
-        written["diet"],
-        written["location"],
-    ]
-    assert _ranked(service, ns, "Where is Zane based these days?", vector=b"") == [written["location"], written["diet"]]
+    zane = _facts_alike(
+        service, ns, "user:zane-cohen", "Zane Cohen said: {value}.", {"location": "Lisbon", "diet": "halal"}
+    )
+    lunch = "What should I order for Zane at the team lunch?"
+    assert _ranked(service, ns, lunch, vector=b"") == [zane["diet"], zane["location"]]
+    assert _ranked(service, ns, "Where is Zane based these days?", vector=b"") == [zane["location"], zane["diet"]]
+    # Bare, "stakeholder" is nearer this question than "status"; said of a project ("the project's status"), it is not.
+    orca = _facts_alike(
+        service, ns, "project:orca", "Orca update: {value}.", {"status": "blocked", "stakeholder": "Initech"}
+    )
+    assert _ranked(service, ns, "How is Project Orca going?", vector=b"") == [orca["status"], orca["stakeholder"]]

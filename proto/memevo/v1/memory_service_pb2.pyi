@@ -436,8 +436,9 @@ class RecallRequest(_message.Message):
     URL, email or time, a question naming a URL or an email address that; English and Chinese):
     "Who should I page?" is not answered by the service's URL; a fact's match is x (1 - 0.75 x the
     amount its attribute means less to the query than the best candidate's attribute), where an
-    attribute's meaning is the mean of the query's cosines to its embedded name (with an embedder)
-    and to the mean direction of the namespace's 64 newest facts of that attribute (when they are
+    attribute's meaning is the mean of the query's cosines to its embedded name said of the fact's
+    entity type ("the project's tracker" for "tracker" on "project:vega"; with an embedder) and to
+    the mean direction of the namespace's 64 newest facts of that attribute (when they are
     about 3 or more entities), floored at 0 (the amount is the mean, over the readings the attribute
     has, of how far it is below the best candidate's reading, less the smallest such mean): other
     people's location facts say what "Where is Olga based?" asks for, among Olga's facts;

@@ -51,6 +51,20 @@ engine = recall_engine.engine  # the fixture
 )
 def test_an_attribute_name_reads_as_words(attribute: str, phrase: str) -> None:
     assert attribute_phrase(attribute) == phrase
+    assert attribute_phrase(attribute, "") == phrase
+
+
+@pytest.mark.parametrize(
+    ("attribute", "entity_type", "phrase"),
+    [
+        ("tracker", "project", "the project's tracker"),
+        ("working_hours", "user", "the user's working hours"),
+        ("rateLimit", "api_service", "the api service's rate limit"),
+        (" _ ", "user", ""),
+    ],
+)
+def test_an_attribute_said_of_an_entity_type(attribute: str, entity_type: str, phrase: str) -> None:
+    assert attribute_phrase(attribute, entity_type) == phrase
 
 
 class _Embedder:
@@ -86,6 +100,18 @@ def test_similarities_are_cosines_and_each_name_is_embedded_once() -> None:
     assert np.isnan(first[2])
     meanings.similarities(["location", "diet"], query)
     assert embed.calls == [["diet", "location"]]
+
+
+def test_a_name_said_of_an_entity_type_is_embedded_and_kept_apart_from_the_bare_name() -> None:
+    embed = _Embedder()
+    meanings = AttributeMeanings(embed)
+    query = _unit("the user's diet")
+    said = meanings.similarities(["diet", "diet", ""], query, ["user", "", "user"])
+    assert said[0] == pytest.approx(1.0, rel=1e-5)
+    assert said[1] == pytest.approx(float(_unit("diet") @ query), rel=1e-5)
+    assert np.isnan(said[2])
+    meanings.similarities(["diet"], query, ["user"])
+    assert embed.calls == [["the user's diet", "diet"]]
 
 
 def test_a_failed_embedding_is_no_evidence_and_is_tried_again() -> None:
@@ -124,25 +150,28 @@ def text_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     engine.close()
 
 
+def _facts_alike(engine: Engine, entity: str, text: str, values: dict[str, str]) -> list[int]:
+    """One fact per attribute -> value, all with the same vector and the same words but the value; their ids."""
+    vector = np.zeros(engine.dimension, dtype=np.float32)
+    vector[0] = 1.0
+    items = [
+        NewMemory(
+            content=text.format(value=value),
+            vector=vector,
+            kind=memory_pb2.MEMORY_KIND_FACT,
+            entity=entity,
+            fact_attribute=attribute,
+            fact_value=value,
+        )
+        for attribute, value in values.items()
+    ]
+    return [w.memory.id for w in engine.remember(items)]
+
+
 def test_the_attribute_a_question_paraphrases_decides_between_two_facts_alike(text_engine: Engine) -> None:
     """Same vector, same words but the value: only the meaning of the attribute's name tells them apart."""
-    vector = np.zeros(text_engine.dimension, dtype=np.float32)
-    vector[0] = 1.0
-    location, diet = (
-        w.memory.id
-        for w in text_engine.remember(
-            [
-                NewMemory(
-                    content=f"Zane Cohen said: {value}.",
-                    vector=vector,
-                    kind=memory_pb2.MEMORY_KIND_FACT,
-                    entity="user:zane-cohen",
-                    fact_attribute=attribute,
-                    fact_value=value,
-                )
-                for attribute, value in (("location", "Lisbon"), ("diet", "halal"))
-            ]
-        )
+    location, diet = _facts_alike(
+        text_engine, "user:zane-cohen", "Zane Cohen said: {value}.", {"location": "Lisbon", "diet": "halal"}
     )
     question = "What should I order for Zane at the team lunch?"
     query = RecallQuery(vector=text_engine.embed([question])[0], text=question, k=2)
@@ -152,6 +181,18 @@ def test_the_attribute_a_question_paraphrases_decides_between_two_facts_alike(te
     assert meanings[0] > meanings[1] > 0
     gap = hits[0].score - hits[1].score
     assert gap > 0.5 * ATTRIBUTE_WEIGHT * (meanings[0] - meanings[1])
+
+
+def test_the_attribute_said_of_the_entitys_type_decides_where_the_bare_names_mislead(text_engine: Engine) -> None:
+    """Bare, "stakeholder" is nearer "How is Project Orca going?" than "status"; said of a project, "status" is."""
+    status, stakeholder = _facts_alike(
+        text_engine, "project:orca", "Orca update: {value}.", {"status": "blocked", "stakeholder": "Initech"}
+    )
+    question = "How is Project Orca going?"
+    query = RecallQuery(vector=text_engine.embed([question])[0], text=question, k=2)
+    bare = AttributeMeanings(text_engine.embed).similarities(["status", "stakeholder"], query.vector)
+    assert bare[0] < bare[1]
+    assert [h.memory.id for h in Recaller(text_engine).recall(query)] == [status, stakeholder]
 
 
 class _Sampler:
