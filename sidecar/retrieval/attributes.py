@@ -79,8 +79,8 @@ class AttributeMeanings:
         self._embed = embed
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        """Phrase (see :func:`attribute_phrase`) -> unit vector."""
+        self._vectors: OrderedDict[tuple[str, str], npt.NDArray[np.float32] | None] = OrderedDict()
+        """(attribute, entity type) -> unit vector of its phrase (see :func:`attribute_phrase`); None for no words."""
 
     def similarities(
         self,
@@ -96,37 +96,41 @@ class AttributeMeanings:
         norm = float(np.linalg.norm(query))
         if norm == 0.0 or not np.isfinite(norm):
             return out
-        kinds = entity_types if entity_types is not None else [""] * len(attributes)
-        phrases = [attribute_phrase(a, k) for a, k in zip(attributes, kinds, strict=True)]
-        vectors = self._lookup([p for p in dict.fromkeys(phrases) if p])
+        keys = list(zip(attributes, entity_types if entity_types is not None else [""] * len(attributes), strict=True))
+        vectors = self._lookup([key for key in dict.fromkeys(keys) if key[0]])
         unit = np.asarray(query, dtype=np.float32) / norm
-        for position, phrase in enumerate(phrases):
-            vector = vectors.get(phrase)
+        for position, key in enumerate(keys):
+            vector = vectors.get(key)
             if vector is not None:
                 out[position] = float(vector @ unit)
         return out
 
-    def _lookup(self, phrases: list[str]) -> dict[str, npt.NDArray[np.float32]]:
-        found: dict[str, npt.NDArray[np.float32]] = {}
+    def _lookup(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], npt.NDArray[np.float32] | None]:
+        found: dict[tuple[str, str], npt.NDArray[np.float32] | None] = {}
         with self._lock:
-            for phrase in phrases:
-                vector = self._vectors.get(phrase)
-                if vector is not None:
-                    self._vectors.move_to_end(phrase)
-                    found[phrase] = vector
-        missing = [p for p in phrases if p not in found]
+            for key in keys:
+                if key in self._vectors:
+                    self._vectors.move_to_end(key)
+                    found[key] = self._vectors[key]
+        # Phrases are built only for names not seen before: a recall meets dozens of names, and building each
+        # phrase (two regular expressions per word group) on every recall cost ~0.4 ms at 100k memories.
+        missing = [(key, attribute_phrase(*key)) for key in keys if key not in found]
+        wanted = [(key, phrase) for key, phrase in missing if phrase]
         if not missing:
             return found
-        try:
-            embedded = np.asarray(self._embed(missing), dtype=np.float32)
-        except MemevoError:  # no evidence rather than a failed recall; the next recall tries again
-            return found
-        norms = np.linalg.norm(embedded, axis=1, keepdims=True)
-        embedded = (embedded / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        vectors: list[npt.NDArray[np.float32]] = []
+        if wanted:
+            try:
+                embedded = np.asarray(self._embed([phrase for _, phrase in wanted]), dtype=np.float32)
+            except MemevoError:  # no evidence rather than a failed recall; the next recall tries again
+                return found
+            norms = np.linalg.norm(embedded, axis=1, keepdims=True)
+            vectors = list((embedded / np.where(norms > 0, norms, 1.0)).astype(np.float32))
         with self._lock:
-            for phrase, vector in zip(missing, embedded, strict=True):
-                found[phrase] = self._vectors[phrase] = vector
-                self._vectors.move_to_end(phrase)
+            for key, phrase in missing:
+                vector = vectors.pop(0) if phrase else None
+                found[key] = self._vectors[key] = vector
+                self._vectors.move_to_end(key)
             while len(self._vectors) > self._capacity:
                 self._vectors.popitem(last=False)
         return found
