@@ -56,7 +56,10 @@ from benchmarks.throughput import (  # noqa: E402
 )
 from memevo.v1 import memory_service_pb2  # noqa: E402
 
-TARGETS_MS = {"recall": {"p50": 2.0, "p99": 10.0}, "context": {"p50": 5.0, "p99": None}}
+TARGETS_MS: dict[str, dict[str, float | None]] = {
+    "recall": {"p50": 2.0, "p99": 10.0},
+    "context": {"p50": 5.0, "p99": None},
+}
 """Issue 5: Recall p50 ≤ 2 ms and p99 ≤ 10 ms at 100k and 1M; BuildContext p50 ≤ 5 ms at 100k."""
 WARMUP_CALLS = 50
 
@@ -92,6 +95,36 @@ def summary(runs: Sequence[Sequence[float]], cpu_runs: Sequence[Sequence[float]]
     return out
 
 
+Cases = dict[str, tuple[Callable[[Any], Any], Sequence[Any]]]
+"""Name -> (call, its requests)."""
+
+
+def run_interleaved(
+    cases: Cases, repeats: int, log: Callable[[str], None]
+) -> tuple[dict[str, list[list[float]]], dict[str, list[list[float]]], list[float]]:
+    """Warm each case up, then time ``repeats`` runs of every case, interleaved (load changes hit all alike).
+
+    Returns per case the wall and the CPU seconds of every call of every run, and the load average at each run.
+    """
+    runs: dict[str, list[list[float]]] = {name: [] for name in cases}
+    cpu_runs: dict[str, list[list[float]]] = {name: [] for name in cases}
+    loads: list[float] = []
+    for call, requests in cases.values():
+        timed(call, list(requests)[:WARMUP_CALLS])
+    for repeat in range(repeats):
+        loads.append(round(os.getloadavg()[0], 2))
+        for name, (call, requests) in cases.items():
+            wall, cpu = timed(call, list(requests))
+            runs[name].append(wall)
+            cpu_runs[name].append(cpu)
+        log(
+            f"  run {repeat + 1}/{repeats}: "
+            + ", ".join(f"{k} p50 {percentile(v[-1], 50) * 1e3:.2f} ms" for k, v in runs.items())
+            + f" (load {loads[-1]})"
+        )
+    return runs, cpu_runs, loads
+
+
 def measure_size(
     n: int, source: Path, corpus: Corpus, args: argparse.Namespace, log: Callable[[str], None]
 ) -> list[dict[str, Any]]:
@@ -123,28 +156,13 @@ def measure_size(
                 )
                 for r in recalls
             ]
-            cases: dict[str, tuple[Callable[[Any], Any], Sequence[Any]]] = {
+            cases: Cases = {
                 "recall": (lambda r: servicer.Recall(r, context), recalls),
                 "context": (lambda r: servicer.BuildContext(r, context), contexts),
                 "floor recall": (lambda j: floor.recall(vectors[j], texts[j]), range(args.calls)),
                 "floor context": (lambda j: floor.context(vectors[j], texts[j]), range(args.calls)),
             }
-            runs: dict[str, list[list[float]]] = {name: [] for name in cases}
-            cpu_runs: dict[str, list[list[float]]] = {name: [] for name in cases}
-            loads: list[float] = []
-            for call, requests in cases.values():
-                timed(call, list(requests)[:WARMUP_CALLS])
-            for repeat in range(args.repeats):
-                loads.append(round(os.getloadavg()[0], 2))
-                for name, (call, requests) in cases.items():  # interleaved: load changes hit all alike
-                    wall, cpu = timed(call, list(requests))
-                    runs[name].append(wall)
-                    cpu_runs[name].append(cpu)
-                log(
-                    f"  run {repeat + 1}/{args.repeats}: "
-                    + ", ".join(f"{k} p50 {percentile(v[-1], 50) * 1e3:.2f} ms" for k, v in runs.items())
-                    + f" (load {loads[-1]})"
-                )
+            runs, cpu_runs, loads = run_interleaved(cases, args.repeats, log)
             for name, samples in runs.items():
                 rows.append(
                     {

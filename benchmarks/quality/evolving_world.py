@@ -125,6 +125,11 @@ BENCHMARK = "evolving_world"
 SYSTEMS = ("plain", "generative_agents", "memevo")
 DIMENSION = 384
 TOP_K = 5
+DEFAULT_SEED = 7
+DEFAULT_QUERIES = 800
+DEFAULT_CHECKPOINTS = 8
+DEFAULT_CONTEXT_BUDGET = 128
+"""The command line's defaults, which benchmarks/structured_latency.py reuses to ask the same questions."""
 GA_DECAY_PER_HOUR = 0.995
 """Park et al. 2023: recency decays by this factor per (game) hour since the memory was last retrieved."""
 EXPLORATION = 0.2
@@ -1048,18 +1053,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--sizes", type=_parse_sizes, default=_parse_sizes("1000,10000,100000"), help="memories per life (1k, 1M ok)"
     )
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, help="write the rows and run details here")
     parser.add_argument(
         "--real-max", type=int, default=100_000, help="largest size embedded with the real model (above: synthetic)"
     )
     parser.add_argument("--synthetic-all", action="store_true", help="also run synthetic vectors at the real sizes")
-    parser.add_argument("--queries", type=int, default=800, help="questions per life, spread over the checkpoints")
-    parser.add_argument("--checkpoints", type=int, default=8)
+    parser.add_argument(
+        "--queries", type=int, default=DEFAULT_QUERIES, help="questions per life, spread over the checkpoints"
+    )
+    parser.add_argument("--checkpoints", type=int, default=DEFAULT_CHECKPOINTS)
     parser.add_argument(
         "--systems", type=lambda s: tuple(x.strip() for x in s.split(",")), default=SYSTEMS, help="subset of systems"
     )
-    parser.add_argument("--context-budget", type=int, default=128, help="token budget of build_context when available")
+    parser.add_argument(
+        "--context-budget",
+        type=int,
+        default=DEFAULT_CONTEXT_BUDGET,
+        help="token budget of build_context when available",
+    )
     parser.add_argument("--embed-cache", type=Path, help="cache real embeddings in this directory")
     parser.add_argument("--keep-data", type=Path, help="keep memevo's data directories here, one per size")
     parser.add_argument(
