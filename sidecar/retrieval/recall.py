@@ -35,6 +35,7 @@ from ..store.columns import (
     live_mask,
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
+from ..store.vector_index import Neighbours
 from .answer_type import ValueType, expected_types
 from .attributes import EXAMPLES, EXAMPLES_MIN_ENTITIES, AttributeExamples, AttributeMeanings
 from .hints import hint_for
@@ -633,8 +634,13 @@ class Recaller:
         else:
             fraction = 1.0
         count = int(min(max(query.k * 2, math.ceil(query.k / max(fraction, 1e-6) * 1.5)), max(total, 1)))
+        # One search of the graph's search expansion answers the rounds up to it (see Neighbours): its cost is the
+        # expansion's, whatever the count, and superseded facts near a question often make a second round.
+        near: Neighbours | None = None
         for _ in range(MAX_OVERFETCH_ROUNDS):
-            matches = index.search(unit, count)
+            if near is None or count > near.count:
+                near = index.neighbours(unit, max(count, self.engine.config.index.expansion_search))
+            matches = near.first(count)
             inside = matches.ids < size
             ids, sims = matches.ids[inside], matches.similarities[inside]
             keep = _mask(columns, ids, flt)

@@ -91,6 +91,36 @@ class Matches:
     similarities: npt.NDArray[np.float32]
 
 
+@dataclass(frozen=True)
+class Neighbours:
+    """One search's nearest graph matches (best first, as usearch gives them) and tail matches, up to ``count``.
+
+    :meth:`first` answers a search for any count up to ``count`` without searching again: HNSW's result for a
+    count within its search expansion is the prefix of its result for a larger such count (the beam is the
+    expansion's either way), and the tail's nearest are kept best first. Recall's filter asks again with 4x
+    the count when too few neighbours pass (superseded facts near the query): one search of the expansion's
+    size then answers both rounds.
+    """
+
+    count: int
+    graph_ids: IdArray
+    graph_similarities: npt.NDArray[np.float32]
+    tail_ids: IdArray
+    tail_similarities: npt.NDArray[np.float32]
+
+    def first(self, count: int) -> Matches:
+        """What :meth:`VectorIndex.search` with ``count`` (at most :attr:`count`) returns."""
+        if count > self.count:
+            raise ValueError(f"count {count} is more than the {self.count} searched; search again")
+        graph = min(count, self.graph_ids.size)
+        tail = max(count, TAIL_ALL)
+        ids = np.concatenate([self.tail_ids[:tail], self.graph_ids[:graph]])
+        sims = np.concatenate([self.tail_similarities[:tail], self.graph_similarities[:graph]])
+        # An id may sit in both the tail and the graph while the builder moves it.
+        unique_ids, first = np.unique(ids, return_index=True)
+        return Matches(unique_ids, sims[first])
+
+
 class _BuilderPriority:
     """The builder's nice value: lowered while the index keeps up, back to normal while it is behind.
 
@@ -272,15 +302,23 @@ class VectorIndex:
         holds up to TAIL_ALL, else its nearest max(``count``, TAIL_ALL). The caller filters and ranks;
         the search was exhaustive when ``count`` covers both :attr:`graph_count` and :attr:`tail_count`.
         """
-        ids_parts: list[IdArray] = []
-        sims_parts: list[npt.NDArray[np.float32]] = []
+        return self.neighbours(query, count, with_tail=with_tail).first(count)
+
+    def neighbours(self, query: FloatMatrix, count: int, *, with_tail: bool = True) -> Neighbours:
+        """The nearest ``count`` of one unit-length query row, kept so that :meth:`search` with any smaller count
+        can be answered from them (see :class:`Neighbours`)."""
+        tail_ids = np.zeros(0, dtype=np.int64)
+        tail_sims = np.zeros(0, dtype=np.float32)
         if with_tail:
             with self._tail_lock:
-                tail_ids, tail_vectors = self._tail.snapshot()
-            if tail_ids.size:
-                near_ids, near_sims = nearest(tail_ids, tail_vectors, query[0], max(count, TAIL_ALL))
-                ids_parts.append(near_ids)
-                sims_parts.append(near_sims)
+                snapshot_ids, snapshot_vectors = self._tail.snapshot()
+            if snapshot_ids.size:
+                tail_ids, tail_sims = nearest(snapshot_ids, snapshot_vectors, query[0], max(count, TAIL_ALL))
+                if tail_ids.size > TAIL_ALL:  # kept best first, so that a smaller count takes a prefix
+                    order = np.argsort(-tail_sims, kind="stable")
+                    tail_ids, tail_sims = tail_ids[order], tail_sims[order]
+        graph_ids = np.zeros(0, dtype=np.int64)
+        graph_sims = np.zeros(0, dtype=np.float32)
         size = len(self._graph)
         if count > 0 and size > 0:
             self._lock.acquire_shared()
@@ -288,17 +326,10 @@ class VectorIndex:
                 found = self._graph.search(query[0], min(count, size))
             finally:
                 self._lock.release_shared()
-            keys = np.asarray(found.keys, dtype=np.int64)
-            ids_parts.append(keys)
+            graph_ids = np.asarray(found.keys, dtype=np.int64)
             # Half-precision vectors put a cosine within ~1e-3 of the exact one, so keep it inside [-1, 1].
-            sims_parts.append(np.clip(1.0 - np.asarray(found.distances, dtype=np.float32), -1.0, 1.0))
-        if not ids_parts:
-            return Matches(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-        ids = np.concatenate(ids_parts)
-        sims = np.concatenate(sims_parts)
-        # An id may sit in both the tail and the graph while the builder moves it.
-        unique_ids, first = np.unique(ids, return_index=True)
-        return Matches(unique_ids, sims[first])
+            graph_sims = np.clip(1.0 - np.asarray(found.distances, dtype=np.float32), -1.0, 1.0)
+        return Neighbours(count, graph_ids, graph_sims, tail_ids, tail_sims)
 
     def search_many(self, queries: FloatMatrix, count: int) -> list[Matches]:
         """The ``count`` nearest neighbours of each unit row of ``queries`` (graph and tail), one Matches per row.

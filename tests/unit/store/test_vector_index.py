@@ -94,3 +94,24 @@ def test_search_many_takes_fewer_rows_at_a_time_against_a_large_tail(
     for row, matches in enumerate(found):
         one = index.search(queries[row : row + 1], 4)
         assert _top(matches.ids, matches.similarities, 4) == _top(one.ids, one.similarities, 4)
+
+
+def test_one_search_answers_every_smaller_count_as_its_own_search_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tail longer than TAIL_ALL (made small here), so that its nearest are a prefix too, and a graph.
+    monkeypatch.setattr(vector_index, "TAIL_ALL", 40)
+    rng = np.random.default_rng(11)
+    dimension = 16
+    index = VectorIndex(tmp_path, dimension, IndexConfig())
+    index.bulk_build(np.arange(1, 3001, dtype=np.int64), rng.normal(size=(3000, dimension)).astype(np.float32))
+    index.add(np.arange(3001, 3301, dtype=np.int64), rng.normal(size=(300, dimension)).astype(np.float32))
+    for query in normalize_rows(rng.normal(size=(40, dimension)).astype(np.float32)):
+        near = index.neighbours(query[None, :], 64)
+        for count in (1, 5, 10, 40, 41, 64):
+            once = near.first(count)
+            alone = index.search(query[None, :], count)
+            assert once.ids.tolist() == alone.ids.tolist()
+            np.testing.assert_array_equal(once.similarities, alone.similarities)
+        with pytest.raises(ValueError, match="search again"):
+            near.first(65)
