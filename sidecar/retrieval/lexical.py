@@ -216,13 +216,15 @@ class LexicalIndex:
                     ids_array, counts_array = self._ids.get(term), self._counts.get(term)
                     if ids_array is None or counts_array is None or not len(ids_array):
                         continue
-                    idf = _idf(documents, len(ids_array))
-                    posting = (
-                        np.frombuffer(ids_array, dtype=np.uint64),
-                        np.frombuffer(counts_array, dtype=np.uint16),
-                        idf,
+                    # Appended without a name of its own: a local left holding a view after the lock is released
+                    # (the frame lives until the function returns) made a concurrent add() fail with BufferError.
+                    (common if len(ids_array) > cutoff else postings).append(
+                        (
+                            np.frombuffer(ids_array, dtype=np.uint64),
+                            np.frombuffer(counts_array, dtype=np.uint16),
+                            _idf(documents, len(ids_array)),
+                        )
                     )
-                    (common if len(ids_array) > cutoff else postings).append(posting)
                 if not postings:  # only common words: they alone say which memories match
                     postings, common = common, []
                 if not postings:

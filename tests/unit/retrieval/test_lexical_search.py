@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import random
 import threading
+import time
 from collections import Counter
 
 import numpy as np
 import pytest
 
+from memevo.kernels.lexical import Scratch
 from memevo.sidecar.retrieval import lexical
 from memevo.sidecar.retrieval.lexical import K1, B, LexicalIndex, tokenize
 
@@ -195,3 +197,39 @@ def test_a_common_word_scores_only_the_memories_a_rarer_word_matches(monkeypatch
     monkeypatch.setattr(lexical, "COMMON_MIN_POSTINGS", 1_000)
     ids, _ = index.search("caroline support")
     assert sorted(ids.tolist()) == sorted(every)
+
+
+def test_no_view_outlives_the_lock_while_the_search_finishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After the lock is released the search still hands its scratch back; a view left in a local until the
+    # function returned made an add() in that moment fail. Handing back slowly holds that moment open.
+    slow = lexical._ScratchPool()
+    give_back = slow.give_back
+
+    def slowly(scratch: Scratch) -> None:
+        time.sleep(0.002)
+        give_back(scratch)
+
+    monkeypatch.setattr(slow, "give_back", slowly)
+    monkeypatch.setattr(lexical, "_SCRATCH", slow)
+    index = LexicalIndex()
+    index.add(1, "shared word")
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def search() -> None:
+        while not done.is_set():
+            index.search("shared word")
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    try:
+        for i in range(2, 400):
+            time.sleep(0.0002)
+            try:
+                index.add(i, "shared word")
+            except BufferError as exc:
+                errors.append(exc)
+    finally:
+        done.set()
+        thread.join()
+    assert not errors
