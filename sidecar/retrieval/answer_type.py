@@ -93,6 +93,12 @@ _WH_TYPES = {
     "amount": _AMOUNT,
     "zh_amount": _AMOUNT,
 }
+# "How is Glacier doing?", "What's the status of the migration?": a state, told in words, not a date or an amount.
+_ASKS_STATE = re.compile(
+    r"\bhow\s+(?:is|are|was|were)\b[^?.!]*?\b(?:doing|going|coming\s+along|progressing|getting\s+on)\b"
+    r"|\bhow's\b[^?.!]*?\b(?:doing|going|coming\s+along|progressing)\b|\bstatus\s+of\b|进展|进度|状态|怎么样",
+    re.IGNORECASE,
+)
 _ASKS_URL = re.compile(r"\b(?:url|urls|uri|endpoint|endpoints|website|homepage|link)\b|网址|链接", re.IGNORECASE)
 _ASKS_EMAIL = re.compile(r"\be-?mail\s+address(?:es)?\b|邮箱|电子邮件地址", re.IGNORECASE)
 
@@ -100,13 +106,16 @@ _ASKS_EMAIL = re.compile(r"\be-?mail\s+address(?:es)?\b|邮箱|电子邮件地�
 def expected_types(question: str) -> frozenset[ValueType] | None:
     """The value shapes that can answer ``question``; None when it does not say.
 
-    "who" and "when" decide first ("Who owns the URL?" asks for someone); then a word naming an
-    address ("url", "endpoint", "email address"); then "where" and "how much / how many".
+    "who" and "when" decide first ("Who owns the URL?" asks for someone); then a question after a state ("How is
+    Glacier doing?", "the status of …": words, not a date or an amount); then a word naming an address ("url",
+    "endpoint", "email address"); then "where" and "how much / how many".
     """
     wh = _WH.search(question)
     kind = wh.lastgroup if wh is not None else None
     if kind in ("who", "zh_who", "when", "what_time", "zh_when"):
         return _WH_TYPES[kind]
+    if _ASKS_STATE.search(question):
+        return frozenset((ValueType.OTHER,))
     if _ASKS_URL.search(question):
         return frozenset((ValueType.URL,))
     if _ASKS_EMAIL.search(question):

@@ -80,6 +80,12 @@ TEMPORAL = {T.DATE, T.TIME}
         ("How do I deploy it when it breaks?", None),
         ("What is Onyx aiming for right now?", None),
         ("Tell me about Onyx.", None),
+        ("How is Project Glacier doing?", {T.OTHER}),  # a state, in words: not its due date or budget
+        ("How's the migration coming along?", {T.OTHER}),
+        ("What's the status of the website?", {T.OTHER}),  # the state decides before a word naming an address
+        ("When is the status review?", TEMPORAL),
+        ("How are you?", None),
+        ("项目进展怎么样？", {T.OTHER}),
         ("谁负责这个服务？", NAMED),
         ("这个项目什么时候到期？", TEMPORAL),
         ("他在哪里工作？", {T.OTHER, T.URL}),
@@ -111,6 +117,17 @@ def test_a_who_question_prefers_the_fact_naming_someone_over_a_closer_address(en
     assert asked[person] > asked[url]
     assert columns_shape(engine, url) == T.URL
     assert columns_shape(engine, person) == T.OTHER
+
+
+def test_a_question_after_a_state_prefers_the_fact_told_in_words_over_a_closer_date(engine: Engine) -> None:
+    due = fact(engine, "Glacier is due on March 1.", entity="project:glacier", attribute="deadline", value="March 1",
+               axis=1, tilt=0.0)  # fmt: skip
+    state = fact(engine, "Glacier: blocked on the vendor.", entity="project:glacier", attribute="status",
+                 value="blocked on the vendor", axis=2, tilt=0.4)  # fmt: skip
+    plain = recall_scores(engine, "Glacier?")
+    assert plain[due] > plain[state]
+    asked = recall_scores(engine, "How is Glacier doing?")
+    assert asked[state] > asked[due]
 
 
 def columns_shape(engine: Engine, memory_id: int) -> ValueType:

@@ -803,8 +803,9 @@ func (x *RecallFilter) GetValidFromBefore() *timestamppb.Timestamp {
 // Yilmaz is not answered by a memory about Nadia Dubois worded like the question; a fact whose
 // value has a shape the question cannot want has its match x 0.8 when another candidate's value
 // has a wanted one (shapes: URL, email, date, clock time, amount, other; "who" wants other or
-// email, "when" / "what time" a date or time, "where" other or a URL, "how much / many" not a
-// URL, email or time, a question naming a URL or an email address that; English and Chinese):
+// email, "when" / "what time" a date or time, "how is … doing / going" and "the status of" other,
+// "where" other or a URL, "how much / many" not a URL, email or time, a question naming a URL or
+// an email address that; English and Chinese):
 // "Who should I page?" is not answered by the service's URL; a fact's match is x (1 - 0.75 x the
 // amount its attribute means less to the query than the best candidate's attribute), where an
 // attribute's meaning is the mean of the query's cosines to its embedded name said of the fact's
