@@ -14,7 +14,7 @@ queries (text + their vectors, k 5 as the quality benchmark asks; BuildContext
 with its 128-token budget). The store is written through a real sidecar once
 (``--data DIR`` keeps it for later runs) and then opened in this process as in
 ``retrieval_latency.py``: the servicer is called without gRPC, "cpu" is the
-calling thread's time. Each figure is the median over ``--repeats`` runs of
+process's CPU time during the call. Each figure is the median over ``--repeats`` runs of
 ``--calls`` calls. Not a test.
 """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import struct
 import sys
 import threading
@@ -288,8 +289,7 @@ class Engine:
         written = self.store.apply(
             lambda txn: self._remember_mutation(txn, items, vectors, batch_request_id, turn, rpc)
         )
-        for entry in written:
-            self.overlay_statistics(entry.memory)
+        self._overlay_all([w.memory for w in written])
         self.fill_scores([w.memory for w in written])
         return written
 
@@ -1109,17 +1109,53 @@ class Engine:
         found: list[memory_pb2.Memory] = []
         missing: list[int] = []
         vectors = self.store.multi_get(CF_VECTORS, keys) if include_vectors else [None] * len(keys)
-        for memory_id, raw, vector in zip(ids, raws, vectors, strict=True):
+        positions: list[int] = []
+        for position, (memory_id, raw, vector) in enumerate(zip(ids, raws, vectors, strict=True)):
             if raw is None:
                 missing.append(memory_id)
                 continue
             record = memory_pb2.Memory.FromString(raw)
-            self.overlay_statistics(record)
             if vector is not None:
                 record.vector = vector
             found.append(record)
-        self.fill_scores(found, known=None if scores is None else (ids, scores))
+            positions.append(position)
+        self._overlay_all(found)
+        if scores is None:
+            self.fill_scores(found)
+        else:
+            # Row i of ``scores`` is ids[i]: copy by position (recall's path; a dict per call cost more).
+            picked = Scores(*(np.asarray(column)[positions] for column in scores))
+            for record, accuracy, relevance, utility, cost, value in zip(
+                found,
+                picked.accuracy.tolist(),
+                picked.relevance.tolist(),
+                picked.utility.tolist(),
+                picked.cost.tolist(),
+                picked.value.tolist(),
+                strict=True,
+            ):
+                record.scores.accuracy = accuracy
+                record.scores.relevance = relevance
+                record.scores.utility = utility
+                record.scores.cost = cost
+                record.scores.value = value
         return found, missing
+
+    def _overlay_all(self, records: Sequence[memory_pb2.Memory]) -> None:
+        """Fill the records' access statistics from the hot columns (newer than the stored records)."""
+        size = self.columns.size
+        held = [r for r in records if r.id < size]
+        if not held:
+            return
+        rows = np.asarray([r.id for r in held], dtype=np.int64)
+        counts = self.columns.access_count[rows].tolist()
+        lasts = self.columns.last_access_at[rows].tolist()
+        turns = self.columns.last_access_turn[rows].tolist()
+        for record, count, last, turn in zip(held, counts, lasts, turns, strict=True):
+            record.access_count = int(count)
+            if not math.isnan(last):
+                record.last_access_at.CopyFrom(to_timestamp(last))
+            record.last_access_turn = int(turn)
 
     @contextlib.contextmanager
     def scoring_policy(
@@ -1191,17 +1227,6 @@ class Engine:
         """A read carried the agent's turn: advance the turn clock (persisted at the next checkpoint)."""
         if turn is not None and turn > self.current_turn:
             self.current_turn = turn
-
-    def overlay_statistics(self, record: memory_pb2.Memory) -> None:
-        """Fill access statistics from the hot columns (newer than the stored record)."""
-        memory_id = record.id
-        if memory_id >= self.columns.size:
-            return
-        record.access_count = int(self.columns.access_count[memory_id])
-        last = float(self.columns.last_access_at[memory_id])
-        if not np.isnan(last):
-            record.last_access_at.CopyFrom(to_timestamp(last))
-        record.last_access_turn = int(self.columns.last_access_turn[memory_id])
 
     def events(self, after_sequence: int, stop: threading.Event | None = None) -> Iterator[events_pb2.ChangeEvent]:
         """Change-log events with a sequence above ``after_sequence``, then live ones until ``stop``."""

@@ -199,7 +199,11 @@ class LexicalIndex:
 
         When the query has a rarer word, ids holding only common words are left out (see COMMON_SHARE).
         """
-        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TOKENS]
+        return self.search_terms(tokenize(query))
+
+    def search_terms(self, tokens: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """:meth:`search` for a query already tokenized (by :func:`tokenize`; repeats are ignored)."""
+        terms = list(dict.fromkeys(tokens))[:MAX_QUERY_TOKENS]
         if not terms:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         scratch = _SCRATCH.take()
@@ -301,11 +305,17 @@ class NamespacedLexicalIndex:
 
     def search(self, namespace: str, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Ids of ``namespace`` matching a query word, with BM25 scores."""
+        return self.search_terms(namespace, tokenize(query))
+
+    def search_terms(
+        self, namespace: str, tokens: Sequence[str]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """:meth:`search` for a query already tokenized (by :func:`tokenize`)."""
         with self._lock:
             index = self._indexes.get(namespace)
         if index is None:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        return index.search(query)
+        return index.search_terms(tokens)
 
 
 def searchable_text(record: memory_pb2.Memory) -> str:
