@@ -51,7 +51,7 @@ FILL_BATCH = 5_000
 
 
 def _unit(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), dtype=np.float32)
 
 
 def _item(content: str, vector: npt.NDArray[np.float32], entity: str = "") -> NewMemory:

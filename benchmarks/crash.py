@@ -56,7 +56,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import numpy as np
@@ -474,7 +474,7 @@ def change_log(service: Service, last_sequence: int) -> list[Any]:
             if response.event.sequence >= last_sequence:
                 break
     finally:
-        call.cancel()
+        cast(Any, call).cancel()  # grpc's call objects are untyped
     return events
 
 

@@ -55,10 +55,7 @@ import numba
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "tests"))
 sys.path.insert(0, str(REPO_ROOT))
-
-import naive  # noqa: E402
 
 from benchmarks.inprocess import InProcessContext  # noqa: E402
 from memevo.kernels import params as kp  # noqa: E402
@@ -71,6 +68,7 @@ from memevo.kernels.sweep import (  # noqa: E402
     sweep_in_place,
 )
 from memevo.sidecar.store.columns import ALL_BYTES_PER_MEMORY, HOT_BYTES_PER_MEMORY  # noqa: E402
+from tests import naive  # noqa: E402
 
 DAY = 86400.0
 BUDGET = 1048576.0
@@ -80,7 +78,7 @@ NOW_OFFSET = 2 * DAY
 """The sweep's now, as an offset from the terms' anchor (the daemon re-anchors every few days)."""
 
 
-def columns(n: int, seed: int) -> dict[str, np.ndarray]:
+def columns(n: int, seed: int) -> dict[str, Any]:
     """Sweep inputs of ``n`` memories shaped like a long-running agent's store, anchored at 0 (now = NOW_OFFSET)."""
     rng = np.random.default_rng(seed)
     created = NOW_OFFSET - rng.exponential(120 * DAY, n)

@@ -42,10 +42,12 @@ NOISE = 0.6
 def clustered(rng: np.random.Generator, centres: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float32]:
     """``n`` unit vectors around random centres."""
     rows = centres[rng.integers(0, centres.shape[0], n)] + NOISE * rng.normal(size=(n, centres.shape[1]))
-    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), dtype=np.float32)
 
 
-def measure(dtype: str, vectors: npt.NDArray[np.float32], queries: npt.NDArray[np.float32], truth: Any, repeats: int):
+def measure(
+    dtype: str, vectors: npt.NDArray[np.float32], queries: npt.NDArray[np.float32], truth: Any, repeats: int
+) -> dict[str, Any]:
     from usearch.index import Index
 
     from memevo.sidecar.config import IndexConfig

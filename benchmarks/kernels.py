@@ -37,7 +37,7 @@ import numpy as np
 from numba import prange
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "tests"))  # naive.py, the NumPy reference
+sys.path.insert(0, str(REPO_ROOT))  # tests/naive.py, the NumPy reference
 
 try:
     import memevo.kernels.params as kp
@@ -45,8 +45,6 @@ except ImportError:
     # Not installed: use the source tree (src/memevo links to kernels/).
     sys.path.insert(0, str(REPO_ROOT / "src"))
     import memevo.kernels.params as kp
-
-import naive  # noqa: E402 (needs the path above)
 
 from memevo.kernels.lifecycle import (  # noqa: E402
     STATE_ACTIVE,
@@ -56,6 +54,7 @@ from memevo.kernels.lifecycle import (  # noqa: E402
     propose_transitions,
 )
 from memevo.kernels.value import Scores, compute_scores  # noqa: E402
+from tests import naive  # noqa: E402 (needs the path above)
 
 sys.path.insert(0, str(REPO_ROOT))
 from benchmarks import machine as machine_info  # noqa: E402
@@ -64,7 +63,7 @@ NOW = 1.75e9
 DAY = 86400.0
 
 
-def realistic_columns(n: int, seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def realistic_columns(n: int, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Score and lifecycle inputs of ``n`` memories that look like a long-running agent's store."""
     rng = np.random.default_rng(seed)
     created = NOW - rng.exponential(120 * DAY, n)
@@ -251,7 +250,7 @@ def machine() -> dict[str, Any]:
 
 def _threading_layer() -> str | None:
     try:
-        return str(numba.threading_layer())
+        return str(numba.threading_layer())  # type: ignore[attr-defined]  # public, not in numba's __all__
     except ValueError:  # no parallel kernel has run yet
         return None
 

@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reopen import NAMESPACES, WORDS, build_store, machine, serve_args
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.reopen import NAMESPACES, WORDS, build_store, machine, serve_args
 
 MIX = (("recall", 35), ("build_context", 15), ("remember", 20), ("report_outcome", 15), ("noop", 15))
 STARTUP_TIMEOUT_S = 600.0

@@ -72,7 +72,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -192,7 +192,7 @@ class Corpus:
         return " ".join(WORDS[(base + int(o)) % len(WORDS)] for o in rng.integers(0, 12, size=3))
 
 
-def memory_input(vector: npt.NDArray[np.float32], text: str, kind: int) -> Any:
+def memory_input(vector: npt.NDArray[np.float32], text: str, kind: memory_pb2.MemoryKind.ValueType) -> Any:
     return memory_pb2.MemoryInput(content=text, vector=vector.astype("<f4").tobytes(), kind=kind)
 
 
@@ -212,7 +212,7 @@ def stream_messages(inputs: Sequence[Any], group: int = STREAM_GROUP) -> list[An
     ]
 
 
-def kind_of(number: int) -> int:
+def kind_of(number: int) -> memory_pb2.MemoryKind.ValueType:
     # Mostly episodes (repeatable), some facts and preferences (exact-duplicate checked).
     return (
         memory_pb2.MEMORY_KIND_EPISODE,
@@ -578,9 +578,11 @@ class Floor:
         self.out.close()
 
     def _search(self, vector: npt.NDArray[np.float32], k: int) -> list[Any]:
+        assert self.index is not None
         found = self.index.search(vector, k)
         keys = [int(x).to_bytes(8, "big") for x in np.asarray(found.keys)]
-        return [memory_pb2.Memory.FromString(bytes(raw)) for raw in self.records.get(keys) if raw is not None]
+        raws: list[Any] = cast(Any, self.records).get(keys)
+        return [memory_pb2.Memory.FromString(bytes(raw)) for raw in raws if raw is not None]
 
     def recall(self, vector: npt.NDArray[np.float32], text: str) -> int:
         return len(self._search(vector, RECALL_K))
@@ -611,7 +613,8 @@ class Floor:
 
         keys = [i.to_bytes(8, "big") for i in ids]
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for key, raw in zip(keys, self.records.get(keys), strict=True):
+        raws: list[Any] = cast(Any, self.records).get(keys)
+        for key, raw in zip(keys, raws, strict=True):
             if raw is None:
                 continue
             record = memory_pb2.Memory.FromString(bytes(raw))
@@ -672,6 +675,7 @@ def raw_build_rate(data_dir: Path, corpus: Corpus, count: int, chunk: int) -> fl
     from usearch.index import Index
 
     index = Index.restore(str(data_dir / "index.usearch"))
+    assert index is not None, f"no saved graph in {data_dir}"
     start_key = int(np.asarray(index.keys).max()) + 1_000_000
     _, vectors = corpus.vectors(np.random.default_rng(corpus.seed + 7), count)
     keys = np.arange(start_key, start_key + count, dtype=np.uint64)

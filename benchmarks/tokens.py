@@ -62,7 +62,7 @@ def locomo_turns(path: Path) -> list[list[str]]:
     data = json.loads(path.read_text())
     conversations = []
     for sample in data:
-        turns = []
+        turns: list[str] = []
         for key, session in sample["conversation"].items():
             if key.startswith("session_") and isinstance(session, list):
                 turns.extend(turn["text"] for turn in session if turn.get("text"))

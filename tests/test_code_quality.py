@@ -32,3 +32,10 @@ def test_mypy_is_clean() -> None:
         args += ["-p", package]
     result = _run(*args)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("folder", ["benchmarks", "scripts"])
+def test_mypy_is_clean_on_the_scripts_around_the_packages(folder: str) -> None:
+    # mypy takes packages or files, not both in one run.
+    result = _run(sys.executable, "-m", "mypy", folder)
+    assert result.returncode == 0, result.stdout + result.stderr
