@@ -194,6 +194,11 @@ class LexicalIndex:
             frequencies = [len(self._ids.get(term, ())) for term in terms]
         return [_idf(documents, frequency) for frequency in frequencies], [frequency > 0 for frequency in frequencies]
 
+    def postings(self, terms: Sequence[str]) -> int:
+        """How many postings the terms hold together: what a search for them reads, the measure of its cost."""
+        with self._lock:
+            return sum(len(self._ids.get(term, ())) for term in terms)
+
     def search(self, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Every id matching a query word and its BM25 score, unsorted (the caller filters, then ranks).
 
@@ -302,6 +307,12 @@ class NamespacedLexicalIndex:
         with self._lock:
             index = self._indexes.get(namespace)
         return (index or LexicalIndex()).idf(terms)
+
+    def postings(self, namespace: str, terms: Sequence[str]) -> int:
+        """How many postings ``terms`` hold together in ``namespace`` (see :meth:`LexicalIndex.postings`)."""
+        with self._lock:
+            index = self._indexes.get(namespace)
+        return index.postings(terms) if index is not None else 0
 
     def search(self, namespace: str, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Ids of ``namespace`` matching a query word, with BM25 scores."""

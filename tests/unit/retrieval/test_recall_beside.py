@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import threading
+import time
+import types
 
+import numpy as np
 import pytest
+import recall_engine
+from recall_engine import near, write
 
-from memevo.sidecar.retrieval.recall import _Beside
+from memevo.sidecar.domain import NewMemory, RecallQuery
+from memevo.sidecar.engine import Engine
+from memevo.sidecar.evaluation import scoring
+from memevo.sidecar.retrieval import recall
+from memevo.sidecar.retrieval.recall import Recaller, _Beside
+
+engine = recall_engine.engine  # the fixture
 
 
 def test_a_task_runs_on_a_helper_and_its_result_comes_back() -> None:
@@ -39,3 +50,34 @@ def test_what_the_task_raised_is_raised_by_the_wait_and_frees_the_helper() -> No
     with pytest.raises(ValueError, match="bad postings"):
         wait()
     assert beside.start(threading.get_ident)() != threading.get_ident()
+
+
+def test_recall_answers_the_same_with_the_searches_side_by_side_or_in_turn(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(3)
+    words = ["harbour", "lantern", "copper", "meadow", "violin", "glacier"]
+    write(
+        engine,
+        *(
+            NewMemory(content=" ".join(rng.choice(words, size=4)), vector=near(1 + i % 5, float(rng.uniform(0, 3))))
+            for i in range(300)
+        ),
+    )
+    queries = [RecallQuery(vector=near(1 + i % 5, 0.5), text=f"{words[i]} {words[-1 - i]}", k=10) for i in range(6)]
+    # The words hold ~400 postings together: under the threshold the searches run in turn, at 0 side by side.
+    assert 0 < engine.lexical.postings("default", ["harbour", "glacier"]) < recall.BESIDE_MIN_POSTINGS
+    deadline = time.monotonic() + 30.0
+    while engine.index.tail_count and time.monotonic() < deadline:  # the builder moves the tail into the graph
+        time.sleep(0.01)
+    assert engine.index.tail_count == 0
+    # Both passes see the same store at the same moment: the first one's accesses and the clock's advance would
+    # otherwise nudge the second's scores (and swap near ties).
+    monkeypatch.setattr(engine.columns, "record_access", lambda *args: None)
+    moment = time.time()
+    monkeypatch.setattr(scoring, "time", types.SimpleNamespace(time=lambda: moment))
+    in_turn = [[(h.memory.id, h.score) for h in Recaller(engine).recall(q)] for q in queries]
+    monkeypatch.setattr(recall, "BESIDE_MIN_POSTINGS", 0)
+    side_by_side = [[(h.memory.id, h.score) for h in Recaller(engine).recall(q)] for q in queries]
+    assert all(len(hits) == 10 for hits in in_turn)
+    assert side_by_side == in_turn
