@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -165,6 +166,15 @@ class _Beside:
 
 
 _BESIDE = _Beside(HELPER_THREADS)
+
+
+def _fresh_helpers_after_fork() -> None:
+    # A forked child inherits the pool's bookkeeping but not its threads: its tasks would wait forever.
+    global _BESIDE
+    _BESIDE = _Beside(HELPER_THREADS)
+
+
+os.register_at_fork(after_in_child=_fresh_helpers_after_fork)
 
 
 @dataclass(frozen=True)

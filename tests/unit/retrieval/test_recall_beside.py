@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 import types
@@ -50,6 +51,21 @@ def test_what_the_task_raised_is_raised_by_the_wait_and_frees_the_helper() -> No
     with pytest.raises(ValueError, match="bad postings"):
         wait()
     assert beside.start(threading.get_ident)() != threading.get_ident()
+
+
+def _use_the_helpers_and_exit() -> None:
+    assert recall._BESIDE.start(lambda: 2)() == 2
+
+
+def test_a_forked_child_gets_helpers_of_its_own() -> None:
+    # The child inherits the pool's bookkeeping but not its threads: with the parent's pool its task never ran.
+    assert recall._BESIDE.start(threading.get_ident)() != threading.get_ident()
+    child = multiprocessing.get_context("fork").Process(target=_use_the_helpers_and_exit)
+    child.start()
+    child.join(20)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
 
 
 def test_recall_answers_the_same_with_the_searches_side_by_side_or_in_turn(
