@@ -396,7 +396,7 @@ class VectorIndex:
         """Unit vectors of ids from the graph (rows in ``ids`` order) and which ids it holds (other rows: 0).
 
         Rows come back as inserted (to the graph's precision); every insert (tail, ``bulk_build``) is of unit rows.
-        usearch converts each key's vector separately in Python: cheap for a few dozen ids, not for thousands.
+        usearch builds one array per key: cheap for a few dozen ids, not for thousands.
         """
         vectors = np.zeros((ids.size, self.dimension), dtype=np.float32)
         found = np.zeros(ids.size, dtype=bool)
