@@ -127,13 +127,13 @@ GRAPH_READ_LIMIT = 256
 SHORTLIST_FACTOR = 4
 """Word matches filtered first, as a multiple of the pool (see :func:`_best_passing`)."""
 HELPER_THREADS = 2
+"""Threads that run recalls' vector searches beside their word searches (see :class:`_Beside`); 0: in the caller."""
 BESIDE_MIN_POSTINGS = 30_000
 """The vector search runs beside the word search only when the query's words hold this many postings together.
 
 A shorter word search (~5 ns a posting, so under ~0.15 ms) gains less from the overlap than the hand-off to the
 helper and back costs: at 100k memories the overlap made a structured store's Recall 0.15 ms slower.
 """
-"""Threads that run recalls' vector searches beside their word searches (see :class:`_Beside`); 0: in the caller."""
 
 
 class _Beside:
