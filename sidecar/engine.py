@@ -1122,23 +1122,8 @@ class Engine:
         self._overlay_all(found)
         if scores is None:
             self.fill_scores(found)
-        else:
-            # Row i of ``scores`` is ids[i]: copy by position (recall's path; a dict per call cost more).
-            picked = Scores(*(np.asarray(column)[positions] for column in scores))
-            for record, accuracy, relevance, utility, cost, value in zip(
-                found,
-                picked.accuracy.tolist(),
-                picked.relevance.tolist(),
-                picked.utility.tolist(),
-                picked.cost.tolist(),
-                picked.value.tolist(),
-                strict=True,
-            ):
-                record.scores.accuracy = accuracy
-                record.scores.relevance = relevance
-                record.scores.utility = utility
-                record.scores.cost = cost
-                record.scores.value = value
+        else:  # row i of ``scores`` is ids[i]: recall's path, the scores it ranked with
+            _set_scores(found, Scores(*(np.asarray(column)[positions] for column in scores)))
         return found, missing
 
     def _overlay_all(self, records: Sequence[memory_pb2.Memory]) -> None:
@@ -1196,32 +1181,18 @@ class Engine:
         if override is not None:
             override[2].extend(ids, matches, inconsistency, demoted)
 
-    def fill_scores(
-        self, records: Sequence[memory_pb2.Memory], *, known: tuple[Sequence[int], Scores] | None = None
-    ) -> None:
-        """Set each record's scores as of now (the value kernel over just these rows, unless ``known``)."""
-        rows = np.asarray([r.id for r in records if r.id < self.columns.size], dtype=np.int64)
-        if rows.size == 0:
+    def fill_scores(self, records: Sequence[memory_pb2.Memory]) -> None:
+        """Set each record's scores as of now (the value kernel over just these rows)."""
+        held = [r for r in records if r.id < self.columns.size]
+        if not held:
             return
+        rows = np.asarray([r.id for r in held], dtype=np.int64)
         policy, params = self.policy, self.params
         override = getattr(self._scoring, "override", None)
         if override is not None and override[0] is not None:
             policy, params = override[0], override[1]
-        if known is not None:
-            scores = known[1]
-            position = {int(memory_id): i for i, memory_id in enumerate(known[0])}
-        else:
-            scores = score(self.columns, policy, clock_for(self.columns, policy, self.current_turn, rows), rows, params)
-            position = {int(memory_id): i for i, memory_id in enumerate(rows)}
-        for record in records:
-            i = position.get(record.id)
-            if i is None:
-                continue
-            record.scores.accuracy = float(scores.accuracy[i])
-            record.scores.relevance = float(scores.relevance[i])
-            record.scores.utility = float(scores.utility[i])
-            record.scores.cost = float(scores.cost[i])
-            record.scores.value = float(scores.value[i])
+        clock = clock_for(self.columns, policy, self.current_turn, rows)
+        _set_scores(held, score(self.columns, policy, clock, rows, params))
 
     def note_turn(self, turn: int | None) -> None:
         """A read carried the agent's turn: advance the turn clock (persisted at the next checkpoint)."""
@@ -1284,3 +1255,21 @@ class Engine:
         self.store.close()
         if self.embedder is not None:
             self.embedder.close()
+
+
+def _set_scores(records: Sequence[memory_pb2.Memory], scores: Scores) -> None:
+    """Copy row i of ``scores`` into ``records[i]``."""
+    for record, accuracy, relevance, utility, cost, value in zip(
+        records,
+        np.asarray(scores.accuracy).tolist(),
+        np.asarray(scores.relevance).tolist(),
+        np.asarray(scores.utility).tolist(),
+        np.asarray(scores.cost).tolist(),
+        np.asarray(scores.value).tolist(),
+        strict=True,
+    ):
+        record.scores.accuracy = accuracy
+        record.scores.relevance = relevance
+        record.scores.utility = utility
+        record.scores.cost = cost
+        record.scores.value = value

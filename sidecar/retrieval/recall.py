@@ -373,16 +373,14 @@ class Recaller:
             return []
         pool = max(query.k * RERANK_POOL_FACTOR, RERANK_POOL_MIN)
         terms = list(dict.fromkeys(tokenize(query.text))) if query.text else []
-        if query.text and self.engine.lexical.postings(query.namespace, terms) >= BESIDE_MIN_POSTINGS:
-            # The word search is the longer: the caller runs it, so the join rarely waits for the helper. The
-            # query is tokenized first: pure Python, which the helper's own Python start would hold up (GIL).
-            nearest = _BESIDE.start(lambda: self._candidates(query, flt))
+        if query.text:
+            # A long word search runs in the caller with the vector search beside it, so the join rarely waits
+            # for the helper; the query is tokenized first: pure Python, which the helper's start would hold up.
+            long_search = self.engine.lexical.postings(query.namespace, terms) >= BESIDE_MIN_POSTINGS
+            nearest = _BESIDE.start(lambda: self._candidates(query, flt)) if long_search else None
             words = self._word_matches(query, terms, flt, pool)
-            ids, sims = nearest()
+            ids, sims = nearest() if nearest is not None else self._candidates(query, flt)
             ids, sims, lexical = self._fuse_lexical(query, ids, sims, *words)
-        elif query.text:
-            ids, sims = self._candidates(query, flt)
-            ids, sims, lexical = self._fuse_lexical(query, ids, sims, *self._word_matches(query, terms, flt, pool))
         else:
             ids, sims = self._candidates(query, flt)
             lexical = np.zeros(ids.size, dtype=np.float32)
@@ -579,8 +577,6 @@ class Recaller:
             return factor
         present, inverse = np.unique(codes, return_inverse=True)
         entities = [int(code) for code in present.tolist() if code != NO_CODE]
-        if not entities or not terms:
-            return factor
         names = {code: self._entity_name(code) for code in entities}
         vocabulary = frozenset().union(*(words for _, words in names.values()))
         ordered = sorted(vocabulary)
