@@ -42,6 +42,7 @@ def _ro(dtype: types.Type) -> types.Array:
             types.float64,
             types.float64,
             types.float64,
+            types.float64,
             types.float32[:],
             types.int64[:],
             types.int64,
@@ -59,6 +60,7 @@ def _accumulate(
     average: float,
     k1: float,
     b: float,
+    unit: float,
     scratch: F32,
     touched: I64,
     n_touched: int,
@@ -72,6 +74,7 @@ def _accumulate(
     base = np.float32(k1 * (1.0 - b))
     slope = np.float32(k1 * b / average)
     gain = np.float32(idf * (k1 + 1.0))
+    per_count = np.float32(unit)
     limit = min(lengths.shape[0], scratch.shape[0])
     for j in range(ids.shape[0]):
         doc = np.int64(ids[j])
@@ -80,7 +83,7 @@ def _accumulate(
         before = scratch[doc]
         if only_met and before == 0.0:
             continue
-        tf = np.float32(counts[j])
+        tf = np.float32(counts[j]) * per_count
         scratch[doc] = before + gain * tf / (tf + base + slope * np.float32(lengths[doc]))
         if before == 0.0:
             touched[n_touched] = doc
@@ -127,6 +130,8 @@ def bm25(
     b: float,
     scratch: Scratch,
     common: list[tuple[U64, U16, float]] | None = None,
+    *,
+    count_unit: float = 1.0,
 ) -> tuple[I64, F32]:
     """Every document in ``postings`` and its BM25 score, in order of first appearance.
 
@@ -134,8 +139,10 @@ def bm25(
     ``lengths`` is every document's length (indexed by id, covering every posting).
     ``common`` words (same form) add to the scores of the documents ``postings`` met and find no others:
     the document set is the rarer words', the scores are every word's.
-    A document listed twice under one word counts twice. Raises ValueError for an id outside ``lengths``,
-    mismatched ids and counts, or an idf that is not positive (BM25's never is, see ``sidecar/retrieval/lexical.py``).
+    A term count of c stands for c × ``count_unit`` occurrences (an index that weighs some words by halves stores
+    counts in half-occurrences, and its lengths in the same unit). A document listed twice under one word counts
+    twice. Raises ValueError for an id outside ``lengths``, mismatched ids and counts, an idf that is not positive
+    (BM25's never is, see ``sidecar/retrieval/lexical.py``) or a count unit that is not.
     """
     common = common or []
     total = sum(ids.size for ids, _, _ in postings)
@@ -149,8 +156,12 @@ def bm25(
             raise ValueError(f"{ids.size} ids but {counts.size} counts in one posting list")
         if not (idf > 0.0 and np.isfinite(idf)):  # the kernel takes a zero sum for a document not met yet
             raise ValueError(f"idf must be positive and finite, got {idf}")
+    if not (count_unit > 0.0 and np.isfinite(count_unit)):
+        raise ValueError(f"count_unit must be positive and finite, got {count_unit}")
     for position, (ids, counts, idf) in enumerate((*postings, *common)):
-        n = _accumulate(ids, counts, lengths, idf, average, k1, b, scratch.sums, touched, n, position >= len(postings))
+        n = _accumulate(
+            ids, counts, lengths, idf, average, k1, b, count_unit, scratch.sums, touched, n, position >= len(postings)
+        )
         if n < 0:
             scratch.clear()
             raise ValueError(f"a posting's document id is not below the lengths' size {lengths.size}")

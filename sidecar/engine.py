@@ -14,7 +14,7 @@ import struct
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from .perception.feedback import (
     unpack_retrieval,
 )
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
-from .retrieval.lexical import NamespacedLexicalIndex, searchable_text
+from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context_text, searchable_text
 from .store import snapshot
 from .store.columns import STATE_EVICTED, MemoryColumns
 from .store.rocks import (
@@ -68,6 +68,8 @@ from .store.vector_index import VectorIndex
 log = logging.getLogger(__name__)
 
 _ID_LIST = struct.Struct(">Q")
+RECENT_TEXTS = 1024
+"""Texts of the latest memories kept while the word index is rebuilt, for the reasoning contexts that name them."""
 
 
 def _pack_ids(ids: Sequence[int]) -> bytes:
@@ -191,10 +193,21 @@ class Engine:
 
     def _load_columns(self) -> None:
         record = memory_pb2.Memory()
+        # A reasoning context names memories written shortly before (a conversation's previous turn): the texts
+        # of the latest ones are at hand, older ones are read.
+        recent: dict[int, str] = {}
         for _, value in self.store.iterate(CF_MEMORIES):
             record.ParseFromString(value)
             self.columns.set_record(record)
-            self.lexical.add(record.namespace, record.id, searchable_text(record))
+            context = ""
+            if record.HasField("reasoning_context"):
+                named = list(record.reasoning_context.memory_ids)[:CONTEXT_MEMORIES]
+                recent.update(self._texts_of([i for i in named if i not in recent]))
+                context = context_text(record, recent)
+            self.lexical.add(record.namespace, record.id, searchable_text(record), context)
+            recent[record.id] = record.content
+            if len(recent) > 2 * RECENT_TEXTS:
+                recent = dict(list(recent.items())[-RECENT_TEXTS:])
             if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
 
@@ -286,8 +299,9 @@ class Engine:
             raise Unavailable("the sidecar is shutting down", reason="SHUTTING_DOWN")
         self.check_capacity(len(items))
         vectors = self.vectors_for(items)
+        contexts = self._context_texts(items)
         written = self.store.apply(
-            lambda txn: self._remember_mutation(txn, items, vectors, batch_request_id, turn, rpc)
+            lambda txn: self._remember_mutation(txn, items, vectors, contexts, batch_request_id, turn, rpc)
         )
         self._overlay_all([w.memory for w in written])
         self.fill_scores([w.memory for w in written])
@@ -297,13 +311,17 @@ class Engine:
         """Like :meth:`remember` for per-item request ids, returning a future (streams pipeline chunks)."""
         self.check_capacity(len(items))
         vectors = self.vectors_for(items)
-        return self.store.submit(lambda txn: self._remember_mutation(txn, items, vectors, "", turn, "remember"))
+        contexts = self._context_texts(items)
+        return self.store.submit(
+            lambda txn: self._remember_mutation(txn, items, vectors, contexts, "", turn, "remember")
+        )
 
     def _remember_mutation(
         self,
         txn: Txn,
         items: Sequence[NewMemory],
         vectors: npt.NDArray[np.float32],
+        contexts: Mapping[int, str],
         batch_request_id: str,
         turn: int | None,
         rpc: str,
@@ -372,7 +390,8 @@ class Engine:
             for record in new_strategies:
                 self.strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
             for memory_id in fresh_ids:
-                self.lexical.add(changed[memory_id].namespace, memory_id, searchable_text(changed[memory_id]))
+                record = changed[memory_id]
+                self.lexical.add(record.namespace, memory_id, searchable_text(record), context_text(record, contexts))
             # A restatement counts as one more use of the memory it confirms.
             self.columns.record_access(np.asarray(confirmed, dtype=np.int64), now, turn)
             self.index.add(ids, fresh_vectors)
@@ -480,6 +499,19 @@ class Engine:
                 record.ParseFromString(raw)
             out.append(record)
         return out
+
+    def _context_texts(self, items: Sequence[NewMemory]) -> dict[int, str]:
+        """The texts of the memories the items' reasoning contexts name (those word search counts, see
+        ``lexical.context_text``), read before the write; ids that name no memory are left out."""
+        return self._texts_of(list(dict.fromkeys(i for item in items for i in item.reasoning_ids[:CONTEXT_MEMORIES])))
+
+    def _texts_of(self, ids: Sequence[int]) -> dict[int, str]:
+        """Content by id of the stored memories among ``ids``."""
+        if not ids:
+            return {}
+        raws = self.store.multi_get(CF_MEMORIES, [u64_key(i) for i in ids])
+        found = [(i, raw) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+        return {i: memory_pb2.Memory.FromString(raw).content for i, raw in found}
 
     def _new_record(self, item: NewMemory, memory_id: int, now: float, turn: int | None) -> memory_pb2.Memory:
         confidence = (
@@ -898,6 +930,7 @@ class Engine:
     ) -> tuple[memory_pb2.Memory, memory_pb2.Memory]:
         """Make ``old_id`` OBSOLETE in favour of an existing memory or a new one; returns (old, new)."""
         vectors = self.vectors_for([new_item]) if new_item is not None else None
+        contexts = self._context_texts([new_item]) if new_item is not None else {}
 
         def mutation(txn: Txn) -> tuple[memory_pb2.Memory, memory_pb2.Memory]:
             if request_id:
@@ -965,7 +998,7 @@ class Engine:
                 self.columns.set_record(old)
                 self.columns.set_record(new)
                 if fresh and vectors is not None:
-                    self.lexical.add(new.namespace, new.id, searchable_text(new))
+                    self.lexical.add(new.namespace, new.id, searchable_text(new), context_text(new, contexts))
                     self.index.add(np.asarray([new.id], dtype=np.int64), vectors)
 
             txn.on_commit(publish)

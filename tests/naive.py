@@ -259,12 +259,14 @@ def bm25(
     k1: float,
     b: float,
     common: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]] | None = None,
+    *,
+    count_unit: float = 1.0,
 ) -> tuple[npt.NDArray[np.int64], F64]:
     """Twin of memevo.kernels.lexical.bm25: documents in order of first appearance, scores summed per document;
-    ``common`` words score only the documents ``postings`` met."""
+    ``common`` words score only the documents ``postings`` met; a count is ``count_unit`` occurrences."""
     order: dict[int, float] = {}
     for position, (ids, counts, idf) in enumerate([*postings, *(common or [])]):
-        tf = counts.astype(np.float64)
+        tf = counts.astype(np.float64) * count_unit
         norm = k1 * (1.0 - b + b * lengths[ids.astype(np.int64)].astype(np.float64) / average)
         for doc, score in zip(ids.tolist(), (idf * tf * (k1 + 1.0) / (tf + norm)).tolist(), strict=True):
             if position < len(postings) or doc in order:

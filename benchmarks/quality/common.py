@@ -89,22 +89,41 @@ class BM25:
     """A plain Okapi BM25 ranker over a fixed list of documents.
 
     ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` (never negative), each distinct
-    query term counted once, ``k1`` and ``b`` keyword-only (1.2 and 0.75).
+    query term counted once, ``k1`` and ``b`` keyword-only (1.2 and 0.75). With
+    ``contexts`` (one text per document, "" for none) a context's words count
+    ``context_weight`` of an occurrence each, in the length too.
     """
 
-    def __init__(self, documents: Sequence[str], *, k1: float = BM25_K1, b: float = BM25_B) -> None:
+    def __init__(
+        self,
+        documents: Sequence[str],
+        *,
+        k1: float = BM25_K1,
+        b: float = BM25_B,
+        contexts: Sequence[str] | None = None,
+        context_weight: float = 0.5,
+    ) -> None:
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"k1 is {k1} and b is {b}; pass k1 >= 0 and 0 <= b <= 1")
+        if contexts is not None and len(contexts) != len(documents):
+            raise ValueError(f"{len(contexts)} contexts for {len(documents)} documents; pass one per document")
         self.k1 = k1
         self.b = b
-        tokenized = [tokenize(d) for d in documents]
-        self.size = len(tokenized)
-        self.lengths = np.asarray([len(t) for t in tokenized], dtype=np.float64)
+        weighted: list[Counter[str]] = []
+        for row, document in enumerate(documents):
+            counted: Counter[str] = Counter()
+            for token in tokenize(document):
+                counted[token] += 1
+            for token in tokenize(contexts[row]) if contexts is not None else ():
+                counted[token] += context_weight  # type: ignore[assignment]
+            weighted.append(counted)
+        self.size = len(weighted)
+        self.lengths = np.asarray([sum(c.values()) for c in weighted], dtype=np.float64)
         average = float(self.lengths.mean()) if self.size else 0.0
         self.average_length = average if average > 0 else 1.0
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        for row, tokens in enumerate(tokenized):
-            for token, count in Counter(tokens).items():
+        postings: dict[str, tuple[list[int], list[float]]] = {}
+        for row, counted in enumerate(weighted):
+            for token, count in counted.items():
                 rows, counts = postings.setdefault(token, ([], []))
                 rows.append(row)
                 counts.append(count)

@@ -7,7 +7,9 @@ Usage (from the repository root)::
 Recipe (``locomo/README`` of the data folder): per conversation, one memory
 per turn, content ``"Speaker: text"``, ``valid_from`` the date of its
 session, ``metadata["dia_id"]`` its turn id; each conversation in its own
-namespace. For every question each system ranks that conversation's turns
+namespace. Turns are written one at a time, in order, each naming the
+previous turn of its session as its reasoning context (what it answered;
+memevo's word search counts those words at half weight). For every question each system ranks that conversation's turns
 and keeps the top 10; a question's recall@k is the share of its evidence
 turns in the first k, averaged over the questions of a category (1
 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial) and over
@@ -20,6 +22,8 @@ Systems, in one run, on the same turns and the same vectors:
   list, k1 1.2, b 0.75).
 - ``vector``: a plain append-only vector store, exact cosine over the
   vectors the sidecar stored for the turns (read back with ``Get``).
+- ``bm25_context``: for comparison, the same BM25 given what memevo is given:
+  the previous turn of the session at half weight (not the issue's baseline).
 - ``memevo``: ``Recall`` through a ``memevo serve --embedder local`` sidecar
   started on a temporary data directory, with the question text and the
   question's vector (embedded once in this process by the same local model;
@@ -58,10 +62,10 @@ except ImportError:  # run as a script: the repository root is not on sys.path y
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from benchmarks.quality import common
 
-from memevo.client import MemoryInput, MemoryKind, WriteOutcome
+from memevo.client import MemoryClient, MemoryInput, MemoryKind, ReasoningContext, WriteOutcome, WriteResult
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-SYSTEMS = ("bm25", "vector", "memevo")
+SYSTEMS = ("bm25", "vector", "memevo", "bm25_context")
 KS = (5, 10)
 DATA_FILE = Path("locomo") / "locomo10.json"
 EMBEDDING_CHECK_TEXTS = 64
@@ -188,18 +192,51 @@ def load(path: Path, limit: int | None) -> tuple[list[Conversation], Counter[str
     return conversations, notes
 
 
-def memory_inputs(conversation: Conversation) -> list[MemoryInput]:
-    """One EPISODE memory per turn, dated at its session, with its turn id in the metadata."""
-    return [
-        MemoryInput(
-            content=turn.content,
-            namespace=conversation.namespace,
-            kind=MemoryKind.EPISODE,
-            metadata={"dia_id": turn.dia_id, "session": str(turn.session)},
-            valid_from=turn.when,
+def memory_input(conversation: Conversation, turn: Turn, answers: int | None) -> MemoryInput:
+    """One EPISODE memory for a turn, dated at its session, with its turn id in the metadata; ``answers`` is the
+    id of the previous turn of its session (its reasoning context), None for a session's first turn."""
+    return MemoryInput(
+        content=turn.content,
+        namespace=conversation.namespace,
+        kind=MemoryKind.EPISODE,
+        metadata={"dia_id": turn.dia_id, "session": str(turn.session)},
+        valid_from=turn.when,
+        reasoning_context=ReasoningContext(memory_ids=(answers,)) if answers is not None else None,
+    )
+
+
+def previous_turns(conversation: Conversation) -> list[str]:
+    """Per turn, the text of the turn before it in its session ("" for a session's first): its context."""
+    texts: list[str] = []
+    for position, turn in enumerate(conversation.turns):
+        before = conversation.turns[position - 1] if position > 0 else None
+        texts.append(before.content if before is not None and before.session == turn.session else "")
+    return texts
+
+
+def remember_conversation(client: MemoryClient, conversation: Conversation, log: common.Log) -> list[WriteResult]:
+    """Store the turns one at a time, in order, each naming the previous turn of its session as its reasoning
+    context: an agent writing a conversation down knows what each turn answered (and only after writing that one
+    does it have its id). One result per turn."""
+    results: list[WriteResult] = []
+    started = time.perf_counter()
+    previous: tuple[int, int] | None = None  # (session, memory id) of the turn before
+    for turn in conversation.turns:
+        answers = previous[1] if previous is not None and previous[0] == turn.session else None
+        item = memory_input(conversation, turn, answers)
+        result = client.remember(
+            item.content,
+            namespace=item.namespace,
+            kind=item.kind,
+            metadata=item.metadata,
+            valid_from=item.valid_from,
+            reasoning_context=item.reasoning_context,
         )
-        for turn in conversation.turns
-    ]
+        results.append(result)
+        previous = (turn.session, result.id)
+    elapsed = time.perf_counter() - started
+    log(f"{conversation.namespace}: {len(results):,} turns stored in {elapsed:.1f} s")
+    return results
 
 
 def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], dict[str, Any]]:
@@ -224,9 +261,7 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
         started = time.perf_counter()
         ids_by_conversation: list[list[int]] = []
         for conversation in conversations:
-            results = common.remember_all(
-                client, memory_inputs(conversation), log=log, label=f"{conversation.namespace}"
-            )
+            results = remember_conversation(client, conversation, log)
             outcomes.update(r.outcome.name.lower() for r in results)
             ids_by_conversation.append([r.id for r in results])
         timings["ingest_s"] = time.perf_counter() - started
@@ -254,12 +289,16 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
         k_max = max(KS)
         for conversation, matrix, turn_ids in zip(conversations, matrices, dia_ids, strict=True):
             bm25 = common.BM25([t.content for t in conversation.turns])
+            bm25_context = common.BM25(
+                [t.content for t in conversation.turns], contexts=previous_turns(conversation), context_weight=0.5
+            )
             bm25_ids = [t.dia_id for t in conversation.turns]
             for question in conversation.questions:
                 vector = query_vectors[row]
                 row += 1
                 ranked: dict[str, list[str]] = {
                     "bm25": [bm25_ids[i] for i in bm25.top_k(question.text, k_max)],
+                    "bm25_context": [bm25_ids[i] for i in bm25_context.top_k(question.text, k_max)],
                     "vector": [turn_ids[i] for i in common.cosine_top_k(matrix, vector, k_max)],
                 }
                 call_started = time.perf_counter()

@@ -168,10 +168,11 @@ class FactKey:
 
 @dataclass(frozen=True)
 class ReasoningContext:
-    """The reasoning context a memory was formed in."""
+    """The reasoning context a memory was formed in; recall's word search counts its words at half weight."""
 
     memory_ids: tuple[int, ...] = ()
-    """Ids of the working-memory items that produced the memory."""
+    """Ids of the working-memory items that produced the memory (e.g. the conversation turn a reply answers);
+    the text of the first four counts in word search."""
     text: str = ""
     """A short free-text description of the context; at most 4 KiB."""
 

@@ -14,6 +14,7 @@ against facts, never a fact against an episode.
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 
 
@@ -68,7 +69,9 @@ def value_type(value: str) -> ValueType:
     return ValueType.OTHER
 
 
-_TEMPORAL = frozenset((ValueType.DATE, ValueType.TIME))
+WHEN_TYPES = frozenset((ValueType.DATE, ValueType.TIME))
+"""What a "when" question wants: a date or a clock time."""
+_TEMPORAL = WHEN_TYPES
 _NAMED = frozenset((ValueType.OTHER, ValueType.EMAIL))
 _PLACE = frozenset((ValueType.OTHER, ValueType.URL))
 _AMOUNT = frozenset((ValueType.QUANTITY, ValueType.DATE, ValueType.OTHER))
@@ -121,3 +124,73 @@ def expected_types(question: str) -> frozenset[ValueType] | None:
     if _ASKS_EMAIL.search(question):
         return frozenset((ValueType.EMAIL,))
     return _WH_TYPES.get(kind) if kind is not None else None
+
+
+_TIME_WORDS = frozenset(
+    [
+        "yesterday",
+        "today",
+        "tonight",
+        "tomorrow",
+        "ago",
+        "recently",
+        "lately",
+        "weekend",
+        "weekends",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "mondays",
+        "tuesdays",
+        "wednesdays",
+        "thursdays",
+        "fridays",
+        "saturdays",
+        "sundays",
+    ]
+)
+_TIME_LEADS = frozenset(["last", "next", "this", "past", "coming"])
+_TIME_SPANS = frozenset(
+    [
+        "week",
+        "month",
+        "year",
+        "summer",
+        "winter",
+        "spring",
+        "fall",
+        "autumn",
+        "night",
+        "morning",
+        "afternoon",
+        "evening",
+    ]
+)
+_LETTERS = re.compile(r"[a-z]+")
+_DIGIT = re.compile(r"\d")
+_YEAR_IN_TEXT = re.compile(r"(?<![\d$€£¥.,])(?:19|20)\d{2}(?![\d,%])")
+_TIME_ZH = re.compile(
+    r"昨天|今天|明天|前天|后天|上周|下周|本周|上个月|下个月|去年|明年|今年|星期|周末|最近|\d+\s*[年月日号]"
+)
+
+
+def tells_time(text: str) -> bool:
+    """Whether ``text`` says when something happened or will: a date, a clock time, a year, a weekday, or words
+    such as "yesterday", "two weeks ago", "last summer" (English and Chinese).
+
+    A "when" question about an episode ("When did Ana visit Lisbon?") is answered by the memory that dates it
+    ("We got back from Lisbon yesterday"), seldom by one that only names the same things. Run on every write and
+    every memory at a rebuild: words are looked up in sets, and the patterns run only on texts with a digit.
+    """
+    if _DIGIT.search(text) and (_YEAR_IN_TEXT.search(text) or _DATE.search(text) or _TIME.search(text)):
+        return True
+    words = _LETTERS.findall(text.lower())
+    if not _TIME_WORDS.isdisjoint(words):
+        return True
+    if any(lead in _TIME_LEADS and span in _TIME_SPANS for lead, span in itertools.pairwise(words)):
+        return True
+    return not text.isascii() and _TIME_ZH.search(text) is not None

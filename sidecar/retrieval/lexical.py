@@ -4,7 +4,8 @@ Embeddings blur names, numbers and dates; exact word matches keep them. The
 index is an in-memory inverted index (token -> ids and term counts in compact
 arrays) rebuilt from RocksDB at start and updated after each durable write.
 Deleted memories stay in the postings and are dropped by the state filter;
-their document length no longer counts in the average.
+their document length no longer counts in the average. A memory's reasoning
+context (see :func:`context_text`) is indexed with it at half weight.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -28,6 +29,15 @@ from memevo.v1 import memory_pb2
 K1 = 1.2
 B = 0.75
 MAX_QUERY_TOKENS = 64
+CONTEXT_WEIGHT = 0.5
+"""What a word of a memory's reasoning context counts for against a word of its own text (see :func:`context_text`).
+
+A conversational turn often makes sense only after the one it answers ("Yes! Last Saturday." after "Did you go
+to the parade?"): the words it answered find it too, at half weight, so its own words still lead. Measured on
+LoCoMo (RESULTS.md): single-hop recall@5 0.647 -> 0.74 with the previous turn as context.
+"""
+_UNITS = 2
+"""Term counts and lengths are stored in half-occurrences, so that a context word's half is a whole number."""
 COMMON_SHARE = 0.05
 COMMON_MIN_POSTINGS = 50_000
 """A query word held by more than COMMON_SHARE of a namespace's memories and by more than COMMON_MIN_POSTINGS
@@ -161,9 +171,15 @@ class LexicalIndex:
         self._documents = 0
         self._total_length = 0
 
-    def add(self, memory_id: int, text: str) -> None:
-        """Index ``text`` under ``memory_id`` (ids are added once, in any order)."""
-        counts = Counter(tokenize(text))
+    def add(self, memory_id: int, text: str, context: str = "") -> None:
+        """Index ``text`` under ``memory_id``, and the words of its ``context`` at CONTEXT_WEIGHT (ids are added once,
+        in any order)."""
+        counts: Counter[str] = Counter()
+        for token in tokenize(text):
+            counts[token] += _UNITS
+        if context:
+            for token in tokenize(context):
+                counts[token] += round(CONTEXT_WEIGHT * _UNITS)
         length = sum(counts.values())
         with self._lock:
             if memory_id >= len(self._length):
@@ -240,7 +256,7 @@ class LexicalIndex:
                     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
                 lengths = np.frombuffer(self._length, dtype=np.uint32)
                 try:
-                    return bm25(postings, lengths, average, K1, B, scratch, common)
+                    return bm25(postings, lengths, average, K1, B, scratch, common, count_unit=1.0 / _UNITS)
                 finally:
                     del lengths, postings, common
         finally:
@@ -294,9 +310,9 @@ class NamespacedLexicalIndex:
                 index = self._indexes[namespace] = LexicalIndex()
             return index
 
-    def add(self, namespace: str, memory_id: int, text: str) -> None:
-        """Index ``text`` under ``memory_id`` in ``namespace``."""
-        self._index(namespace).add(memory_id, text)
+    def add(self, namespace: str, memory_id: int, text: str, context: str = "") -> None:
+        """Index ``text`` (and its ``context`` at CONTEXT_WEIGHT) under ``memory_id`` in ``namespace``."""
+        self._index(namespace).add(memory_id, text, context)
 
     def remove(self, namespace: str, memory_id: int) -> None:
         """Forget a deleted memory's length in its namespace."""
@@ -338,3 +354,17 @@ def searchable_text(record: memory_pb2.Memory) -> str:
     """
     extra = " ".join(part for part in (record.entity, record.fact.attribute, record.task_signature) if part)
     return f"{record.content} {extra}" if extra else record.content
+
+
+CONTEXT_MEMORIES = 4
+"""At most this many of the memories a reasoning context names lend their text to it (the first ones named)."""
+
+
+def context_text(record: memory_pb2.Memory, contents: Mapping[int, str]) -> str:
+    """What BM25 indexes at CONTEXT_WEIGHT for a memory: its reasoning context's text and the text of the first
+    CONTEXT_MEMORIES memories it names (``contents``: id -> text; ids missing there are skipped)."""
+    context = record.reasoning_context
+    parts = [contents[i] for i in list(context.memory_ids)[:CONTEXT_MEMORIES] if i in contents]
+    if context.text:
+        parts.append(context.text)
+    return " ".join(parts)

@@ -38,7 +38,7 @@ from ..store.columns import (
 )
 from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
 from ..store.vector_index import Neighbours
-from .answer_type import ValueType, expected_types
+from .answer_type import WHEN_TYPES, ValueType, expected_types
 from .attributes import EXAMPLES, EXAMPLES_MIN_ENTITIES, AttributeExamples, AttributeMeanings
 from .hints import hint_for
 from .intent import asks_how
@@ -95,11 +95,12 @@ strategies and remarks, and lifting facts by it cost strategy questions 5 points
 ATTRIBUTE_SCAN_FIRST = 4_096
 """Drawing an attribute's examples scans the namespace's newest ids in chunks, this many first, then 4x each time."""
 VALUE_TYPE_MISMATCH_WEIGHT = 0.2
-"""Share of the match a fact loses when its value has a shape the question cannot want (see ``answer_type.py``).
+"""Share of the match a memory loses when its answer has a shape the question cannot want (see ``answer_type.py``).
 
 "Who should I page if the scheduler goes down?" is not answered by the scheduler's URL, nor "When is Quill due?"
 by its budget. Applied only when some candidate holds a value of a wanted shape: a question whose answer the
-candidates' values cannot show (no date among them for "When did Alice join?") judges none of them.
+candidates' values cannot show (no date among them for "When did Alice join?") judges none of them. Memories
+without a fact value are judged the same way by "when" questions, on whether their text tells a time.
 """
 FIELD_PREFIX_MIN = 4
 """A query word names a field word when one is a prefix of the other and the shorter has this many letters."""
@@ -325,10 +326,14 @@ def _with_attribute_evidence(
     return np.asarray(lifted * np.where(np.isnan(gap), 1.0, 1.0 - ATTRIBUTE_MISMATCH_WEIGHT * gap), dtype=np.float64)
 
 
-def _value_type_factor(question: str, shapes: npt.NDArray[np.uint8]) -> npt.NDArray[np.float64]:
-    """Per candidate, 1 - VALUE_TYPE_MISMATCH_WEIGHT for a fact value of a shape ``question`` cannot want, else 1.
+def _value_type_factor(
+    question: str, shapes: npt.NDArray[np.uint8], dated: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """Per candidate, 1 - VALUE_TYPE_MISMATCH_WEIGHT when its answer has a shape ``question`` cannot want, else 1.
 
-    Nothing changes when the question names no shape, or when no candidate's value has a wanted one.
+    A fact is judged by its value's shape (``shapes``), and only when some candidate's value has a wanted one. A
+    memory without a fact value is judged only by a "when" question, by whether its text tells a time (``dated``),
+    and only when some other such memory's does: facts are weighed against facts, the rest against the rest.
     """
     factor = np.ones(shapes.size, dtype=np.float64)
     expected = expected_types(question)
@@ -336,9 +341,10 @@ def _value_type_factor(question: str, shapes: npt.NDArray[np.uint8]) -> npt.NDAr
         return factor
     judged = shapes != ValueType.NONE
     fits = _table(int(shape) for shape in expected)[shapes]
-    if not (judged & fits).any():
-        return factor
-    factor[judged & ~fits] = 1.0 - VALUE_TYPE_MISMATCH_WEIGHT
+    if (judged & fits).any():
+        factor[judged & ~fits] = 1.0 - VALUE_TYPE_MISMATCH_WEIGHT
+    if expected <= WHEN_TYPES and (~judged & dated).any():
+        factor[~judged & ~dated] = 1.0 - VALUE_TYPE_MISMATCH_WEIGHT
     return factor
 
 
@@ -394,7 +400,7 @@ class Recaller:
             named, gap = self._attribute_evidence(query, flt.namespace, columns.fields[ids], columns.entity[ids])
             match = _with_attribute_evidence(match, named, gap)
             match = match * self._entity_factor(query, terms, columns.entity[ids])
-            match = match * _value_type_factor(query.text, columns.value_type[ids])
+            match = match * _value_type_factor(query.text, columns.value_type[ids], columns.tells_time[ids])
         match = share_task_match(match, columns.signature[ids])
         match = prefer_newer_lessons(
             match,

@@ -27,7 +27,7 @@ from memevo.kernels.params import (
     default_params,
 )
 from memevo.kernels.sweep import Terms, derive_terms
-from memevo.sidecar.retrieval.answer_type import value_type
+from memevo.sidecar.retrieval.answer_type import tells_time, value_type
 from memevo.v1 import memory_pb2
 
 STATE_UNSPECIFIED = memory_pb2.MEMORY_STATE_UNSPECIFIED
@@ -114,6 +114,8 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "fields": (np.int32, NO_CODE),
     # The shape of a fact's value (retrieval/answer_type.py ValueType): a URL, a date, a name...
     "value_type": (np.uint8, 0),
+    # Whether the memory's text says when (a date, "yesterday", "last week"): what a "when" question's answer does.
+    "tells_time": (np.bool_, False),
     "content_bytes": (np.uint32, 0),
     "stored_bytes": (np.uint32, 0),
     "created_turn": (np.float64, np.nan),
@@ -180,6 +182,8 @@ class MemoryColumns:
     """The memory's structured fields (code in ``field_sets``, see :func:`field_key`); NO_CODE when it has none."""
     value_type: npt.NDArray[np.uint8]
     """The shape of the fact's value (a ``ValueType``); NONE (0) without a value."""
+    tells_time: npt.NDArray[np.bool_]
+    """Whether the memory's text says when something happened or will (see ``answer_type.tells_time``)."""
     content_bytes: npt.NDArray[np.uint32]
     stored_bytes: npt.NDArray[np.uint32]
     """Text + vector + overhead: the cost term's numerator."""
@@ -310,6 +314,7 @@ class MemoryColumns:
         fields = field_key(record)
         self.fields[memory_id] = self.field_sets.code(fields) if fields else NO_CODE
         self.value_type[memory_id] = value_type(record.fact.value)
+        self.tells_time[memory_id] = tells_time(record.content)
         content_bytes = len(record.content.encode())
         self.content_bytes[memory_id] = content_bytes
         self.stored_bytes[memory_id] = content_bytes + self.vector_bytes + RECORD_OVERHEAD_BYTES

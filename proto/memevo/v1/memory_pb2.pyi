@@ -159,7 +159,10 @@ Global___Fact: _TypeAlias = Fact  # noqa: Y015
 
 @_typing.final
 class ReasoningContext(_message.Message):
-    """The reasoning context a memory was formed in."""
+    """The reasoning context a memory was formed in. Recall's word search counts its words at half
+    weight: the text below and the text of the first 4 memories named (e.g. the conversation turn a
+    reply answered).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -169,7 +172,7 @@ class ReasoningContext(_message.Message):
     """A short free-text description of the context. Default: empty. At most 4 KiB."""
     @_builtins.property
     def memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Ids of the working-memory items that produced this memory. Default: none."""
+        """Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none."""
 
     def __init__(
         self,

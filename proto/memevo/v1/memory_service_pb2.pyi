@@ -416,7 +416,9 @@ class RecallRequest(_message.Message):
     + 0.3 x max(0, cosine between the query and the memory's fact attribute name, embedded by the
     sidecar's model: "working_hours" as "working hours"; only when the sidecar embeds text)
     when query text is given (cosine alone otherwise; BM25 statistics are per namespace, over the
-    text plus the entity, fact attribute and task signature); fields = the idf-weighted share of the
+    text plus the entity, fact attribute and task signature, and the memory's reasoning context at
+    half weight: its text and the text of the first 4 memories it names, so a reply is found by the
+    words of what it answered); fields = the idf-weighted share of the
     query's words that name the memory's entity, fact attribute or task signature (a word names a
     field word when they are equal, or one starts with the other and the shorter has 4+ letters);
     candidate strategies of one task signature all take the best match among them (their order is
@@ -434,8 +436,11 @@ class RecallRequest(_message.Message):
     has a wanted one (shapes: URL, email, date, clock time, amount, other; "who" wants other or
     email, "when" / "what time" a date or time, "how is … doing / going" and "the status of" other,
     "where" other or a URL, "how much / many" not a URL, email or time, a question naming a URL or
-    an email address that; English and Chinese):
-    "Who should I page?" is not answered by the service's URL; a fact's match is x (1 - 0.75 x the
+    an email address that; English and Chinese): "Who should I page?" is not answered by the
+    service's URL; a memory without a fact value has its match x 0.8 for a "when" question when its
+    text tells no time and another such candidate's text does (a date, a clock time, a year, a
+    weekday, "yesterday", "two weeks ago", "last summer", 昨天, 上周 …): "When did Ana go to
+    Lisbon?" is answered by the memory that dates the trip; a fact's match is x (1 - 0.75 x the
     amount its attribute means less to the query than the best candidate's attribute), where an
     attribute's meaning is the mean of the query's cosines to its embedded name said of the fact's
     entity type ("the project's tracker" for "tracker" on "project:vega"; with an embedder) and to

@@ -37,6 +37,23 @@ def test_matches_naive_on_random_inputs(n_docs: int, n_terms: int, max_postings:
         assert not scratch.sums.any()
 
 
+@pytest.mark.parametrize("unit", [0.5, 0.25])
+def test_counts_in_fractions_of_an_occurrence_match_the_naive_twin(unit: float) -> None:
+    rng = np.random.default_rng(7)
+    scratch = Scratch()
+    postings = _postings(rng, 300, 4, 200)
+    lengths = rng.integers(0, 60, size=300).astype(np.uint32)
+    ids, scores = bm25(postings[:2], lengths, 20.0, K1, B, scratch, postings[2:], count_unit=unit)
+    want_ids, want_scores = naive.bm25(postings[:2], lengths, 20.0, K1, B, postings[2:], count_unit=unit)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
+    # Halving every count and every length (the average with them) is a different document set, not the same one.
+    _, whole = bm25(postings[:2], lengths, 20.0, K1, B, scratch, postings[2:])
+    assert not np.allclose(scores, whole)
+    with pytest.raises(ValueError, match="count_unit"):
+        bm25(postings, lengths, 20.0, K1, B, scratch, count_unit=0.0)
+
+
 @pytest.mark.parametrize("n_docs", [10, 5000])
 def test_common_words_add_only_to_documents_met_as_the_naive_twin_does(n_docs: int) -> None:
     rng = np.random.default_rng(n_docs + 1)

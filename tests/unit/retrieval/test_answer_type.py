@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import recall_engine
-from recall_engine import fact, recall_scores
+from recall_engine import fact, near, recall_scores, write
 
+from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.engine import Engine
-from memevo.sidecar.retrieval.answer_type import ValueType, expected_types, value_type
+from memevo.sidecar.retrieval.answer_type import ValueType, expected_types, tells_time, value_type
 from memevo.sidecar.retrieval.recall import VALUE_TYPE_MISMATCH_WEIGHT, _value_type_factor
 
 engine = recall_engine.engine  # the fixture
@@ -134,14 +135,72 @@ def columns_shape(engine: Engine, memory_id: int) -> ValueType:
     return ValueType(int(engine.columns.value_type[memory_id]))
 
 
-def test_the_factor_judges_only_facts_and_only_when_a_candidate_fits() -> None:
+def test_the_factor_judges_facts_against_facts_and_only_when_a_candidate_fits() -> None:
     # The factor itself, not two recall scores (those also differ by the relevance decay between recalls).
-    assert _value_type_factor("Who is on call?", np.zeros(0, dtype=np.uint8)).size == 0
+    none = np.zeros(0, dtype=np.bool_)
+    assert _value_type_factor("Who is on call?", np.zeros(0, dtype=np.uint8), none).size == 0
     codes = np.asarray([T.URL, T.OTHER, T.NONE, T.DATE], dtype=np.uint8)
+    undated = np.zeros(4, dtype=np.bool_)
     lose = 1.0 - VALUE_TYPE_MISMATCH_WEIGHT
-    assert _value_type_factor("Who is on call?", codes).tolist() == pytest.approx([lose, 1.0, 1.0, lose])
-    assert _value_type_factor("When is it due?", codes).tolist() == pytest.approx([lose, lose, 1.0, 1.0])
-    assert _value_type_factor("What is it?", codes).tolist() == [1.0] * 4
+    assert _value_type_factor("Who is on call?", codes, undated).tolist() == pytest.approx([lose, 1.0, 1.0, lose])
+    assert _value_type_factor("When is it due?", codes, undated).tolist() == pytest.approx([lose, lose, 1.0, 1.0])
+    assert _value_type_factor("What is it?", codes, undated).tolist() == [1.0] * 4
     # No candidate holds a date or a time: nothing is judged, an episode (NONE) keeps its place among facts.
     no_date = np.asarray([T.URL, T.OTHER, T.NONE], dtype=np.uint8)
-    assert _value_type_factor("When did Alice join?", no_date).tolist() == [1.0] * 3
+    assert _value_type_factor("When did Alice join?", no_date, np.zeros(3, dtype=np.bool_)).tolist() == [1.0] * 3
+
+
+def test_a_when_question_judges_memories_without_a_value_by_whether_their_text_tells_a_time() -> None:
+    lose = 1.0 - VALUE_TYPE_MISMATCH_WEIGHT
+    shapes = np.asarray([T.NONE, T.NONE, T.OTHER, T.NONE], dtype=np.uint8)
+    dated = np.asarray([True, False, False, False])
+    # Episodes against episodes only: the fact (OTHER) is judged by its value, and no candidate's value is a date.
+    assert _value_type_factor("When did Ana visit Lisbon?", shapes, dated).tolist() == pytest.approx(
+        [1.0, lose, 1.0, lose]
+    )
+    # Only a "when" question asks for a time; and without a dated episode none is judged.
+    assert _value_type_factor("Who visited Lisbon?", shapes, dated).tolist() == [1.0] * 4
+    assert _value_type_factor("Where did Ana go?", shapes, dated).tolist() == [1.0] * 4
+    assert _value_type_factor("When did Ana visit Lisbon?", shapes, np.zeros(4, dtype=np.bool_)).tolist() == [1.0] * 4
+    # A fact's date value and an episode's dated text each fit in their own group.
+    mixed = np.asarray([T.DATE, T.OTHER, T.NONE, T.NONE], dtype=np.uint8)
+    assert _value_type_factor("什么时候去的里斯本？", mixed, np.asarray([False, False, True, False])).tolist() == (
+        pytest.approx([1.0, lose, 1.0, lose])
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "told"),
+    [
+        ("We got back from Lisbon yesterday.", True),
+        ("I went to a support group two weeks ago!", True),
+        ("Last Saturday we painted the fence.", True),
+        ("We are moving next month.", True),
+        ("The launch slipped to 12 March.", True),
+        ("She joined in 2019.", True),
+        ("Stand-up is at 9:30.", True),
+        ("See you this weekend?", True),
+        ("我昨天去了图书馆。", True),
+        ("会议定在3月5日。", True),
+        ("I love painting sunsets.", False),
+        ("May I ask what you think?", False),  # a month's name alone is not a date
+        ("The cluster has 2 nodes and 64 GB.", False),
+        ("Budget: $2019.50", False),
+        ("", False),
+    ],
+)
+def test_whether_a_text_tells_a_time(text: str, told: bool) -> None:
+    assert tells_time(text) is told
+
+
+def test_a_when_question_prefers_the_episode_that_dates_the_event_over_a_closer_one(engine: Engine) -> None:
+    """Neither text holds a query word; the vectors favour the undated episode, the question's shape the dated one."""
+    undated = NewMemory(content="Ana loved the tiles and the trams.", vector=near(1, 0.0))
+    dated = NewMemory(content="Ana was back from her trip yesterday.", vector=near(2, 0.4))
+    undated_id, dated_id = write(engine, undated, dated)
+    plain = recall_scores(engine, "Ana and Lisbon?")
+    assert plain[undated_id] > plain[dated_id]
+    asked = recall_scores(engine, "When did Ana go to Lisbon?")
+    assert asked[dated_id] > asked[undated_id]
+    assert bool(engine.columns.tells_time[dated_id])
+    assert not bool(engine.columns.tells_time[undated_id])

@@ -18,7 +18,19 @@ from memevo.sidecar.retrieval.lexical import K1, B, LexicalIndex, tokenize
 
 def naive_bm25(docs: dict[int, str], query: str) -> dict[int, float]:
     """Okapi BM25 of every document sharing a word with ``query``, written out directly."""
-    counts = {i: Counter(tokenize(text)) for i, text in docs.items()}
+    return weighted_bm25({i: (text, "") for i, text in docs.items()}, query)
+
+
+def weighted_bm25(docs: dict[int, tuple[str, str]], query: str) -> dict[int, float]:
+    """:func:`naive_bm25` of (text, context) documents: a context word counts CONTEXT_WEIGHT of an occurrence."""
+    counts: dict[int, Counter[str]] = {}
+    for i, (text, context) in docs.items():
+        weighted: Counter[str] = Counter()
+        for word in tokenize(text):
+            weighted[word] += 1
+        for word in tokenize(context):
+            weighted[word] += lexical.CONTEXT_WEIGHT  # type: ignore[assignment]
+        counts[i] = weighted
     lengths = {i: sum(c.values()) for i, c in counts.items()}
     average = sum(lengths.values()) / len(docs)
     out: dict[int, float] = {}
@@ -233,3 +245,36 @@ def test_no_view_outlives_the_lock_while_the_search_finishes(monkeypatch: pytest
         done.set()
         thread.join()
     assert not errors
+
+
+def test_context_words_count_as_a_fraction_of_an_occurrence() -> None:
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(30)]
+    docs = {
+        i: (
+            " ".join(rng.choices(vocabulary, k=rng.randint(1, 10))),
+            " ".join(rng.choices(vocabulary, k=rng.randint(0, 8))),
+        )
+        for i in range(1, 150)
+    }
+    index = LexicalIndex()
+    for i, (text, context) in docs.items():
+        index.add(i, text, context)
+    for query in ("w1", "w2 w7", "w3 w3 w11 w29"):
+        ids, scores = index.search(query)
+        want = weighted_bm25(docs, query)
+        assert set(ids.tolist()) == set(want)
+        for i, score in zip(ids.tolist(), scores.tolist(), strict=True):
+            assert score == pytest.approx(want[i], rel=1e-5)
+
+
+def test_a_turn_is_found_by_the_words_it_answered_but_below_one_that_says_them() -> None:
+    index = LexicalIndex()
+    index.add(1, "Did you go to the pride parade?")
+    index.add(2, "Yes! Last Saturday, it was amazing.", context="Did you go to the pride parade?")
+    index.add(3, "I baked bread all weekend.")
+    index.add(4, "The parade downtown was loud.")
+    ids, scores = index.search("When was the parade?")
+    by_id = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+    assert set(by_id) == {1, 2, 4}
+    assert by_id[2] < min(by_id[1], by_id[4])

@@ -274,10 +274,12 @@ func (x *Fact) GetValue() string {
 	return ""
 }
 
-// The reasoning context a memory was formed in.
+// The reasoning context a memory was formed in. Recall's word search counts its words at half
+// weight: the text below and the text of the first 4 memories named (e.g. the conversation turn a
+// reply answered).
 type ReasoningContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ids of the working-memory items that produced this memory. Default: none.
+	// Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none.
 	MemoryIds []uint64 `protobuf:"varint,1,rep,packed,name=memory_ids,json=memoryIds,proto3" json:"memory_ids,omitempty"`
 	// A short free-text description of the context. Default: empty. At most 4 KiB.
 	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`

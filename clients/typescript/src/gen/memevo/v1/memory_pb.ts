@@ -45,13 +45,15 @@ export const FactSchema: GenMessage<Fact> = /*@__PURE__*/
   messageDesc(file_memevo_v1_memory, 0);
 
 /**
- * The reasoning context a memory was formed in.
+ * The reasoning context a memory was formed in. Recall's word search counts its words at half
+ * weight: the text below and the text of the first 4 memories named (e.g. the conversation turn a
+ * reply answered).
  *
  * @generated from message memevo.v1.ReasoningContext
  */
 export type ReasoningContext = Message<"memevo.v1.ReasoningContext"> & {
   /**
-   * Ids of the working-memory items that produced this memory. Default: none.
+   * Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none.
    *
    * @generated from field: repeated uint64 memory_ids = 1;
    */
