@@ -195,7 +195,7 @@ class Engine:
         record = memory_pb2.Memory()
         # A reasoning context names memories written shortly before (a conversation's previous turn): the texts
         # of the latest ones are at hand, older ones are read.
-        recent: dict[int, str] = {}
+        recent: dict[int, tuple[str, str]] = {}
         for _, value in self.store.iterate(CF_MEMORIES):
             record.ParseFromString(value)
             self.columns.set_record(record)
@@ -205,7 +205,7 @@ class Engine:
                 recent.update(self._texts_of([i for i in named if i not in recent]))
                 context = context_text(record, recent)
             self.lexical.add(record.namespace, record.id, searchable_text(record), context)
-            recent[record.id] = record.content
+            recent[record.id] = (record.namespace, record.content)
             if len(recent) > 2 * RECENT_TEXTS:
                 recent = dict(list(recent.items())[-RECENT_TEXTS:])
             if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
@@ -321,7 +321,7 @@ class Engine:
         txn: Txn,
         items: Sequence[NewMemory],
         vectors: npt.NDArray[np.float32],
-        contexts: Mapping[int, str],
+        contexts: Mapping[int, tuple[str, str]],
         batch_request_id: str,
         turn: int | None,
         rpc: str,
@@ -500,18 +500,18 @@ class Engine:
             out.append(record)
         return out
 
-    def _context_texts(self, items: Sequence[NewMemory]) -> dict[int, str]:
-        """The texts of the memories the items' reasoning contexts name (those word search counts, see
-        ``lexical.context_text``), read before the write; ids that name no memory are left out."""
+    def _context_texts(self, items: Sequence[NewMemory]) -> dict[int, tuple[str, str]]:
+        """The namespaces and texts of the memories the items' reasoning contexts name (those word search counts,
+        see ``lexical.context_text``), read before the write; ids that name no memory are left out."""
         return self._texts_of(list(dict.fromkeys(i for item in items for i in item.reasoning_ids[:CONTEXT_MEMORIES])))
 
-    def _texts_of(self, ids: Sequence[int]) -> dict[int, str]:
-        """Content by id of the stored memories among ``ids``."""
+    def _texts_of(self, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """Namespace and content by id of the stored memories among ``ids``."""
         if not ids:
             return {}
         raws = self.store.multi_get(CF_MEMORIES, [u64_key(i) for i in ids])
-        found = [(i, raw) for i, raw in zip(ids, raws, strict=True) if raw is not None]
-        return {i: memory_pb2.Memory.FromString(raw).content for i, raw in found}
+        records = [memory_pb2.Memory.FromString(raw) for raw in raws if raw is not None]
+        return {r.id: (r.namespace, r.content) for r in records}
 
     def _new_record(self, item: NewMemory, memory_id: int, now: float, turn: int | None) -> memory_pb2.Memory:
         confidence = (

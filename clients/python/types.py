@@ -172,7 +172,7 @@ class ReasoningContext:
 
     memory_ids: tuple[int, ...] = ()
     """Ids of the working-memory items that produced the memory (e.g. the conversation turn a reply answers);
-    the text of the first four counts in word search."""
+    the text of the first four in the memory's own namespace counts in word search."""
     text: str = ""
     """A short free-text description of the context; at most 4 KiB."""
 

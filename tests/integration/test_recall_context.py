@@ -78,3 +78,29 @@ def test_the_context_counts_again_after_a_clean_restart_and_after_a_crash(data_d
                 assert sidecar.stop() == 0, sidecar.log()
         if not stop_by_kill:
             (data_dir / "startup.snapshot").unlink()
+
+
+def test_a_memory_of_another_namespace_lends_no_words(data_dir: Path) -> None:
+    """Its words could otherwise be probed by word search from a namespace that may not read it."""
+    sidecar = start_sidecar(data_dir)
+    try:
+        service = stub(sidecar.unix_target)
+        secret = remember(service, memory("The launch code is marmalade.", axis(1), namespace="team-b"))
+        for i, text in enumerate(("Lunch was great.", "The cat sat on the mat.")):
+            remember(service, memory(text, axis(2 + i), namespace="team-a"))
+        probe = memory("Noted.", axis(4), namespace="team-a")
+        probe.reasoning_context.memory_ids.append(secret)
+        probed = remember(service, probe)
+        same = memory("Noted too.", axis(5), namespace="team-b")
+        same.reasoning_context.memory_ids.append(secret)
+        lent = remember(service, same)
+
+        def found(namespace: str) -> list[int]:
+            request = memory_service_pb2.RecallRequest(query="marmalade", query_vector=axis(0), k=2)
+            request.filter.namespace = namespace
+            return [m.memory.id for m in service.Recall(request).memories]
+
+        assert probed not in found("team-a")
+        assert found("team-b") == [secret, lent]
+    finally:
+        assert sidecar.stop() == 0, sidecar.log()

@@ -160,8 +160,8 @@ Global___Fact: _TypeAlias = Fact  # noqa: Y015
 @_typing.final
 class ReasoningContext(_message.Message):
     """The reasoning context a memory was formed in. Recall's word search counts its words at half
-    weight: the text below and the text of the first 4 memories named (e.g. the conversation turn a
-    reply answered).
+    weight: the text below and the text of the first 4 memories named that are in the memory's own
+    namespace (e.g. the conversation turn a reply answered).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -275,8 +275,8 @@ func (x *Fact) GetValue() string {
 }
 
 // The reasoning context a memory was formed in. Recall's word search counts its words at half
-// weight: the text below and the text of the first 4 memories named (e.g. the conversation turn a
-// reply answered).
+// weight: the text below and the text of the first 4 memories named that are in the memory's own
+// namespace (e.g. the conversation turn a reply answered).
 type ReasoningContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none.

@@ -788,8 +788,8 @@ func (x *RecallFilter) GetValidFromBefore() *timestamppb.Timestamp {
 // sidecar's model: "working_hours" as "working hours"; only when the sidecar embeds text)
 // when query text is given (cosine alone otherwise; BM25 statistics are per namespace, over the
 // text plus the entity, fact attribute and task signature, and the memory's reasoning context at
-// half weight: its text and the text of the first 4 memories it names, so a reply is found by the
-// words of what it answered); fields = the idf-weighted share of the
+// half weight: its text and the text of the first 4 memories of its namespace it names, so a reply
+// is found by the words of what it answered); fields = the idf-weighted share of the
 // query's words that name the memory's entity, fact attribute or task signature (a word names a
 // field word when they are equal, or one starts with the other and the shorter has 4+ letters);
 // candidate strategies of one task signature all take the best match among them (their order is

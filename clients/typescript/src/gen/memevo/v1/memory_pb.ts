@@ -46,8 +46,8 @@ export const FactSchema: GenMessage<Fact> = /*@__PURE__*/
 
 /**
  * The reasoning context a memory was formed in. Recall's word search counts its words at half
- * weight: the text below and the text of the first 4 memories named (e.g. the conversation turn a
- * reply answered).
+ * weight: the text below and the text of the first 4 memories named that are in the memory's own
+ * namespace (e.g. the conversation turn a reply answered).
  *
  * @generated from message memevo.v1.ReasoningContext
  */
