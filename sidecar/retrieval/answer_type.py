@@ -8,7 +8,9 @@ patterns recognise reliably for a few kinds (addresses, dates, clock times,
 amounts); everything else — names, teams, places, free text — is OTHER.
 Recall uses both only to tell facts apart when the candidates hold a value of
 the asked shape (see ``retrieval/recall.py``), so a guess here moves facts
-against facts, never a fact against an episode.
+against facts, never a fact against an episode. For memories without a fact
+value, :func:`tells_time` says whether the text dates something: what a "when"
+question about an episode wants.
 """
 
 from __future__ import annotations
