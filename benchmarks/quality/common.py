@@ -109,13 +109,11 @@ class BM25:
             raise ValueError(f"{len(contexts)} contexts for {len(documents)} documents; pass one per document")
         self.k1 = k1
         self.b = b
-        weighted: list[Counter[str]] = []
+        weighted: list[dict[str, float]] = []
         for row, document in enumerate(documents):
-            counted: Counter[str] = Counter()
-            for token in tokenize(document):
-                counted[token] += 1
+            counted: dict[str, float] = dict(Counter(tokenize(document)))
             for token in tokenize(contexts[row]) if contexts is not None else ():
-                counted[token] += context_weight  # type: ignore[assignment]
+                counted[token] = counted.get(token, 0.0) + context_weight
             weighted.append(counted)
         self.size = len(weighted)
         self.lengths = np.asarray([sum(c.values()) for c in weighted], dtype=np.float64)

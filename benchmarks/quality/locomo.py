@@ -9,11 +9,11 @@ per turn, content ``"Speaker: text"``, ``valid_from`` the date of its
 session, ``metadata["dia_id"]`` its turn id; each conversation in its own
 namespace. Turns are written one at a time, in order, each naming the
 previous turn of its session as its reasoning context (what it answered;
-memevo's word search counts those words at half weight). For every question each system ranks that conversation's turns
-and keeps the top 10; a question's recall@k is the share of its evidence
-turns in the first k, averaged over the questions of a category (1
-multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial) and over
-all of them ("overall").
+memevo's word search counts those words at half weight). For every
+question each system ranks that conversation's turns and keeps the top
+10; a question's recall@k is the share of its evidence turns in the first
+k, averaged over the questions of a category (1 multi-hop, 2 temporal, 3
+open-domain, 4 single-hop, 5 adversarial) and over all of them ("overall").
 
 Systems, in one run, on the same turns and the same vectors:
 
@@ -62,7 +62,7 @@ except ImportError:  # run as a script: the repository root is not on sys.path y
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from benchmarks.quality import common
 
-from memevo.client import MemoryClient, MemoryInput, MemoryKind, ReasoningContext, WriteOutcome, WriteResult
+from memevo.client import MemoryClient, MemoryKind, ReasoningContext, WriteOutcome, WriteResult
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SYSTEMS = ("bm25", "vector", "memevo", "bm25_context")
@@ -192,48 +192,34 @@ def load(path: Path, limit: int | None) -> tuple[list[Conversation], Counter[str
     return conversations, notes
 
 
-def memory_input(conversation: Conversation, turn: Turn, answers: int | None) -> MemoryInput:
-    """One EPISODE memory for a turn, dated at its session, with its turn id in the metadata; ``answers`` is the
-    id of the previous turn of its session (its reasoning context), None for a session's first turn."""
-    return MemoryInput(
-        content=turn.content,
-        namespace=conversation.namespace,
-        kind=MemoryKind.EPISODE,
-        metadata={"dia_id": turn.dia_id, "session": str(turn.session)},
-        valid_from=turn.when,
-        reasoning_context=ReasoningContext(memory_ids=(answers,)) if answers is not None else None,
-    )
+def previous_in_session(conversation: Conversation) -> list[int | None]:
+    """Per turn, the position of the turn before it in its session (None for a session's first): what it answers."""
+    turns = conversation.turns
+    return [p - 1 if p > 0 and turns[p - 1].session == turn.session else None for p, turn in enumerate(turns)]
 
 
 def previous_turns(conversation: Conversation) -> list[str]:
-    """Per turn, the text of the turn before it in its session ("" for a session's first): its context."""
-    texts: list[str] = []
-    for position, turn in enumerate(conversation.turns):
-        before = conversation.turns[position - 1] if position > 0 else None
-        texts.append(before.content if before is not None and before.session == turn.session else "")
-    return texts
+    """Per turn, the text of the turn it answers ("" for a session's first): its context."""
+    return [conversation.turns[p].content if p is not None else "" for p in previous_in_session(conversation)]
 
 
 def remember_conversation(client: MemoryClient, conversation: Conversation, log: common.Log) -> list[WriteResult]:
-    """Store the turns one at a time, in order, each naming the previous turn of its session as its reasoning
-    context: an agent writing a conversation down knows what each turn answered (and only after writing that one
-    does it have its id). One result per turn."""
+    """One EPISODE memory per turn, dated at its session, with its turn id in the metadata, stored one at a time in
+    order, each naming the previous turn of its session as its reasoning context: an agent writing a conversation
+    down knows what each turn answered (and only after writing that one does it have its id). One result per turn."""
     results: list[WriteResult] = []
     started = time.perf_counter()
-    previous: tuple[int, int] | None = None  # (session, memory id) of the turn before
-    for turn in conversation.turns:
-        answers = previous[1] if previous is not None and previous[0] == turn.session else None
-        item = memory_input(conversation, turn, answers)
-        result = client.remember(
-            item.content,
-            namespace=item.namespace,
-            kind=item.kind,
-            metadata=item.metadata,
-            valid_from=item.valid_from,
-            reasoning_context=item.reasoning_context,
+    for turn, answers in zip(conversation.turns, previous_in_session(conversation), strict=True):
+        results.append(
+            client.remember(
+                turn.content,
+                namespace=conversation.namespace,
+                kind=MemoryKind.EPISODE,
+                metadata={"dia_id": turn.dia_id, "session": str(turn.session)},
+                valid_from=turn.when,
+                reasoning_context=ReasoningContext(memory_ids=(results[answers].id,)) if answers is not None else None,
+            )
         )
-        results.append(result)
-        previous = (turn.session, result.id)
     elapsed = time.perf_counter() - started
     log(f"{conversation.namespace}: {len(results):,} turns stored in {elapsed:.1f} s")
     return results

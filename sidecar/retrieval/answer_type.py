@@ -73,7 +73,6 @@ def value_type(value: str) -> ValueType:
 
 WHEN_TYPES = frozenset((ValueType.DATE, ValueType.TIME))
 """What a "when" question wants: a date or a clock time."""
-_TEMPORAL = WHEN_TYPES
 _NAMED = frozenset((ValueType.OTHER, ValueType.EMAIL))
 _PLACE = frozenset((ValueType.OTHER, ValueType.URL))
 _AMOUNT = frozenset((ValueType.QUANTITY, ValueType.DATE, ValueType.OTHER))
@@ -90,9 +89,9 @@ _WH = re.compile(
 _WH_TYPES = {
     "who": _NAMED,
     "zh_who": _NAMED,
-    "when": _TEMPORAL,
-    "what_time": _TEMPORAL,
-    "zh_when": _TEMPORAL,
+    "when": WHEN_TYPES,
+    "what_time": WHEN_TYPES,
+    "zh_when": WHEN_TYPES,
     "where": _PLACE,
     "zh_where": _PLACE,
     "amount": _AMOUNT,

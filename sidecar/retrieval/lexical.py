@@ -38,6 +38,7 @@ LoCoMo (RESULTS.md): single-hop recall@5 0.647 -> 0.738 with the previous turn a
 """
 _UNITS = 2
 """Term counts and lengths are stored in half-occurrences, so that a context word's half is a whole number."""
+_CONTEXT_UNITS = round(CONTEXT_WEIGHT * _UNITS)
 COMMON_SHARE = 0.05
 COMMON_MIN_POSTINGS = 50_000
 """A query word held by more than COMMON_SHARE of a namespace's memories and by more than COMMON_MIN_POSTINGS
@@ -179,7 +180,7 @@ class LexicalIndex:
             counts[token] += _UNITS
         if context:
             for token in tokenize(context):
-                counts[token] += round(CONTEXT_WEIGHT * _UNITS)
+                counts[token] += _CONTEXT_UNITS
         length = sum(counts.values())
         with self._lock:
             if memory_id >= len(self._length):

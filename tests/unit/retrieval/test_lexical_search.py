@@ -23,19 +23,17 @@ def naive_bm25(docs: dict[int, str], query: str) -> dict[int, float]:
 
 def weighted_bm25(docs: dict[int, tuple[str, str]], query: str) -> dict[int, float]:
     """:func:`naive_bm25` of (text, context) documents: a context word counts CONTEXT_WEIGHT of an occurrence."""
-    counts: dict[int, Counter[str]] = {}
+    counts: dict[int, dict[str, float]] = {}
     for i, (text, context) in docs.items():
-        weighted: Counter[str] = Counter()
-        for word in tokenize(text):
-            weighted[word] += 1
+        weighted: dict[str, float] = dict(Counter(tokenize(text)))
         for word in tokenize(context):
-            weighted[word] += lexical.CONTEXT_WEIGHT  # type: ignore[assignment]
+            weighted[word] = weighted.get(word, 0.0) + lexical.CONTEXT_WEIGHT
         counts[i] = weighted
     lengths = {i: sum(c.values()) for i, c in counts.items()}
     average = sum(lengths.values()) / len(docs)
     out: dict[int, float] = {}
     for term in dict.fromkeys(tokenize(query)):
-        having = [i for i in docs if counts[i][term]]
+        having = [i for i in docs if counts[i].get(term)]
         if not having:
             continue
         idf = math.log(1.0 + (len(docs) - len(having) + 0.5) / (len(having) + 0.5))
