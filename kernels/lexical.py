@@ -12,6 +12,13 @@ size of the store is allocated or cleared per query.
 
 The scratch array belongs to the caller, who must not share it between
 concurrent calls; it is left zeroed on return.
+
+Document lengths are read as one-byte codes (:func:`length_code`), as
+Lucene stores its norms: exact below ``EXACT_LENGTHS``, within 1/32 above.
+A posting's length read is as scattered as its sum's, and a million
+lengths in one byte each stay in a core's L2 cache where four bytes each
+do not: the word search over a million chat turns took a fifth less time
+(0.99 -> 0.81 ms per query, median of 900 LoCoMo questions, same postings).
 """
 
 from __future__ import annotations
@@ -23,9 +30,40 @@ from numba import types
 
 U64 = npt.NDArray[np.uint64]
 U16 = npt.NDArray[np.uint16]
-U32 = npt.NDArray[np.uint32]
+U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+
+EXACT_LENGTHS = 64
+"""Lengths below this have a code of their own; above, a code keeps the 4 bits after the leading one."""
+_MANTISSA_BITS = 4
+_FIRST_EXPONENT = EXACT_LENGTHS.bit_length() - 1
+
+
+def length_code(length: int) -> int:
+    """The one-byte code of a document length (any unit; negative counts as 0, beyond ~2.6e5 as the last code)."""
+    if length < EXACT_LENGTHS:
+        return max(length, 0)
+    exponent = length.bit_length() - 1
+    mantissa = (length >> (exponent - _MANTISSA_BITS)) & ((1 << _MANTISSA_BITS) - 1)
+    return min(EXACT_LENGTHS + ((exponent - _FIRST_EXPONENT) << _MANTISSA_BITS) + mantissa, 255)
+
+
+def _decoded_lengths() -> F64:
+    out = np.arange(256, dtype=np.float64)
+    for code in range(EXACT_LENGTHS, 256):
+        exponent = _FIRST_EXPONENT + ((code - EXACT_LENGTHS) >> _MANTISSA_BITS)
+        mantissa = (code - EXACT_LENGTHS) & ((1 << _MANTISSA_BITS) - 1)
+        step = 1 << (exponent - _MANTISSA_BITS)
+        # The middle of the lengths the code stands for: half the error of its lowest.
+        out[code] = ((1 << _MANTISSA_BITS) + mantissa) * step + (step - 1) / 2.0
+    return out
+
+
+DECODED_LENGTHS = _decoded_lengths()
+"""The length each code stands for (read-only)."""
+DECODED_LENGTHS.flags.writeable = False
 
 
 def _ro(dtype: types.Type) -> types.Array:
@@ -37,10 +75,8 @@ def _ro(dtype: types.Type) -> types.Array:
         types.int64(
             _ro(types.uint64),
             _ro(types.uint16),
-            _ro(types.uint32),
-            types.float64,
-            types.float64,
-            types.float64,
+            _ro(types.uint8),
+            _ro(types.float32),
             types.float64,
             types.float64,
             types.float32[:],
@@ -55,11 +91,9 @@ def _ro(dtype: types.Type) -> types.Array:
 def _accumulate(
     ids: U64,
     counts: U16,
-    lengths: U32,
-    idf: float,
-    average: float,
-    k1: float,
-    b: float,
+    length_codes: U8,
+    norms: F32,
+    gain: float,
     unit: float,
     scratch: F32,
     touched: I64,
@@ -71,11 +105,10 @@ def _accumulate(
     # positive (idf > 0, tf >= 1), so no separate "seen" array is read and written per posting.
     # ``only_met`` (a common word): add only to documents already met, which costs one read per posting
     # and a write for the few met, instead of a read-modify-write and a list append each.
-    base = np.float32(k1 * (1.0 - b))
-    slope = np.float32(k1 * b / average)
-    gain = np.float32(idf * (k1 + 1.0))
+    # ``norms`` holds k1 · (1 − b + b · length / average) per length code: 1 kB, always in L1.
+    gain32 = np.float32(gain)
     per_count = np.float32(unit)
-    limit = min(lengths.shape[0], scratch.shape[0])
+    limit = min(length_codes.shape[0], scratch.shape[0])
     for j in range(ids.shape[0]):
         doc = np.int64(ids[j])
         if doc < 0 or doc >= limit:
@@ -84,7 +117,7 @@ def _accumulate(
         if only_met and before == 0.0:
             continue
         tf = np.float32(counts[j]) * per_count
-        scratch[doc] = before + gain * tf / (tf + base + slope * np.float32(lengths[doc]))
+        scratch[doc] = before + gain32 * tf / (tf + norms[length_codes[doc]])
         if before == 0.0:
             touched[n_touched] = doc
             n_touched += 1
@@ -124,7 +157,7 @@ class Scratch:
 
 def bm25(
     postings: list[tuple[U64, U16, float]],
-    lengths: U32,
+    length_codes: U8,
     average: float,
     k1: float,
     b: float,
@@ -136,19 +169,20 @@ def bm25(
     """Every document in ``postings`` and its BM25 score, in order of first appearance.
 
     ``postings`` holds, per query word, its document ids, its term counts and its idf;
-    ``lengths`` is every document's length (indexed by id, covering every posting).
+    ``length_codes`` is every document's length as :func:`length_code` gives it (indexed by id, covering every
+    posting); ``average`` is the documents' mean length (exact, not decoded).
     ``common`` words (same form) add to the scores of the documents ``postings`` met and find no others:
     the document set is the rarer words', the scores are every word's.
     A term count of c stands for c × ``count_unit`` occurrences (an index that weighs some words by halves stores
     counts in half-occurrences, and its lengths in the same unit). A document listed twice under one word counts
-    twice. Raises ValueError for an id outside ``lengths``, mismatched ids and counts, an idf that is not positive
-    (BM25's never is, see ``sidecar/retrieval/lexical.py``) or a count unit that is not.
+    twice. Raises ValueError for an id outside ``length_codes``, mismatched ids and counts, an idf that is not
+    positive (BM25's never is, see ``sidecar/retrieval/lexical.py``), or an average length or count unit that is not.
     """
     common = common or []
     total = sum(ids.size for ids, _, _ in postings)
     if total == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    scratch.fit(lengths.size)
+    scratch.fit(length_codes.size)
     touched = np.empty(total, dtype=np.int64)
     n = 0
     for ids, counts, idf in (*postings, *common):
@@ -158,13 +192,25 @@ def bm25(
             raise ValueError(f"idf must be positive and finite, got {idf}")
     if not (count_unit > 0.0 and np.isfinite(count_unit)):
         raise ValueError(f"count_unit must be positive and finite, got {count_unit}")
+    if not (average > 0.0 and np.isfinite(average)):
+        raise ValueError(f"average must be a positive finite length, got {average}")
+    norms = (k1 * (1.0 - b + b * DECODED_LENGTHS / average)).astype(np.float32)
     for position, (ids, counts, idf) in enumerate((*postings, *common)):
         n = _accumulate(
-            ids, counts, lengths, idf, average, k1, b, count_unit, scratch.sums, touched, n, position >= len(postings)
+            ids,
+            counts,
+            length_codes,
+            norms,
+            idf * (k1 + 1.0),
+            count_unit,
+            scratch.sums,
+            touched,
+            n,
+            position >= len(postings),
         )
         if n < 0:
             scratch.clear()
-            raise ValueError(f"a posting's document id is not below the lengths' size {lengths.size}")
+            raise ValueError(f"a posting's document id is not below the lengths' size {length_codes.size}")
     touched = touched[:n]
     scores = np.empty(n, dtype=np.float32)
     _collect(touched, scratch.sums, scores)

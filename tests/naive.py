@@ -252,9 +252,24 @@ def sweep(
     return value, next_state, next_below, near.astype(np.uint8)
 
 
+_FIRST_LENGTHS = list(range(64)) + [(16 + m) << (e - 4) for e in range(6, 18) for m in range(16)]
+"""The first (smallest) length of each one-byte length code: every length below 64, then 16 steps per doubling."""
+
+
+def length_code(length: int) -> int:
+    """Twin of memevo.kernels.lexical.length_code: the last code whose first length is not above ``length``."""
+    return max(code for code, first in enumerate(_FIRST_LENGTHS) if first <= max(length, 0))
+
+
+def decoded_length(code: int) -> float:
+    """Twin of memevo.kernels.lexical.DECODED_LENGTHS: the middle of the lengths a code stands for."""
+    last = _FIRST_LENGTHS[code + 1] - 1 if code + 1 < len(_FIRST_LENGTHS) else 2 * _FIRST_LENGTHS[-16] - 1
+    return (_FIRST_LENGTHS[code] + last) / 2.0
+
+
 def bm25(
     postings: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]],
-    lengths: npt.NDArray[np.uint32],
+    lengths: npt.NDArray[np.float64],
     average: float,
     k1: float,
     b: float,
@@ -262,8 +277,9 @@ def bm25(
     *,
     count_unit: float = 1.0,
 ) -> tuple[npt.NDArray[np.int64], F64]:
-    """Twin of memevo.kernels.lexical.bm25: documents in order of first appearance, scores summed per document;
-    ``common`` words score only the documents ``postings`` met; a count is ``count_unit`` occurrences."""
+    """Twin of memevo.kernels.lexical.bm25 given the lengths its codes stand for: documents in order of first
+    appearance, scores summed per document; ``common`` words score only the documents ``postings`` met; a count is
+    ``count_unit`` occurrences."""
     order: dict[int, float] = {}
     for position, (ids, counts, idf) in enumerate([*postings, *(common or [])]):
         tf = counts.astype(np.float64) * count_unit

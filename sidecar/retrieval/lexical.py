@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import snowballstemmer
 
-from memevo.kernels.lexical import Scratch, bm25
+from memevo.kernels.lexical import Scratch, bm25, length_code
 from memevo.v1 import memory_pb2
 
 K1 = 1.2
@@ -169,6 +169,8 @@ class LexicalIndex:
         self._ids: dict[str, array[int]] = {}
         self._counts: dict[str, array[int]] = {}
         self._length: array[int] = array("I")
+        self._length_code: array[int] = array("B")
+        """Each length as the kernel reads it (see ``memevo.kernels.lexical.length_code``); exact ones keep the sum."""
         self._documents = 0
         self._total_length = 0
 
@@ -185,7 +187,9 @@ class LexicalIndex:
         with self._lock:
             if memory_id >= len(self._length):
                 self._length.extend([0] * (memory_id + 1 - len(self._length)))
+                self._length_code.extend([0] * (memory_id + 1 - len(self._length_code)))
             self._length[memory_id] = length
+            self._length_code[memory_id] = length_code(length)
             self._documents += 1
             self._total_length += length
             for token, count in counts.items():
@@ -203,6 +207,7 @@ class LexicalIndex:
                 self._total_length -= self._length[memory_id]
                 self._documents -= 1
                 self._length[memory_id] = 0
+                self._length_code[memory_id] = 0
 
     def idf(self, terms: Sequence[str]) -> tuple[list[float], list[bool]]:
         """Each term's BM25 idf in this index (a term no document holds gets the highest), and whether one does."""
@@ -255,11 +260,11 @@ class LexicalIndex:
                     postings, common = common, []
                 if not postings:
                     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-                lengths = np.frombuffer(self._length, dtype=np.uint32)
+                codes = np.frombuffer(self._length_code, dtype=np.uint8)
                 try:
-                    return bm25(postings, lengths, average, K1, B, scratch, common, count_unit=1.0 / _UNITS)
+                    return bm25(postings, codes, average, K1, B, scratch, common, count_unit=1.0 / _UNITS)
                 finally:
-                    del lengths, postings, common
+                    del codes, postings, common
         finally:
             _SCRATCH.give_back(scratch)
 

@@ -26,13 +26,14 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "startup.snapshot"
-SNAPSHOT_FORMAT = 5
+SNAPSHOT_FORMAT = 6
 """Bump when a snapshotted structure changes shape or meaning: older snapshots are then ignored.
 
 3: the lexical index holds stemmed words.
 4: the columns hold each fact value's shape (value_type).
 5: the columns say whether each memory's text tells a time (tells_time); the word index counts in half-occurrences
    (a reasoning context's words at half weight).
+6: the word index keeps each length's one-byte code beside it.
 """
 
 _LOCK_TYPES = (type(threading.Lock()),)

@@ -5,10 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memevo.kernels.lexical import Scratch, bm25, top_indices
+from memevo.kernels.lexical import DECODED_LENGTHS, EXACT_LENGTHS, Scratch, bm25, length_code, top_indices
 from tests import naive
 
 K1, B = 1.2, 0.75
+
+
+def _coded(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lengths as the kernel takes them (one-byte codes), and as the naive twin does (what the codes stand for)."""
+    codes = np.array([length_code(int(x)) for x in lengths], dtype=np.uint8)
+    return codes, np.array([naive.decoded_length(int(c)) for c in codes], dtype=np.float64)
 
 
 def _postings(rng: np.random.Generator, n_docs: int, n_terms: int, max_postings: int):
@@ -27,10 +33,11 @@ def test_matches_naive_on_random_inputs(n_docs: int, n_terms: int, max_postings:
     scratch = Scratch()
     for _ in range(5):
         postings = _postings(rng, n_docs, n_terms, max_postings)
-        lengths = rng.integers(0, 60, size=n_docs).astype(np.uint32)
+        lengths = rng.integers(0, 400, size=n_docs)
+        codes, decoded = _coded(lengths)
         average = float(max(lengths.mean(), 1.0))
-        ids, scores = bm25(postings, lengths, average, K1, B, scratch)
-        want_ids, want_scores = naive.bm25(postings, lengths, average, K1, B)
+        ids, scores = bm25(postings, codes, average, K1, B, scratch)
+        want_ids, want_scores = naive.bm25(postings, decoded, average, K1, B)
         np.testing.assert_array_equal(ids, want_ids)
         np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
         # The scratch is left clean for the next caller.
@@ -42,16 +49,16 @@ def test_counts_in_fractions_of_an_occurrence_match_the_naive_twin(unit: float) 
     rng = np.random.default_rng(7)
     scratch = Scratch()
     postings = _postings(rng, 300, 4, 200)
-    lengths = rng.integers(0, 60, size=300).astype(np.uint32)
-    ids, scores = bm25(postings[:2], lengths, 20.0, K1, B, scratch, postings[2:], count_unit=unit)
-    want_ids, want_scores = naive.bm25(postings[:2], lengths, 20.0, K1, B, postings[2:], count_unit=unit)
+    codes, decoded = _coded(rng.integers(0, 60, size=300))
+    ids, scores = bm25(postings[:2], codes, 20.0, K1, B, scratch, postings[2:], count_unit=unit)
+    want_ids, want_scores = naive.bm25(postings[:2], decoded, 20.0, K1, B, postings[2:], count_unit=unit)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
     # Halving every count and every length (the average with them) is a different document set, not the same one.
-    _, whole = bm25(postings[:2], lengths, 20.0, K1, B, scratch, postings[2:])
+    _, whole = bm25(postings[:2], codes, 20.0, K1, B, scratch, postings[2:])
     assert not np.allclose(scores, whole)
     with pytest.raises(ValueError, match="count_unit"):
-        bm25(postings, lengths, 20.0, K1, B, scratch, count_unit=0.0)
+        bm25(postings, codes, 20.0, K1, B, scratch, count_unit=0.0)
 
 
 @pytest.mark.parametrize("n_docs", [10, 5000])
@@ -60,11 +67,12 @@ def test_common_words_add_only_to_documents_met_as_the_naive_twin_does(n_docs: i
     scratch = Scratch()
     for _ in range(5):
         postings = _postings(rng, n_docs, 5, n_docs)
-        lengths = rng.integers(0, 60, size=n_docs).astype(np.uint32)
+        lengths = rng.integers(0, 200, size=n_docs)
+        codes, decoded = _coded(lengths)
         average = float(max(lengths.mean(), 1.0))
         rare, common = postings[:2], postings[2:]
-        ids, scores = bm25(rare, lengths, average, K1, B, scratch, common)
-        want_ids, want_scores = naive.bm25(rare, lengths, average, K1, B, common)
+        ids, scores = bm25(rare, codes, average, K1, B, scratch, common)
+        want_ids, want_scores = naive.bm25(rare, decoded, average, K1, B, common)
         np.testing.assert_array_equal(ids, want_ids)
         np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
         assert set(ids.tolist()) == {int(i) for ids_, _, _ in rare for i in ids_}
@@ -73,7 +81,7 @@ def test_common_words_add_only_to_documents_met_as_the_naive_twin_does(n_docs: i
 
 def test_a_common_word_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> None:
     scratch = Scratch()
-    lengths = np.ones(4, dtype=np.uint32)
+    lengths = np.ones(4, dtype=np.uint8)
     rare = [(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)]
     common = [(np.array([1, 9], np.uint64), np.array([1, 1], np.uint16), 0.5)]
     with pytest.raises(ValueError, match="not below"):
@@ -83,7 +91,7 @@ def test_a_common_word_outside_the_lengths_is_refused_and_the_scratch_stays_clea
 
 def test_empty_postings_and_no_words() -> None:
     scratch = Scratch()
-    lengths = np.ones(4, dtype=np.uint32)
+    lengths = np.ones(4, dtype=np.uint8)
     for postings in ([], [(np.zeros(0, np.uint64), np.zeros(0, np.uint16), 1.0)]):
         ids, scores = bm25(postings, lengths, 1.0, K1, B, scratch)
         assert ids.size == 0
@@ -91,7 +99,7 @@ def test_empty_postings_and_no_words() -> None:
 
 
 def test_a_document_in_several_words_sums_and_keeps_its_first_place() -> None:
-    lengths = np.array([3, 3, 3], dtype=np.uint32)
+    lengths = np.array([3, 3, 3], dtype=np.uint8)
     postings = [
         (np.array([2, 0], np.uint64), np.array([1, 1], np.uint16), 1.0),
         (np.array([1, 2], np.uint64), np.array([2, 1], np.uint16), 2.0),
@@ -104,7 +112,7 @@ def test_a_document_in_several_words_sums_and_keeps_its_first_place() -> None:
 
 
 def test_zero_length_document_and_huge_counts_stay_finite() -> None:
-    lengths = np.array([0, 10_000_000], dtype=np.uint32)
+    lengths = np.array([0, length_code(10_000_000)], dtype=np.uint8)
     postings = [(np.array([0, 1], np.uint64), np.array([65_535, 1], np.uint16), 5.0)]
     _, scores = bm25(postings, lengths, 2.0, K1, B, Scratch())
     assert np.isfinite(scores).all()
@@ -113,7 +121,7 @@ def test_zero_length_document_and_huge_counts_stay_finite() -> None:
 
 def test_an_id_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> None:
     scratch = Scratch()
-    lengths = np.ones(3, dtype=np.uint32)
+    lengths = np.ones(3, dtype=np.uint8)
     postings = [(np.array([1, 7], np.uint64), np.array([1, 1], np.uint16), 1.0)]
     with pytest.raises(ValueError, match="lengths"):
         bm25(postings, lengths, 1.0, K1, B, scratch)
@@ -125,7 +133,7 @@ def test_an_id_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> N
 def test_mismatched_ids_and_counts_are_refused() -> None:
     postings = [(np.array([0, 1], np.uint64), np.array([1], np.uint16), 1.0)]
     with pytest.raises(ValueError, match="counts"):
-        bm25(postings, np.ones(2, dtype=np.uint32), 1.0, K1, B, Scratch())
+        bm25(postings, np.ones(2, dtype=np.uint8), 1.0, K1, B, Scratch())
 
 
 @pytest.mark.parametrize(("n", "m"), [(0, 3), (1, 1), (5, 10), (1000, 40), (20_000, 160)])
@@ -147,8 +155,33 @@ def test_top_indices_of_nothing_and_of_all_nan() -> None:
 @pytest.mark.parametrize("idf", [0.0, -1.0, float("nan"), float("inf")])
 def test_an_idf_that_is_not_positive_and_finite_is_refused_before_anything_is_summed(idf: float) -> None:
     scratch = Scratch()
-    lengths = np.ones(3, dtype=np.uint32)
+    lengths = np.ones(3, dtype=np.uint8)
     good = (np.array([0, 1], np.uint64), np.array([1, 1], np.uint16), 1.0)
     with pytest.raises(ValueError, match="idf"):
         bm25([good, (np.array([2], np.uint64), np.array([1], np.uint16), idf)], lengths, 1.0, K1, B, scratch)
     assert not scratch.sums.any()
+
+
+def test_length_codes_match_the_naive_twin_and_keep_short_lengths_exact() -> None:
+    rng = np.random.default_rng(3)
+    lengths = [*range(0, 300), *rng.integers(300, 1 << 20, size=300).tolist(), -5, 10**9]
+    for length in lengths:
+        assert length_code(length) == naive.length_code(length)
+    assert all(DECODED_LENGTHS[length_code(n)] == n for n in range(EXACT_LENGTHS))
+    np.testing.assert_array_equal(DECODED_LENGTHS, [naive.decoded_length(code) for code in range(256)])
+
+
+def test_a_coded_length_is_within_a_thirty_second_and_codes_keep_the_order() -> None:
+    lengths = np.arange(EXACT_LENGTHS, 1 << 18)
+    codes = np.array([length_code(int(n)) for n in lengths])
+    assert (np.diff(codes) >= 0).all()
+    error = np.abs(DECODED_LENGTHS[codes] - lengths) / lengths
+    assert error.max() <= 1.0 / 32
+    assert length_code(10**12) == 255
+
+
+@pytest.mark.parametrize("average", [0.0, -1.0, float("nan")])
+def test_an_average_length_that_is_not_positive_is_refused(average: float) -> None:
+    postings = [(np.array([0], np.uint64), np.array([1], np.uint16), 1.0)]
+    with pytest.raises(ValueError, match="average"):
+        bm25(postings, np.ones(1, dtype=np.uint8), average, K1, B, Scratch())
