@@ -17,8 +17,9 @@ Document lengths are read as one-byte codes (:func:`length_code`), as
 Lucene stores its norms: exact below ``EXACT_LENGTHS``, within 1/32 above.
 A posting's length read is as scattered as its sum's, and a million
 lengths in one byte each stay in a core's L2 cache where four bytes each
-do not: the word search over a million chat turns took a fifth less time
-(0.99 -> 0.81 ms per query, median of 900 LoCoMo questions, same postings).
+do not: over a million chat turns the rarer words' pass took 0.32 -> 0.25 ms
+and the whole word search 0.96 -> 0.89 ms (medians of 900 LoCoMo questions,
+three runs each, alternated; benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
