@@ -81,30 +81,30 @@ def test_common_words_add_only_to_documents_met_as_the_naive_twin_does(n_docs: i
 
 def test_a_common_word_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> None:
     scratch = Scratch()
-    lengths = np.ones(4, dtype=np.uint8)
+    codes = np.ones(4, dtype=np.uint8)
     rare = [(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)]
     common = [(np.array([1, 9], np.uint64), np.array([1, 1], np.uint16), 0.5)]
     with pytest.raises(ValueError, match="not below"):
-        bm25(rare, lengths, 1.0, K1, B, scratch, common)
+        bm25(rare, codes, 1.0, K1, B, scratch, common)
     assert not scratch.sums.any()
 
 
 def test_empty_postings_and_no_words() -> None:
     scratch = Scratch()
-    lengths = np.ones(4, dtype=np.uint8)
+    codes = np.ones(4, dtype=np.uint8)
     for postings in ([], [(np.zeros(0, np.uint64), np.zeros(0, np.uint16), 1.0)]):
-        ids, scores = bm25(postings, lengths, 1.0, K1, B, scratch)
+        ids, scores = bm25(postings, codes, 1.0, K1, B, scratch)
         assert ids.size == 0
         assert scores.size == 0
 
 
 def test_a_document_in_several_words_sums_and_keeps_its_first_place() -> None:
-    lengths = np.array([3, 3, 3], dtype=np.uint8)
+    codes = np.array([3, 3, 3], dtype=np.uint8)
     postings = [
         (np.array([2, 0], np.uint64), np.array([1, 1], np.uint16), 1.0),
         (np.array([1, 2], np.uint64), np.array([2, 1], np.uint16), 2.0),
     ]
-    ids, scores = bm25(postings, lengths, 3.0, K1, B, Scratch())
+    ids, scores = bm25(postings, codes, 3.0, K1, B, Scratch())
     assert ids.tolist() == [2, 0, 1]
     one = K1 + 1.0
     assert scores[0] == pytest.approx(1.0 * one / (1.0 + K1) + 2.0 * one / (1.0 + K1), rel=1e-6)
@@ -112,21 +112,21 @@ def test_a_document_in_several_words_sums_and_keeps_its_first_place() -> None:
 
 
 def test_zero_length_document_and_huge_counts_stay_finite() -> None:
-    lengths = np.array([0, length_code(10_000_000)], dtype=np.uint8)
+    codes = np.array([0, length_code(10_000_000)], dtype=np.uint8)
     postings = [(np.array([0, 1], np.uint64), np.array([65_535, 1], np.uint16), 5.0)]
-    _, scores = bm25(postings, lengths, 2.0, K1, B, Scratch())
+    _, scores = bm25(postings, codes, 2.0, K1, B, Scratch())
     assert np.isfinite(scores).all()
     assert (scores > 0).all()
 
 
 def test_an_id_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> None:
     scratch = Scratch()
-    lengths = np.ones(3, dtype=np.uint8)
+    codes = np.ones(3, dtype=np.uint8)
     postings = [(np.array([1, 7], np.uint64), np.array([1, 1], np.uint16), 1.0)]
     with pytest.raises(ValueError, match="lengths"):
-        bm25(postings, lengths, 1.0, K1, B, scratch)
+        bm25(postings, codes, 1.0, K1, B, scratch)
     assert not scratch.sums.any()
-    ids, _ = bm25([(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)], lengths, 1.0, K1, B, scratch)
+    ids, _ = bm25([(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)], codes, 1.0, K1, B, scratch)
     assert ids.tolist() == [1]
 
 
@@ -155,10 +155,10 @@ def test_top_indices_of_nothing_and_of_all_nan() -> None:
 @pytest.mark.parametrize("idf", [0.0, -1.0, float("nan"), float("inf")])
 def test_an_idf_that_is_not_positive_and_finite_is_refused_before_anything_is_summed(idf: float) -> None:
     scratch = Scratch()
-    lengths = np.ones(3, dtype=np.uint8)
+    codes = np.ones(3, dtype=np.uint8)
     good = (np.array([0, 1], np.uint64), np.array([1, 1], np.uint16), 1.0)
     with pytest.raises(ValueError, match="idf"):
-        bm25([good, (np.array([2], np.uint64), np.array([1], np.uint16), idf)], lengths, 1.0, K1, B, scratch)
+        bm25([good, (np.array([2], np.uint64), np.array([1], np.uint16), idf)], codes, 1.0, K1, B, scratch)
     assert not scratch.sums.any()
 
 
