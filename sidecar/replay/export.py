@@ -259,6 +259,7 @@ def export_log(data_dir: Path, out: Path) -> ExportSummary:
                 "kind": int(record.kind),
                 "source": int(record.source),
                 "importance": record.importance,
+                "task": record.task_signature,
                 "content_bytes": content_bytes,
                 "tokens": estimate_tokens(record.content),
                 "stored_bytes": content_bytes + 4 * dimension + RECORD_OVERHEAD_BYTES,

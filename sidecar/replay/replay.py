@@ -128,12 +128,20 @@ class ReplayLog:
     confidence0: npt.NDArray[np.float32]
     created_s: npt.NDArray[np.float64]
     created_turn: npt.NDArray[np.float64]
+    task: npt.NDArray[np.int32]
+    """Each memory's task signature as a code (equal codes, one task; 0 for none or a log written without them)."""
     timeline: list[_Change | _Retrieval | _Outcome] = field(default_factory=list)
 
     @property
     def retrieval_count(self) -> int:
         """Retrievals in the log."""
         return sum(1 for step in self.timeline if isinstance(step, _Retrieval))
+
+
+def _codes(values: Iterable[str]) -> npt.NDArray[np.int32]:
+    """Each string's code, in order: 0 for the empty string, 1, 2, ... for the others in order of first appearance."""
+    seen: dict[str, int] = {"": 0}
+    return np.asarray([seen.setdefault(value, len(seen)) for value in values], dtype=np.int32)
 
 
 def load_log(path: Path) -> ReplayLog:
@@ -171,6 +179,7 @@ def parse_log(lines: Iterable[dict[str, Any]], name: str = "log") -> ReplayLog:
         confidence0=column("confidence0", np.float32, 0.7),
         created_s=column("created_s", np.float64),
         created_turn=np.where(column("created_turn", np.float64) > 0, column("created_turn", np.float64), np.nan),
+        task=_codes(str(m.get("task", "")) for m in memories),
     )
 
     def rows(values: Iterable[int]) -> npt.NDArray[np.int64]:
@@ -374,6 +383,7 @@ def replay(log: ReplayLog, policy: policy_pb2.Policy, options: ReplayOptions | N
                     log.importance[picked],
                     log.kind[picked],
                     step.demoted[kept],
+                    log.task[picked],
                 )
                 order = np.argsort(-rank, kind="stable")[: step.k]
                 positions = kept[order]

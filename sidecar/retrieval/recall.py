@@ -448,6 +448,7 @@ class Recaller:
             columns.importance[ids],
             columns.kind[ids],
             demoted_by != 0,
+            columns.signature[ids],
         )
         return factor, demoted_by
 
@@ -888,8 +889,11 @@ def rank_factors(
     importance: npt.NDArray[np.integer[Any]],
     kind: npt.NDArray[np.integer[Any]],
     demoted: npt.NDArray[np.bool_],
+    signature: npt.NDArray[np.int32],
 ) -> npt.NDArray[np.float64]:
     """What recall multiplies each candidate's match by (the formula on RecallRequest); one row per candidate.
+
+    ``signature`` codes each candidate's task signature (any integer; equal codes, one task).
 
     Pure arrays in, array out, so that replay ranks logged candidates exactly as recall did.
     """
@@ -898,11 +902,16 @@ def rank_factors(
     accuracy = np.array(accuracy, dtype=np.float64)
     strategies = np.flatnonzero(is_strategy)
     if strategies.size:
-        # A strategy's accuracy is mostly its outcome record, i.e. how hard its task is: it says which
-        # strategy to prefer (see demotion), not how it compares with facts or episodes. Taken as is, a
-        # task that usually fails ranked its best strategy under every untested log line about the task.
-        # Shifting keeps the strategies' differences, so the lift does not amplify thin evidence.
-        accuracy[strategies] += 1.0 - accuracy[strategies].max()
+        # A strategy's accuracy is mostly its outcome record, i.e. how hard its task is: it says which of
+        # the task's strategies to prefer (see demotion), not how it compares with facts, episodes or another
+        # task's strategies. Taken as is, a task that usually fails ranked its best strategy under every
+        # untested log line about the task, and under an easier task's lesson that the question did not ask
+        # for. Each task's strategies are shifted so that its best counts as 1 (those without a task
+        # signature together): shifting keeps their differences, so the lift does not amplify thin evidence.
+        _, task = np.unique(np.asarray(signature)[strategies], return_inverse=True)
+        best = np.full(int(task.max()) + 1, -np.inf)
+        np.maximum.at(best, task, accuracy[strategies])
+        accuracy[strategies] += 1.0 - best[task]
     trust = np.clip(0.6 * accuracy + 0.4 * np.minimum(np.asarray(relevance, dtype=np.float64), 1.0), 0.0, 1.0)
     factor = TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust
     # The client's own rating of what matters (as in Generative Agents' retrieval): a fact or a lesson

@@ -448,9 +448,10 @@ class RecallRequest(_message.Message):
     about 3 or more entities), floored at 0 (the amount is the mean, over the readings the attribute
     has, of how far it is below the best candidate's reading, less the smallest such mean): other
     people's location facts say what "Where is Olga based?" asks for, among Olga's facts;
-    trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among the candidate
-    strategies, accuracies are shifted so the best counts as 1: how hard a task is says which
-    strategy to prefer, not how strategies compare with facts), and an unrated importance counts
+    trust = 0.6 x accuracy + 0.4 x min(relevance, 1) from the memory's scores (among each task
+    signature's candidate strategies, accuracies are shifted so the task's best counts as 1: how hard
+    a task is says which of its strategies to prefer, not how they compare with facts or with another
+    task's strategies), and an unrated importance counts
     as 5.5: names, numbers and dates match by words, structured fields the query names count as
     more than free text, and among similar matches the more reliable, more important and more used
     memory, and a fact, preference or strategy before an episode, ranks first.

@@ -75,7 +75,31 @@ def test_a_hard_tasks_only_strategy_is_not_ranked_under_a_log_line_for_its_failu
     assert _ranked(engine) == [strategy, log]
 
 
-def test_among_strategies_the_better_outcome_record_still_ranks_first(engine: Engine) -> None:
+def test_among_one_tasks_strategies_the_better_outcome_record_ranks_first(engine: Engine) -> None:
+    proven, failing = write(
+        engine,
+        NewMemory(
+            content="Playbook for deploying search: blue-green",
+            vector=near(1, 0.3),
+            kind=memory_pb2.MEMORY_KIND_STRATEGY,
+            task_signature="deploy:search",
+            importance=5,
+        ),
+        NewMemory(
+            content="Playbook for deploying search: by hand",
+            vector=near(2, 0.25),
+            kind=memory_pb2.MEMORY_KIND_STRATEGY,
+            task_signature="deploy:search",
+            importance=5,
+        ),
+    )
+    _report(engine, proven, memory_service_pb2.OUTCOME_SUCCESS, 6)
+    _report(engine, failing, memory_service_pb2.OUTCOME_FAILURE, 6)
+    assert _ranked(engine) == [proven, failing]
+
+
+def test_between_tasks_the_closer_match_ranks_first_whatever_their_outcome_records(engine: Engine) -> None:
+    # How often a task's strategies work says how hard the task is, not which task a question asks about.
     proven, failing = write(
         engine,
         NewMemory(
@@ -95,4 +119,4 @@ def test_among_strategies_the_better_outcome_record_still_ranks_first(engine: En
     )
     _report(engine, proven, memory_service_pb2.OUTCOME_SUCCESS, 6)
     _report(engine, failing, memory_service_pb2.OUTCOME_FAILURE, 6)
-    assert _ranked(engine) == [proven, failing]
+    assert _ranked(engine) == [failing, proven]

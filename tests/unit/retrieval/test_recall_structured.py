@@ -248,6 +248,42 @@ def test_the_newest_lesson_of_a_task_leads_unless_another_reliably_beats_it() ->
 def test_an_episode_keeps_a_share_of_the_score_and_a_store_of_episodes_ranks_as_before() -> None:
     ones = np.ones(3)
     kinds = np.asarray([EPISODE, FACT, EPISODE])
-    factor = rank_factors(ones, ones, np.zeros(3), np.zeros(3, dtype=np.uint8), kinds, np.zeros(3, dtype=bool))
+    factor = rank_factors(
+        ones,
+        ones,
+        np.zeros(3),
+        np.zeros(3, dtype=np.uint8),
+        kinds,
+        np.zeros(3, dtype=bool),
+        np.zeros(3, dtype=np.int32),
+    )
     assert factor[0] == pytest.approx(EPISODE_FACTOR * factor[1])
     assert factor[0] == factor[2]
+
+
+def test_each_tasks_best_strategy_counts_as_fully_accurate_and_keeps_its_lead_within_the_task() -> None:
+    # Task 3 usually fails (its best lesson is at 0.3), task 5 usually works: which task the question asks about
+    # is for the match to say, so both tasks' best strategies rank alike; within task 3 the better one still leads.
+    accuracy = np.asarray([0.3, 0.2, 0.9, 0.4, 0.5, 0.6])
+    kinds = np.asarray([STRATEGY, STRATEGY, STRATEGY, FACT, STRATEGY, STRATEGY])
+    signature = np.asarray([3, 3, 5, NO_CODE, NO_CODE, NO_CODE], dtype=np.int32)
+    ones = np.ones(6)
+    factor = rank_factors(
+        accuracy, ones, np.zeros(6), np.zeros(6, dtype=np.uint8), kinds, np.zeros(6, dtype=bool), signature
+    )
+    assert factor[0] == pytest.approx(factor[2])
+    assert factor[1] < factor[0]
+    # Strategies without a task are shifted together: the better of them counts as 1, the other keeps its deficit.
+    assert factor[5] == pytest.approx(factor[2])
+    assert factor[4] < factor[5]
+    # A fact's accuracy is its own.
+    fact_alone = rank_factors(
+        accuracy[3:4],
+        ones[:1],
+        np.zeros(1),
+        np.zeros(1, dtype=np.uint8),
+        kinds[3:4],
+        np.zeros(1, dtype=bool),
+        signature[3:4],
+    )
+    assert factor[3] == pytest.approx(fact_alone[0])
