@@ -75,7 +75,8 @@ def test_a_hard_tasks_only_strategy_is_not_ranked_under_a_log_line_for_its_failu
     assert _ranked(engine) == [strategy, log]
 
 
-def test_among_one_tasks_strategies_the_better_outcome_record_ranks_first(engine: Engine) -> None:
+def _proven_and_failing_playbooks(engine: Engine, failing_task: str) -> tuple[int, int]:
+    """A proven playbook for deploying search and a slightly closer one for ``failing_task`` that failed 6 times."""
     proven, failing = write(
         engine,
         NewMemory(
@@ -86,37 +87,24 @@ def test_among_one_tasks_strategies_the_better_outcome_record_ranks_first(engine
             importance=5,
         ),
         NewMemory(
-            content="Playbook for deploying search: by hand",
+            content=f"Playbook for {failing_task}: by hand",
             vector=near(2, 0.25),
             kind=memory_pb2.MEMORY_KIND_STRATEGY,
-            task_signature="deploy:search",
+            task_signature=failing_task,
             importance=5,
         ),
     )
     _report(engine, proven, memory_service_pb2.OUTCOME_SUCCESS, 6)
     _report(engine, failing, memory_service_pb2.OUTCOME_FAILURE, 6)
+    return proven, failing
+
+
+def test_among_one_tasks_strategies_the_better_outcome_record_ranks_first(engine: Engine) -> None:
+    proven, failing = _proven_and_failing_playbooks(engine, "deploy:search")
     assert _ranked(engine) == [proven, failing]
 
 
 def test_between_tasks_the_closer_match_ranks_first_whatever_their_outcome_records(engine: Engine) -> None:
     # How often a task's strategies work says how hard the task is, not which task a question asks about.
-    proven, failing = write(
-        engine,
-        NewMemory(
-            content="Playbook for deploying search: blue-green",
-            vector=near(1, 0.3),
-            kind=memory_pb2.MEMORY_KIND_STRATEGY,
-            task_signature="deploy:search",
-            importance=5,
-        ),
-        NewMemory(
-            content="Playbook for deploying auth: by hand",
-            vector=near(2, 0.25),
-            kind=memory_pb2.MEMORY_KIND_STRATEGY,
-            task_signature="deploy:auth",
-            importance=5,
-        ),
-    )
-    _report(engine, proven, memory_service_pb2.OUTCOME_SUCCESS, 6)
-    _report(engine, failing, memory_service_pb2.OUTCOME_FAILURE, 6)
+    proven, failing = _proven_and_failing_playbooks(engine, "deploy:auth")
     assert _ranked(engine) == [failing, proven]
