@@ -140,6 +140,7 @@ def test_export_holds_every_retrieval_and_outcome(exported: tuple[Path, Path]) -
     memories = [line for line in lines if line["type"] == "memory"]
     assert len(retrievals) == len(outcomes) == 2 * TOPICS * ROUNDS
     assert len(memories) == 2 * TOPICS
+    assert {m["task"] for m in memories} == {""}  # each memory's task signature, for ranking strategies per task
     # Every retrieval logged its candidate pool (for k=1: the two nearest, its topic's decoy and good
     # memory, and any other memory still in the fresh tail, which is scanned whole: how many depends on
     # the index builder's timing) with their match (the cosine: no query text), and what it returned.

@@ -221,3 +221,12 @@ def test_tune_in_process_finds_the_planted_winner(tmp_path: Path) -> None:
     assert result.gain == pytest.approx(result.best.objective - result.baseline.objective)
     assert result.gain > 0.2
     assert [r.policy_name for r in result.reports[:3]] == ["default", "decoy", "archiving"]
+
+
+def test_task_signatures_become_codes_and_a_log_without_them_reads_as_one_untasked_group() -> None:
+    memories = [{**_memory(i), "task": task} for i, task in enumerate(["deploy:a", "", "deploy:b", "deploy:a"], 1)]
+    log = parse_log([_header(), *memories, {**_memory(9)}])
+    codes = log.task.tolist()
+    assert codes[0] == codes[3] != codes[2]
+    assert codes[1] == codes[4] == 0
+    assert 0 not in (codes[0], codes[2])
