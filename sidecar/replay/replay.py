@@ -58,6 +58,7 @@ from ..errors import InvalidArgument
 from ..perception.feedback import FAILURE_LOSS, SUCCESS_GAIN
 from ..policy import params_from_policy, validate_policy
 from ..retrieval.recall import rank_factors
+from ..store.columns import NO_CODE, Interner
 from .capture import MODE_CURRENT, MODE_HISTORY
 from .export import LOG_FORMAT, LOG_VERSION, policy_from_json
 
@@ -129,7 +130,7 @@ class ReplayLog:
     created_s: npt.NDArray[np.float64]
     created_turn: npt.NDArray[np.float64]
     task: npt.NDArray[np.int32]
-    """Each memory's task signature as a code (equal codes, one task; 0 for none or a log written without them)."""
+    """Each memory's task signature as a code (equal codes, one task; NO_CODE for none or a log without them)."""
     timeline: list[_Change | _Retrieval | _Outcome] = field(default_factory=list)
 
     @property
@@ -138,10 +139,10 @@ class ReplayLog:
         return sum(1 for step in self.timeline if isinstance(step, _Retrieval))
 
 
-def _codes(values: Iterable[str]) -> npt.NDArray[np.int32]:
-    """Each string's code, in order: 0 for the empty string, 1, 2, ... for the others in order of first appearance."""
-    seen: dict[str, int] = {"": 0}
-    return np.asarray([seen.setdefault(value, len(seen)) for value in values], dtype=np.int32)
+def _task_codes(signatures: Iterable[str]) -> npt.NDArray[np.int32]:
+    """Task signatures coded as the columns code them (``NO_CODE`` for none), for :func:`rank_factors`."""
+    tasks = Interner()
+    return np.asarray([tasks.code(task) if task else NO_CODE for task in signatures], dtype=np.int32)
 
 
 def load_log(path: Path) -> ReplayLog:
@@ -179,7 +180,7 @@ def parse_log(lines: Iterable[dict[str, Any]], name: str = "log") -> ReplayLog:
         confidence0=column("confidence0", np.float32, 0.7),
         created_s=column("created_s", np.float64),
         created_turn=np.where(column("created_turn", np.float64) > 0, column("created_turn", np.float64), np.nan),
-        task=_codes(str(m.get("task", "")) for m in memories),
+        task=_task_codes(str(m.get("task", "")) for m in memories),
     )
 
     def rows(values: Iterable[int]) -> npt.NDArray[np.int64]:

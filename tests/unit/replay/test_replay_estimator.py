@@ -13,6 +13,7 @@ from memevo.sidecar.policy import default_policy, validate_policy
 from memevo.sidecar.replay.export import _undo_outcomes, policy_from_json, policy_to_json
 from memevo.sidecar.replay.replay import ReplayOptions, parse_log, replay
 from memevo.sidecar.replay.tune import sample_policy, tune
+from memevo.sidecar.store.columns import NO_CODE
 from memevo.v1 import memory_pb2, policy_pb2
 
 ACTIVE = memory_pb2.MEMORY_STATE_ACTIVE
@@ -228,5 +229,5 @@ def test_task_signatures_become_codes_and_a_log_without_them_reads_as_one_untask
     log = parse_log([_header(), *memories, {**_memory(9)}])
     codes = log.task.tolist()
     assert codes[0] == codes[3] != codes[2]
-    assert codes[1] == codes[4] == 0
-    assert 0 not in (codes[0], codes[2])
+    assert codes[1] == codes[4] == NO_CODE
+    assert NO_CODE not in (codes[0], codes[2])
