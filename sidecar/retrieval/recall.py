@@ -805,11 +805,16 @@ def share_task_match(match: npt.NDArray[np.floating[Any]], signature: npt.NDArra
     groups = _task_groups(signature)
     if groups is None:
         return shared
-    grouped, codes, inverse = groups
-    best = np.full(codes.size, -np.inf)
-    np.maximum.at(best, inverse, shared[grouped])
-    shared[grouped] = best[inverse]
+    grouped, _, inverse = groups
+    shared[grouped] = _group_best(shared[grouped], inverse)
     return shared
+
+
+def _group_best(values: npt.NDArray[np.floating[Any]], group: IdArray) -> npt.NDArray[np.float64]:
+    """Per value, the largest value of its group (``group``: dense group numbers from 0, one per value)."""
+    best: npt.NDArray[np.float64] = np.full(int(group.max()) + 1, -np.inf)
+    np.maximum.at(best, group, values)
+    return best[group]
 
 
 def _task_groups(signature: npt.NDArray[np.int32]) -> tuple[IdArray, npt.NDArray[np.int32], IdArray] | None:
@@ -909,9 +914,7 @@ def rank_factors(
         # for. Each task's strategies are shifted so that its best counts as 1 (those without a task
         # signature together): shifting keeps their differences, so the lift does not amplify thin evidence.
         _, task = np.unique(np.asarray(signature)[strategies], return_inverse=True)
-        best = np.full(int(task.max()) + 1, -np.inf)
-        np.maximum.at(best, task, accuracy[strategies])
-        accuracy[strategies] += 1.0 - best[task]
+        accuracy[strategies] += 1.0 - _group_best(accuracy[strategies], task)
     trust = np.clip(0.6 * accuracy + 0.4 * np.minimum(np.asarray(relevance, dtype=np.float64), 1.0), 0.0, 1.0)
     factor = TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust
     # The client's own rating of what matters (as in Generative Agents' retrieval): a fact or a lesson
