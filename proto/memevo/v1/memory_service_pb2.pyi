@@ -429,7 +429,7 @@ class RecallRequest(_message.Message):
     asks how to do something ("how do I …", "what should I do when …", "the right way to …", and
     the Chinese 如何 / 怎么 / 步骤 …: a how-to question wants the agent's lesson, not a fact);
     a memory whose entity the query names less of than another candidate's entity of the same type
-    (the part before ':' in "user:nadia-yilmaz") has its match x (1 - 0.2 x the difference), where
+    (the part before ':' in "user:nadia-yilmaz") has its match x (1 - 0.6 x the difference), where
     the share named is idf-weighted over the words of the entity's name: a question about Nadia
     Yilmaz is not answered by a memory about Nadia Dubois worded like the question; a fact whose
     value has a shape the question cannot want has its match x 0.8 when another candidate's value

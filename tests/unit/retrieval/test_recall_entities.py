@@ -31,6 +31,32 @@ def test_the_named_person_wins_over_a_namesake_whose_memory_is_worded_like_the_q
     assert max(scores, key=scores.__getitem__) == named
 
 
+def test_the_named_service_wins_over_one_that_shares_a_word_of_its_name(engine: Engine) -> None:
+    """ "the warehouse store" half-names warehouse-indexer too: a memory worded like the question must not win by it."""
+    other = fact(
+        engine,
+        "Production now runs v2.8.2 of warehouse-indexer.",
+        entity="service:warehouse-indexer",
+        attribute="version",
+        value="v2.8.2",
+        axis=1,
+        tilt=0.1,
+    )
+    named = fact(
+        engine,
+        "Rolled the warehouse-store service forward to v3.0.6.",
+        entity="service:warehouse-store",
+        attribute="version",
+        value="v3.0.6",
+        axis=2,
+        tilt=1.0,
+    )
+    plain = recall_scores(engine, "Which version is running in production?")
+    assert plain[other] > 1.2 * plain[named]  # much closer by cosine, and by words
+    scores = recall_scores(engine, "Which version of the warehouse store is running in production?")
+    assert max(scores, key=scores.__getitem__) == named
+
+
 def test_a_memory_about_an_entity_of_another_type_keeps_its_match(engine: Engine) -> None:
     """ "What does Bianca lead?" may be answered by the project's memory: about something else, not someone else."""
     person = _contact(engine, "Bianca Rossi prefers email.", "user:bianca-rossi", 0.4, 1)
