@@ -44,7 +44,10 @@ def build_store(size: int, data: Path, embed_cache: Path | None) -> None:
     """Live the evolving world's life of ``size`` memories through a real sidecar, keeping its data in ``data``."""
     keep = data.parent / f"{data.name}.building"
     shutil.rmtree(keep, ignore_errors=True)
-    command = ["--sizes", str(size), "--systems", "memevo", "--keep-data", str(keep)]
+    # The store every earlier figure was measured on: tuning phrasing, every change keyed (the questions below
+    # are the tuning world's).
+    command = ["--sizes", str(size), "--systems", "memevo", "--keep-data", str(keep), "--phrasing", "tuning"]
+    command += ["--text-share", "0"]
     if embed_cache is not None:
         command += ["--embed-cache", str(embed_cache)]
     if ew.main(command) != 0:

@@ -33,13 +33,35 @@ for sizes where embedding every text is too slow: versions of the same fact
 lie near each other and near their queries, irrelevant memories are spread
 over drifting topics, remarks naming an entity sit near it.
 
-Everything is a pure function of ``(n_memories, seed, shape settings)``.
+Phrasing halves (``phrasing``): ``"tuning"`` words every fact, question and
+remark naming an entity with the templates of this module and draws users,
+services and projects from its name pools — the half a system may be tuned
+on. ``"heldout"`` uses ``phrasing_heldout.py`` beside this file instead: its
+statements, restatements, late facts and questions per attribute (no
+"Reminder: ..." wrappers around restatements), its first and last names,
+service domains and project codenames, and its remarks naming an entity. Both
+halves share everything else: strategies, task logs, noise topics and value
+pools (so an on-call engineer is a tuning name in both), and the world's
+structure for a given ``(n_memories, seed)`` draws the same random numbers.
+The held-out half is the one a system must not have been tuned on.
+
+Text-only changes (``text_share``): an agent does not always know that a
+sentence changes a fact. Each keyed memory (fact, restatement, late fact) has
+a ``form``: ``"keyed"`` (written with its fact key and entity),
+``"text_entity"`` (no fact key, the entity declared) or ``"text_named"`` (no
+fact key and no entity: the entity is only named in the text). A share
+``text_share`` of them are text-only, half of each kind. Forms come from a
+random stream of their own, so texts, questions and ground truth are the same
+whatever the share.
+
+Everything is a pure function of ``(n_memories, seed, phrasing, text_share, shape settings)``.
 """
 
 from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import math
 import random
 import re
@@ -1174,11 +1196,95 @@ FILLERS: dict[str, tuple[str, ...]] = {
     "time": _items("9:30; 10:00; 11:15; 13:00; 14:30; 15:45; 16:00; 17:30"),
 }
 _SLOT = re.compile(r"\{(\w+)\}")
-_MENTIONS_BY_TYPE = {
-    "user": tuple(t for t in MENTION_TEMPLATES if "{user}" in t),
-    "service": tuple(t for t in MENTION_TEMPLATES if "{svc" in t),
-    "project": tuple(t for t in MENTION_TEMPLATES if "{proj}" in t),
-}
+
+
+def _mentions_by_type(templates: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Remarks naming an entity, grouped by the entity type their slots name."""
+    return {
+        "user": tuple(t for t in templates if "{user}" in t),
+        "service": tuple(t for t in templates if "{svc" in t),
+        "project": tuple(t for t in templates if "{proj}" in t),
+    }
+
+
+# ---- phrasing halves -----------------------------------------------------------------------------------------
+
+PHRASINGS = ("tuning", "heldout")
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How one attribute is said and asked in one phrasing half (slots as in :class:`Attribute`)."""
+
+    statements: tuple[str, ...]
+    restatements: tuple[str, ...]
+    late: tuple[str, ...]
+    questions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Phrasing:
+    """Everything that differs between the phrasing halves, chosen once per world (see the module docstring)."""
+
+    name: str
+    wordings: tuple[Wording, ...]
+    """Per attribute, in the order of ``ATTRIBUTES``."""
+    restate_wrappers: tuple[str, ...]
+    """Sentences with ``{s}`` that wrap a statement into a restatement (tuning only)."""
+    first_names: tuple[str, ...]
+    last_names: tuple[str, ...]
+    service_domains: tuple[str, ...]
+    codenames: tuple[str, ...]
+    mention_templates: tuple[str, ...]
+    mentions_by_type: dict[str, tuple[str, ...]]
+
+
+@functools.cache
+def phrasing_for(name: str) -> Phrasing:
+    """The phrasing half called ``name`` ("tuning" or "heldout"); raises ValueError for another name."""
+    if name == "tuning":
+        return Phrasing(
+            name=name,
+            wordings=tuple(Wording(a.statements, a.restatements, a.late, a.questions) for a in ATTRIBUTES),
+            restate_wrappers=_RESTATE,
+            first_names=FIRST_NAMES,
+            last_names=LAST_NAMES,
+            service_domains=SERVICE_DOMAINS,
+            codenames=CODENAMES,
+            mention_templates=MENTION_TEMPLATES,
+            mentions_by_type=_mentions_by_type(MENTION_TEMPLATES),
+        )
+    if name == "heldout":
+        from benchmarks.quality import phrasing_heldout as heldout
+
+        return Phrasing(
+            name=name,
+            wordings=tuple(
+                Wording(tuple(p.statements), tuple(p.restatements), tuple(p.late), tuple(p.questions))
+                for p in (heldout.HELDOUT_PHRASING[a.name] for a in ATTRIBUTES)
+            ),
+            restate_wrappers=(),
+            first_names=tuple(heldout.HELDOUT_FIRST_NAMES),
+            last_names=tuple(heldout.HELDOUT_LAST_NAMES),
+            service_domains=tuple(heldout.HELDOUT_SERVICE_DOMAINS),
+            codenames=tuple(heldout.HELDOUT_CODENAMES),
+            mention_templates=tuple(heldout.HELDOUT_MENTION_TEMPLATES),
+            mentions_by_type=_mentions_by_type(heldout.HELDOUT_MENTION_TEMPLATES),
+        )
+    raise ValueError(f"unknown phrasing {name!r}; pick from {', '.join(PHRASINGS)}")
+
+
+FORMS = ("keyed", "text_entity", "text_named")
+"""How a keyed memory is written: with its fact key, as text with its entity, or as text naming the entity only."""
+
+
+def _draw_form(rng: random.Random, text_share: float) -> str:
+    """The form of the next keyed memory; always two draws, so the stream does not depend on ``text_share``."""
+    text_only = rng.random() < text_share
+    half = rng.random() < 0.5
+    if not text_only:
+        return "keyed"
+    return "text_entity" if half else "text_named"
 
 
 # ---- the world -----------------------------------------------------------------------------------------------
@@ -1250,6 +1356,8 @@ class MemoryRecord:
     version: int = -1
     topic: int = -1
     template: int = 0
+    form: str = ""
+    """For a keyed memory: "keyed", "text_entity" or "text_named" (see ``FORMS``); empty for the others."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1346,6 +1454,10 @@ class World:
     seed: int
     shape: WorldShape
     domain: str
+    phrasing: str = "tuning"
+    """The phrasing half: "tuning" or "heldout" (see the module docstring)."""
+    text_share: float = 0.0
+    """Share of keyed memories written as text only (forms "text_entity" and "text_named")."""
     entities: list[Entity] = field(default_factory=list, repr=False)
     keys: list[FactKey] = field(default_factory=list, repr=False)
     signatures: list[Signature] = field(default_factory=list, repr=False)
@@ -1425,6 +1537,19 @@ class World:
             counts[memory.category.name.lower()] += 1
         return counts
 
+    def form_counts(self) -> dict[str, int]:
+        """How many keyed memories of each form."""
+        counts = dict.fromkeys(FORMS, 0)
+        for memory in self.memories:
+            if memory.category in KEYED:
+                counts[memory.form] += 1
+        return counts
+
+    @property
+    def words(self) -> Phrasing:
+        """The templates and name pools of this world's phrasing half."""
+        return phrasing_for(self.phrasing)
+
 
 # ---- generation ----------------------------------------------------------------------------------------------
 
@@ -1457,7 +1582,7 @@ def _importance(rng: random.Random, low: int, high: int) -> int:
     return max(1, min(10, rng.randint(low, high)))
 
 
-def _make_entities(rng: random.Random, shape: WorldShape) -> list[Entity]:
+def _make_entities(rng: random.Random, shape: WorldShape, phrasing: Phrasing) -> list[Entity]:
     n = shape.n_entities
     n_users = max(2, round(n * 0.4))
     n_services = max(2, round(n * 0.35))
@@ -1472,7 +1597,7 @@ def _make_entities(rng: random.Random, shape: WorldShape) -> list[Entity]:
     people: list[tuple[str, str]] = []
     used_people: set[tuple[str, str]] = set()
     while len(people) < n_users:
-        person = (rng.choice(FIRST_NAMES), rng.choice(LAST_NAMES))
+        person = (rng.choice(phrasing.first_names), rng.choice(phrasing.last_names))
         if person not in used_people:
             used_people.add(person)
             people.append(person)
@@ -1485,7 +1610,7 @@ def _make_entities(rng: random.Random, shape: WorldShape) -> list[Entity]:
         intro, until = timing()
         entities.append(Entity(len(entities), "user", f"user:{slug}", f"{first} {last}", slug, aliases, intro, until))
 
-    combos = [(d, r) for d in SERVICE_DOMAINS for r in SERVICE_ROLES]
+    combos = [(d, r) for d in phrasing.service_domains for r in SERVICE_ROLES]
     rng.shuffle(combos)
     for domain, (role, role_text) in combos[:n_services]:
         slug = f"{domain}-{role}"
@@ -1496,10 +1621,10 @@ def _make_entities(rng: random.Random, shape: WorldShape) -> list[Entity]:
             Entity(len(entities), "service", f"service:{slug}", f"{words} {role_text}", slug, aliases, intro, until)
         )
 
-    names = [c + s for s in CODENAME_SUFFIXES for c in CODENAMES]
-    firsts = names[: len(CODENAMES)]
+    names = [c + s for s in CODENAME_SUFFIXES for c in phrasing.codenames]
+    firsts = names[: len(phrasing.codenames)]
     rng.shuffle(firsts)
-    names = firsts + names[len(CODENAMES) :]
+    names = firsts + names[len(phrasing.codenames) :]
     for name in names[:n_projects]:
         slug = name.lower().replace(" ", "-")
         aliases = (f"Project {name}", name, f"the {name} project")
@@ -1650,21 +1775,35 @@ def _timestamp(world: World, hours: float) -> str:
 
 
 def generate_world(
-    n_memories: int, seed: int, *, n_checkpoints: int = 8, n_queries: int = 800, strategy_query_share: float = 0.15
+    n_memories: int,
+    seed: int,
+    *,
+    n_checkpoints: int = 8,
+    n_queries: int = 800,
+    strategy_query_share: float = 0.15,
+    phrasing: str = "tuning",
+    text_share: float = 0.0,
 ) -> World:
     """Generate a life of exactly ``n_memories`` memories with its executions and checkpoints.
 
     ``n_queries`` are spread evenly over ``n_checkpoints`` moments (the last
     after the final memory); ``strategy_query_share`` of them ask how to do a
-    task, the rest ask for a fact. Raises ValueError for fewer than 100
-    memories, no checkpoints or no queries.
+    task, the rest ask for a fact. ``phrasing`` picks the phrasing half
+    ("tuning" or "heldout") and ``text_share`` the share of keyed memories
+    written as text only (see the module docstring). Raises ValueError for
+    fewer than 100 memories, no checkpoints or no queries, an unknown
+    phrasing or a share outside [0, 1].
     """
     shape = WorldShape.for_size(n_memories)
     if n_checkpoints < 1 or n_queries < n_checkpoints:
         raise ValueError("pass n_checkpoints >= 1 and n_queries >= n_checkpoints")
+    if not 0.0 <= text_share <= 1.0:
+        raise ValueError(f"text_share is {text_share}; pass a share in [0, 1]")
+    words = phrasing_for(phrasing)
     rng = random.Random(f"evolving-world:{seed}:{n_memories}")
-    world = World(seed=seed, shape=shape, domain=rng.choice(DOMAINS))
-    world.entities = _make_entities(rng, shape)
+    form_rng = random.Random(f"form:{seed}:{n_memories}")
+    world = World(seed=seed, shape=shape, domain=rng.choice(DOMAINS), phrasing=phrasing, text_share=text_share)
+    world.entities = _make_entities(rng, shape, words)
     world.keys = _make_keys(rng, world.entities, round(shape.fact_share * n_memories * 0.75))
     world.signatures, strategy_events = _make_signatures(rng, shape, world.entities)
     fact_events = _plan_facts(rng, shape, world.entities, world.keys, len(strategy_events))
@@ -1770,17 +1909,19 @@ def generate_world(
             continue
         key = world.keys[planned.key]
         attribute = ATTRIBUTES[key.attribute]
+        wording = words.wordings[key.attribute]
         entity = world.entities[key.entity]
         alias = rng.choice(entity.aliases)
         existing = current(key.index)
+        form = _draw_form(form_rng, text_share)
         if planned.what == "restate" and existing is not None:
             value = existing.value
-            template = rng.randrange(len(attribute.restatements) + len(_RESTATE))
-            if template < len(attribute.restatements):
-                text = attribute.restatements[template].format(e=alias, v=value)
+            template = rng.randrange(len(wording.restatements) + len(words.restate_wrappers))
+            if template < len(wording.restatements):
+                text = wording.restatements[template].format(e=alias, v=value)
             else:
-                sentence = rng.choice(attribute.statements).format(e=alias, v=value)
-                text = _RESTATE[template - len(attribute.restatements)].format(s=sentence)
+                sentence = rng.choice(wording.statements).format(e=alias, v=value)
+                text = words.restate_wrappers[template - len(wording.restatements)].format(s=sentence)
             record = MemoryRecord(
                 index,
                 _capitalise(text),
@@ -1794,6 +1935,7 @@ def generate_world(
                 key=key.index,
                 value=value,
                 template=100 + template,
+                form=form,
             )
         elif planned.what == "late" and existing is not None and existing.valid_from_h > 1.0:
             first = world.memories[key_versions[key.index][0]].valid_from_h
@@ -1801,8 +1943,8 @@ def generate_world(
             value = attribute.value(rng, existing.value, entity, world)
             day = world.time_of(valid_from)
             date = f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
-            template = rng.randrange(len(attribute.late))
-            text = attribute.late[template].format(e=alias, v=value, d=date)
+            template = rng.randrange(len(wording.late))
+            text = wording.late[template].format(e=alias, v=value, d=date)
             record = MemoryRecord(
                 index,
                 _capitalise(text),
@@ -1816,11 +1958,12 @@ def generate_world(
                 key=key.index,
                 value=value,
                 template=200 + template,
+                form=form,
             )
         else:
             value = attribute.value(rng, existing.value if existing is not None else None, entity, world)
-            template = rng.randrange(len(attribute.statements))
-            text = attribute.statements[template].format(e=alias, v=value)
+            template = rng.randrange(len(wording.statements))
+            text = wording.statements[template].format(e=alias, v=value)
             record = MemoryRecord(
                 index,
                 _capitalise(text),
@@ -1834,6 +1977,7 @@ def generate_world(
                 key=key.index,
                 value=value,
                 template=template,
+                form=form,
             )
         world.memories.append(record)
         key_versions[key.index].append(index)
@@ -1880,7 +2024,7 @@ def _noise(
     known = bisect.bisect_right(intro_fractions, x)
     if rng.random() < shape.mention_share and known > 0:
         entity = world.entities[active_entities[rng.randrange(known)]]
-        mention = rng.choice(_MENTIONS_BY_TYPE[entity.type])
+        mention = rng.choice(world.words.mentions_by_type[entity.type])
         extra = {
             "user": rng.choice(entity.aliases),
             "svc": rng.choice(entity.aliases),
@@ -1899,7 +2043,7 @@ def _noise(
             now_h,
             _importance(rng, 1, 4),
             entity=entity.index,
-            template=MENTION_TEMPLATES.index(mention),
+            template=world.words.mention_templates.index(mention),
         )
     topics = world.topics
     window = min(shape.topic_window, len(topics))
@@ -1949,10 +2093,10 @@ def _make_checkpoints(
                 )
             elif known_keys:
                 key = world.keys[rng.choice(known_keys)]
-                attribute = ATTRIBUTES[key.attribute]
+                questions = world.words.wordings[key.attribute].questions
                 entity = world.entities[key.entity]
-                template = rng.randrange(len(attribute.questions))
-                text = attribute.questions[template].format(e=rng.choice(entity.aliases))
+                template = rng.randrange(len(questions))
+                text = questions[template].format(e=rng.choice(entity.aliases))
                 queries.append(Query(at, time_h, _capitalise(text), "fact", key=key.index, template=template))
         world.checkpoints.append(Checkpoint(at, time_h, tuple(queries)))
 

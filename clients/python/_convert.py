@@ -34,6 +34,7 @@ from .types import (
     FrameworkDeclared,
     HistoryResult,
     IndexStats,
+    InferredSlot,
     KindPolicy,
     Memory,
     MemoryInput,
@@ -275,7 +276,10 @@ def memory_to_proto(memory: Memory) -> memory_pb2.Memory:
         inconsistency=memory.inconsistency,
         demoted_by=memory.demoted_by or 0,
         state_since_turn=memory.state_since_turn,
+        possibly_outdated_by=memory.possibly_outdated_by or 0,
     )
+    if memory.inferred is not None:
+        msg.inferred.CopyFrom(memory_pb2.InferredSlot(**dataclasses.asdict(memory.inferred)))
     if memory.vector is not None:
         msg.vector = vector_to_bytes(memory.vector)
     if memory.fact is not None:
@@ -346,6 +350,18 @@ def memory_from_proto(msg: memory_pb2.Memory) -> Memory:
         state_since=_opt_time(msg, "state_since"),
         state_since_turn=msg.state_since_turn,
         confirmed_valid_at=_opt_time(msg, "confirmed_valid_at"),
+        inferred=(
+            InferredSlot(
+                entity=msg.inferred.entity,
+                attribute=msg.inferred.attribute,
+                value=msg.inferred.value,
+                confidence=msg.inferred.confidence,
+                method=msg.inferred.method,
+            )
+            if msg.HasField("inferred")
+            else None
+        ),
+        possibly_outdated_by=_zero_is_none(msg.possibly_outdated_by),
     )
 
 

@@ -141,6 +141,26 @@ def _as_vector(value: VectorLike) -> Vector:
 
 
 @dataclass(frozen=True)
+class InferredSlot:
+    """What the sidecar inferred a plain-text memory states: the slot (entity, attribute) it fills.
+
+    Set when the memory was written without a fact key (or without an entity) and its text said one.
+    """
+
+    entity: str = ""
+    """The entity it is about: the declared one, or one whose name the text says."""
+    attribute: str = ""
+    """The attribute it sets, as the namespace's keyed facts name it; empty when only its entity is known, or
+    when it is known only to be the same slot as another statement."""
+    value: str = ""
+    """The value it gives (the span that differs from its template, in lower case); empty when unknown."""
+    confidence: float = 0.0
+    """In [0, 1]: how sure the sidecar is of the slot."""
+    method: str = ""
+    """"template", "same template", "similarity" or "name" (only the entity, found by its name)."""
+
+
+@dataclass(frozen=True)
 class Fact:
     """A structured fact: an attribute of the memory's entity and its value.
 
@@ -331,6 +351,10 @@ class Memory:
     """The agent's turn when it entered its current state; 0 when unknown."""
     confirmed_valid_at: datetime | None = None
     """World time of the latest restatement that confirmed it still held; ``None`` when none did."""
+    inferred: InferredSlot | None = None
+    """What the sidecar inferred it states when it was written without a fact key; ``None`` when nothing."""
+    possibly_outdated_by: int | None = None
+    """A newer memory that may replace it (a soft conflict, ranked below that one); ``None`` when none."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Memory):

@@ -22,6 +22,10 @@ _TEXTS: dict[str, tuple[str, str]] = {
         "historical reference / counter-example (strategy {id} did better)",
         "历史参考／反例（策略 {id} 效果更好）",
     ),
+    "possibly_outdated": (
+        "possibly outdated — memory {id} may replace it",
+        "可能已过时——记忆 {id} 可能取代了它",
+    ),
     "old_framework": ("formed under an older framework ({version})", "形成于较早的认知框架（{version}）"),
 }
 _SEPARATOR = {"en": "; ", "zh": "；"}
@@ -32,6 +36,7 @@ HINT_AS_OF = _TEXTS["as_of"][0]
 HINT_HISTORICAL = _TEXTS["historical"][0]
 HINT_COUNTER_EXAMPLE = "historical reference / counter-example"
 HINT_OLD_FRAMEWORK = "formed under an older framework"
+HINT_POSSIBLY_OUTDATED = "possibly outdated"
 
 
 HintParts = list[tuple[str, dict[str, object]]]
@@ -54,6 +59,8 @@ def hint_keys(record: memory_pb2.Memory, query: RecallQuery, framework_version: 
             parts.append(("superseded_by", {"id": record.superseded_by}))
     elif state == memory_pb2.MEMORY_STATE_CONSOLIDATED:
         parts.append(("consolidated", {"id": record.consolidated_into}))
+    elif record.possibly_outdated_by:
+        parts.append(("possibly_outdated", {"id": record.possibly_outdated_by}))
     elif record.demoted_by:
         parts.append(("counter_example", {"id": record.demoted_by}))
     elif record.kind == memory_pb2.MEMORY_KIND_ABSTRACTION and record.members:

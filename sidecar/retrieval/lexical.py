@@ -358,7 +358,8 @@ def searchable_text(record: memory_pb2.Memory) -> str:
     a question's words ("What is Bianca's job title?") meet the memory most
     reliably, and an embedding of a long text dilutes them.
     """
-    extra = " ".join(part for part in (record.entity, record.fact.attribute, record.task_signature) if part)
+    about = (record.entity or record.inferred.entity, record.fact.attribute or record.inferred.attribute)
+    extra = " ".join(part for part in (*about, record.task_signature) if part)
     return f"{record.content} {extra}" if extra else record.content
 
 

@@ -429,7 +429,7 @@ class Recaller:
             ranked = ranked[self._diversify(ids[ranked], scores[ranked], query)]
         hits = self._read_hits(query, ids, sims, scores, ranked, scored)
         returned = np.asarray([h.memory.id for h in hits], dtype=np.int64)
-        self.engine.note_pool(ids, match, columns.inconsistency[ids], demoted_by != 0)
+        self.engine.note_pool(ids, match, columns.inconsistency[ids], (demoted_by != 0) | columns.doubted[ids])
         columns.record_access(returned, now_s(), query.turn)
         return hits
 
@@ -451,7 +451,8 @@ class Recaller:
             columns.inconsistency[ids],
             columns.importance[ids],
             columns.kind[ids],
-            demoted_by != 0,
+            # A memory a newer one may replace (a soft conflict) ranks as a demoted strategy: below its successor.
+            (demoted_by != 0) | columns.doubted[ids],
             columns.signature[ids],
         )
         return factor, demoted_by

@@ -84,9 +84,18 @@ class Interner:
 FIELD_SEPARATOR = "\x1f"
 
 
+def about_entity(record: memory_pb2.Memory) -> str:
+    """The entity a memory is about: the declared one, else the one its text names (perception's inference)."""
+    return record.entity or record.inferred.entity
+
+
 def field_key(record: memory_pb2.Memory) -> str:
-    """A memory's structured fields as one string (entity, fact attribute, task signature); empty when none."""
-    parts = (record.entity, record.fact.attribute, record.task_signature)
+    """A memory's structured fields as one string (entity, fact attribute, task signature); empty when none.
+
+    The entity and attribute perception inferred for a plain-text statement count as declared ones: recall's
+    structured evidence says which slot a question asks about, whatever form its statements took.
+    """
+    parts = (about_entity(record), record.fact.attribute or record.inferred.attribute, record.task_signature)
     return FIELD_SEPARATOR.join(parts) if any(parts) else ""
 
 
@@ -104,6 +113,8 @@ _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "last_access_turn": (np.int64, 0),
     "confidence": (np.float32, 0.0),
     "inconsistency": (np.float32, 0.0),
+    # A soft conflict: a newer memory may replace this one (recall ranks it as a demoted strategy).
+    "doubted": (np.bool_, False),
     "successes": (np.float32, 0.0),
     "failures": (np.float32, 0.0),
     "framework": (np.int32, NO_CODE),
@@ -172,6 +183,8 @@ class MemoryColumns:
     last_access_turn: npt.NDArray[np.int64]
     confidence: npt.NDArray[np.float32]
     inconsistency: npt.NDArray[np.float32]
+    doubted: npt.NDArray[np.bool_]
+    """Whether a newer memory may replace it (``possibly_outdated_by``): recall ranks it lower."""
     successes: npt.NDArray[np.float32]
     failures: npt.NDArray[np.float32]
     framework: npt.NDArray[np.int32]
@@ -295,10 +308,11 @@ class MemoryColumns:
         new_row = self.state[memory_id] == STATE_UNSPECIFIED
         self.kind[memory_id] = record.kind
         self.namespace[memory_id] = self.namespaces.code(record.namespace)
-        self.entity[memory_id] = self.entities.code(record.entity) if record.entity else NO_CODE
+        entity = about_entity(record)
+        self.entity[memory_id] = self.entities.code(entity) if entity else NO_CODE
         if new_row:  # ids never change namespace or entity: list each once
             self._by_namespace.setdefault(int(self.namespace[memory_id]), array("Q")).append(memory_id)
-            if record.entity:
+            if entity:
                 self._by_entity.setdefault(int(self.entity[memory_id]), array("Q")).append(memory_id)
         self.framework[memory_id] = self.frameworks.code(record.framework_version)
         self.valid_from[memory_id] = _seconds(record.valid_from)
@@ -306,6 +320,7 @@ class MemoryColumns:
         self.recorded_at[memory_id] = _seconds(record.recorded_at)
         self.confidence[memory_id] = record.confidence
         self.inconsistency[memory_id] = record.inconsistency
+        self.doubted[memory_id] = record.possibly_outdated_by != 0
         self.successes[memory_id] = record.successes
         self.failures[memory_id] = record.failures
         self.importance[memory_id] = record.importance
@@ -313,7 +328,7 @@ class MemoryColumns:
         self.signature[memory_id] = self.signatures.code(record.task_signature) if is_strategy else NO_CODE
         fields = field_key(record)
         self.fields[memory_id] = self.field_sets.code(fields) if fields else NO_CODE
-        self.value_type[memory_id] = value_type(record.fact.value)
+        self.value_type[memory_id] = value_type(record.fact.value or record.inferred.value)
         if new_row:  # a memory's text never changes: classified once (9 µs, not on every state change)
             self.tells_time[memory_id] = tells_time(record.content)
         content_bytes = len(record.content.encode())

@@ -26,7 +26,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "startup.snapshot"
-SNAPSHOT_FORMAT = 6
+SNAPSHOT_FORMAT = 7
 """Bump when a snapshotted structure changes shape or meaning: older snapshots are then ignored.
 
 3: the lexical index holds stemmed words.
@@ -34,6 +34,8 @@ SNAPSHOT_FORMAT = 6
 5: the columns say whether each memory's text tells a time (tells_time); the word index counts in half-occurrences
    (a reasoning context's words at half weight).
 6: the word index keeps each length's one-byte code beside it.
+7: the columns say whether a memory is doubted (a soft conflict), and entity, fields and value shape count what
+   perception inferred for plain-text statements.
 """
 
 _LOCK_TYPES = (type(threading.Lock()),)

@@ -156,6 +156,8 @@ def test_same_text_in_another_namespace_is_not_a_duplicate(service: Any) -> None
 
 
 # ---- soft conflicts -----------------------------------------------------------------------------
+# Near-duplicates worded apart: the same wording with another value is one slot's new value (see the tests of
+# inferred slots), which retires the older statement instead of casting doubt on it.
 
 
 def test_soft_conflict_raises_the_older_memorys_inconsistency_and_keeps_it_active(service: Any) -> None:
@@ -173,7 +175,7 @@ def test_soft_conflict_raises_the_older_memorys_inconsistency_and_keeps_it_activ
     before_total = counts(service)[1]
     newer = remember(
         service,
-        "User B lives in Berlin",
+        "User B has moved to a flat in Berlin since",
         new_vector,
         namespace=namespace,
         kind=FACT,
@@ -202,7 +204,14 @@ def test_soft_conflict_write_reports_the_older_memory_as_affected(service: Any) 
     namespace = "soft-affected"
     old_vector, new_vector = near(18, 2)
     older = remember(service, "User J lives in Lima", old_vector, namespace=namespace, kind=FACT, entity="user:j")
-    newer = remember(service, "User J lives in Quito", new_vector, namespace=namespace, kind=FACT, entity="user:j")
+    newer = remember(
+        service,
+        "User J has moved to a flat in Quito since",
+        new_vector,
+        namespace=namespace,
+        kind=FACT,
+        entity="user:j",
+    )
     assert get(service, older.memory.id).inconsistency > 0.0
     assert list(newer.affected_ids) == [older.memory.id], "proto: affected_ids lists other memories the write changed"
 
@@ -211,9 +220,11 @@ def test_more_disagreement_means_more_inconsistency(service: Any) -> None:
     namespace = "soft-repeat"
     vectors = near(11, 3)
     older = remember(service, "the API key rotates monthly", vectors[0], namespace=namespace, entity="svc:api")
-    remember(service, "the API key rotates weekly", vectors[1], namespace=namespace, entity="svc:api")
+    remember(service, "rotation of the API key happens weekly now", vectors[1], namespace=namespace, entity="svc:api")
     once = get(service, older.memory.id).inconsistency
-    remember(service, "the API key rotates daily", vectors[2], namespace=namespace, entity="svc:api")
+    remember(
+        service, "since the incident the API key is rotated daily", vectors[2], namespace=namespace, entity="svc:api"
+    )
     twice = get(service, older.memory.id).inconsistency
     assert 0.0 < once < twice <= 1.0
 
@@ -260,7 +271,7 @@ def test_late_world_older_memory_is_the_one_that_carries_the_inconsistency(servi
     )
     late = remember(
         service,
-        "User D drives a Saab",
+        "back then User D was driving a Saab",
         vectors[1],
         namespace=namespace,
         kind=FACT,
@@ -287,7 +298,7 @@ def test_no_soft_conflict_without_an_entity_or_across_entities_or_when_far_apart
     assert get(service, user_e.memory.id).inconsistency == 0.0, "a dissimilar memory is not a conflict"
 
 
-def test_keyed_facts_are_not_soft_conflicts(service: Any) -> None:
+def test_a_keyed_fact_retires_the_text_statement_of_its_slot_instead_of_doubting_it(service: Any) -> None:
     namespace = "soft-keyed"
     vectors = near(16, 2)
     plain = remember(service, "User G speaks French", vectors[0], namespace=namespace, kind=FACT, entity="user:g")
@@ -300,8 +311,11 @@ def test_keyed_facts_are_not_soft_conflicts(service: Any) -> None:
         entity="user:g",
         fact=memory_pb2.Fact(attribute="language", value="German"),
     )
-    assert keyed.outcome == CREATED
-    assert get(service, plain.memory.id).inconsistency == 0.0
+    assert keyed.outcome == memory_service_pb2.WRITE_OUTCOME_SUPERSEDED_PREVIOUS
+    retired = get(service, plain.memory.id)
+    assert retired.state == memory_pb2.MEMORY_STATE_OBSOLETE, "the keyed fact's own template fits the text"
+    assert retired.superseded_by == keyed.memory.id
+    assert retired.inconsistency == 0.0, "retired, not doubted"
 
 
 def test_near_duplicate_episode_about_an_entity_with_the_same_text_confirms(service: Any) -> None:

@@ -462,13 +462,14 @@ def test_policy_thresholds_change_soft_conflict_detection(sidecar: Sidecar) -> N
     other = rng.standard_normal(8)
     other -= other.dot(base) / base.dot(base) * base
     tilted = base / np.linalg.norm(base) * 0.95 + other / np.linalg.norm(other) * np.sqrt(1 - 0.95**2)
+    # Worded apart (not one template with another value, which perception would read as the same slot).
     first = remember(service, "user C lives in Rome", pack(base), kind=FACT, entity="user:c").memory
-    remember(service, "user C lives in Milan", pack(tilted), kind=FACT, entity="user:c")
+    remember(service, "these days user C has a flat near Milan", pack(tilted), kind=FACT, entity="user:c")
     assert get(service, first.id).inconsistency > 0.0
 
     policy = get_policy(service)
     policy.soft_conflict_similarity = 0.99
     update_policy(service, policy)
     second = remember(service, "user D lives in Oslo", pack(base), kind=FACT, entity="user:d").memory
-    remember(service, "user D lives in Bergen", pack(tilted), kind=FACT, entity="user:d")
+    remember(service, "these days user D has a flat near Bergen", pack(tilted), kind=FACT, entity="user:d")
     assert get(service, second.id).inconsistency == 0.0

@@ -406,6 +406,8 @@ class Memory(_message.Message):
     STATE_SINCE_FIELD_NUMBER: _builtins.int
     STATE_SINCE_TURN_FIELD_NUMBER: _builtins.int
     CONFIRMED_VALID_AT_FIELD_NUMBER: _builtins.int
+    INFERRED_FIELD_NUMBER: _builtins.int
+    POSSIBLY_OUTDATED_BY_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """Sidecar-assigned id, unique in the data directory, increasing with write order. Never 0."""
     namespace: _builtins.str
@@ -453,6 +455,10 @@ class Memory(_message.Message):
     """
     state_since_turn: _builtins.int
     """The agent's turn when it entered its current state; 0 when no turn was known."""
+    possibly_outdated_by: _builtins.int
+    """A newer memory that may replace this one (a soft conflict: the same slot was inferred with too little
+    certainty to retire it). Recall ranks this memory lower and its hint names that memory; 0 when none.
+    """
     @_builtins.property
     def fact(self) -> Global___Fact: ...
     @_builtins.property
@@ -504,6 +510,12 @@ class Memory(_message.Message):
         valid from before it arrives late: it goes into history (closed at this time), it is not current.
         """
 
+    @_builtins.property
+    def inferred(self) -> Global___InferredSlot:
+        """What perception inferred this memory states when the client gave no fact key (or no entity); unset when
+        nothing was inferred. Recall reads the inferred entity and attribute as it reads declared ones.
+        """
+
     def __init__(
         self,
         *,
@@ -545,11 +557,60 @@ class Memory(_message.Message):
         state_since: _timestamp_pb2.Timestamp | None = ...,
         state_since_turn: _builtins.int = ...,
         confirmed_valid_at: _timestamp_pb2.Timestamp | None = ...,
+        inferred: Global___InferredSlot | None = ...,
+        possibly_outdated_by: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["confirmed_valid_at", b"confirmed_valid_at", "fact", b"fact", "last_access_at", b"last_access_at", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "state_since", b"state_since", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["confirmed_valid_at", b"confirmed_valid_at", "fact", b"fact", "inferred", b"inferred", "last_access_at", b"last_access_at", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "state_since", b"state_since", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_count", b"access_count", "confidence", b"confidence", "confirmed_valid_at", b"confirmed_valid_at", "consolidated_into", b"consolidated_into", "content", b"content", "demoted_by", b"demoted_by", "entity", b"entity", "fact", b"fact", "failures", b"failures", "framework_version", b"framework_version", "id", b"id", "importance", b"importance", "inconsistency", b"inconsistency", "kind", b"kind", "last_access_at", b"last_access_at", "last_access_turn", b"last_access_turn", "members", b"members", "metadata", b"metadata", "namespace", b"namespace", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "sequence", b"sequence", "source", b"source", "state", b"state", "state_since", b"state_since", "state_since_turn", b"state_since_turn", "successes", b"successes", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "task_signature", b"task_signature", "topic", b"topic", "turn", b"turn", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vector", b"vector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_count", b"access_count", "confidence", b"confidence", "confirmed_valid_at", b"confirmed_valid_at", "consolidated_into", b"consolidated_into", "content", b"content", "demoted_by", b"demoted_by", "entity", b"entity", "fact", b"fact", "failures", b"failures", "framework_version", b"framework_version", "id", b"id", "importance", b"importance", "inconsistency", b"inconsistency", "inferred", b"inferred", "kind", b"kind", "last_access_at", b"last_access_at", "last_access_turn", b"last_access_turn", "members", b"members", "metadata", b"metadata", "namespace", b"namespace", "possibly_outdated_by", b"possibly_outdated_by", "reasoning_context", b"reasoning_context", "recorded_at", b"recorded_at", "scores", b"scores", "sequence", b"sequence", "source", b"source", "state", b"state", "state_since", b"state_since", "state_since_turn", b"state_since_turn", "successes", b"successes", "superseded_by", b"superseded_by", "supersedes", b"supersedes", "tags", b"tags", "task_signature", b"task_signature", "topic", b"topic", "turn", b"turn", "updated_at", b"updated_at", "valid_from", b"valid_from", "valid_to", b"valid_to", "vector", b"vector"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Memory: _TypeAlias = Memory  # noqa: Y015
+
+@_typing.final
+class InferredSlot(_message.Message):
+    """The slot (entity, attribute) a plain-text memory fills, inferred at write time from the namespace's own data:
+    the keyed facts already stored (what each attribute's statements look like) and same-entity statements that
+    share a template and differ in one span. A confident inference supersedes the slot's current memory as a
+    fact key would, in both directions between keyed and text memories.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    ATTRIBUTE_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    entity: _builtins.str
+    """Entity the memory is about: the declared one, or one whose name (from its entity id) the text says."""
+    attribute: _builtins.str
+    """Attribute the statement sets, as the namespace's keyed facts name it; empty when the slot is known only
+    as "the same as another statement" (a same-template statement in a namespace that sent no keys).
+    """
+    value: _builtins.str
+    """The value the statement gives: the span that differs from its template; empty when unknown."""
+    confidence: _builtins.float
+    """In [0, 1]: how sure perception is that the memory states this slot."""
+    method: _builtins.str
+    """How it was inferred: "template" (the statement matches the template of the attribute's keyed facts),
+    "same template" (it differs from another statement of the same entity, or of the same text without an
+    entity, in one span), "similarity" (vector evidence: near the slot's statement and its attribute's facts).
+    """
+    def __init__(
+        self,
+        *,
+        entity: _builtins.str = ...,
+        attribute: _builtins.str = ...,
+        value: _builtins.str = ...,
+        confidence: _builtins.float = ...,
+        method: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "confidence", b"confidence", "entity", b"entity", "method", b"method", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InferredSlot: _TypeAlias = InferredSlot  # noqa: Y015

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
+import re
+import string
 import sys
 from collections import Counter
 from pathlib import Path
@@ -15,12 +18,29 @@ _ROOT = Path(__file__).resolve().parents[3]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+import memevo.client as mc  # noqa: E402
+from benchmarks.quality import phrasing_heldout as heldout  # noqa: E402
+from benchmarks.quality.evolving_world import (  # noqa: E402
+    KEYED_TARGETS,
+    TEXT_TARGETS,
+    SizeResult,
+    Tally,
+    classify_retirements,
+    format_table,
+    memory_input,
+    target_check,
+)
 from benchmarks.quality.world import (  # noqa: E402
+    ATTRIBUTES,
+    FORMS,
     KEYED,
+    MENTION_TEMPLATES,
     Category,
+    Query,
     World,
     WorldShape,
     generate_world,
+    phrasing_for,
     synthetic_vectors,
 )
 
@@ -217,3 +237,285 @@ def test_synthetic_vectors_have_the_structure(world: World) -> None:
             row += 1
     assert closer / total > 0.95
     assert not math.isnan(random_cosine)
+
+
+# ---- phrasing halves and text-only changes -------------------------------------------------------------------
+
+
+def _world_digest(world: World) -> str:
+    """A hash of every memory's text and truth, every execution and every question, in order."""
+    h = hashlib.sha256()
+    for m in world.memories:
+        h.update(
+            f"{m.index}|{int(m.category)}|{m.entity}|{m.key}|{m.value}|{m.template}|{m.importance}|"
+            f"{m.time_h!r}|{m.valid_from_h!r}|{m.text}\n".encode()
+        )
+    for e in world.executions:
+        h.update(f"E|{e.at}|{e.signature}|{e.query}\n".encode())
+    for c in world.checkpoints:
+        for q in c.queries:
+            h.update(f"Q|{q.at}|{q.kind}|{q.key}|{q.signature}|{q.template}|{q.text}\n".encode())
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("size", "digest"),
+    [
+        (1_000, "9dc793252a80b0bda99215d8f7aa97368485459139f00a840946ae72ae0c2e51"),
+        (3_000, "35c9309b88b70a8c730d46c6e12035def75f6518ad2ceda17a072dbac4fad18e"),
+    ],
+)
+def test_the_tuning_world_without_text_share_is_the_world_from_before_the_phrasing_halves(
+    size: int, digest: str
+) -> None:
+    # Pinned before phrasing and text_share existed: the default world must not move.
+    world = generate_world(size, seed=7)
+    assert (world.phrasing, world.text_share) == ("tuning", 0.0)
+    assert _world_digest(world) == digest
+    assert _world_digest(generate_world(size, seed=7, phrasing="tuning", text_share=0.0)) == digest
+    assert all(m.form == "keyed" for m in world.memories if m.category in KEYED)
+    assert all(m.form == "" for m in world.memories if m.category not in KEYED)
+
+
+def _pattern(template: str, slots: dict[str, str]) -> re.Pattern[str]:
+    """A regex matching ``template`` filled in with ``slots`` (regex pieces), first letter in any case."""
+    parts = []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is not None:
+            parts.append(slots.get(name, ".+"))
+    return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def heldout_world() -> World:
+    return generate_world(3_000, seed=7, phrasing="heldout", text_share=0.5, n_checkpoints=4, n_queries=200)
+
+
+def test_heldout_worlds_use_only_heldout_templates(heldout_world: World) -> None:
+    world = heldout_world
+    assert world.phrasing == "heldout"
+    words = phrasing_for("heldout")
+    for memory in world.memories:
+        if memory.category in KEYED:
+            wording = heldout.HELDOUT_PHRASING[ATTRIBUTES[world.keys[memory.key].attribute].name]
+            section, offset = {
+                Category.FACT: (wording.statements, 0),
+                Category.RESTATEMENT: (wording.restatements, 100),
+                Category.LATE_FACT: (wording.late, 200),
+            }[memory.category]
+            aliases = "|".join(re.escape(a) for a in world.entities[memory.entity].aliases)
+            template = section[memory.template - offset]
+            assert _pattern(template, {"e": f"(?:{aliases})", "v": re.escape(memory.value)}).fullmatch(memory.text)
+        elif memory.category == Category.MENTION:
+            template = words.mention_templates[memory.template]
+            assert template in heldout.HELDOUT_MENTION_TEMPLATES
+            assert _pattern(template, {}).fullmatch(memory.text)
+    for checkpoint in world.checkpoints:
+        for query in checkpoint.queries:
+            if query.kind == "fact":
+                wording = heldout.HELDOUT_PHRASING[ATTRIBUTES[world.keys[query.key].attribute].name]
+                assert _pattern(wording.questions[query.template], {}).fullmatch(query.text)
+    # No text is worded by a template of the tuning half (attributes, restatement wrappers, remarks).
+    tuning = [t for a in ATTRIBUTES for t in (*a.statements, *a.restatements, *a.late, *a.questions)]
+    tuning += [
+        *MENTION_TEMPLATES,
+        "Reminder: {s}",
+        "Double-checked today and it still holds: {s}",
+        "As noted before, {s}",
+    ]
+    patterns = [_pattern(t, {}) for t in tuning]
+    texts = [m.text for m in world.memories if m.category in (*KEYED, Category.MENTION)]
+    texts += [q.text for c in world.checkpoints for q in c.queries if q.kind == "fact"]
+    assert not [(p.pattern, t) for t in texts for p in patterns if p.fullmatch(t)]
+
+
+def test_heldout_worlds_name_entities_from_the_heldout_pools(heldout_world: World) -> None:
+    by_type = Counter(e.type for e in heldout_world.entities)
+    assert min(by_type.values()) >= 2
+    for entity in heldout_world.entities:
+        if entity.type == "user":
+            first, last = entity.name.split(" ")
+            assert first in heldout.HELDOUT_FIRST_NAMES
+            assert last in heldout.HELDOUT_LAST_NAMES
+        elif entity.type == "service":
+            assert any(entity.slug.startswith(f"{d}-") for d in heldout.HELDOUT_SERVICE_DOMAINS), entity.slug
+        else:
+            assert entity.name.removeprefix("Project ").split(" ")[0] in heldout.HELDOUT_CODENAMES
+
+
+def test_an_unknown_phrasing_or_share_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown phrasing"):
+        generate_world(1_000, seed=7, phrasing="other")
+    with pytest.raises(ValueError, match="text_share"):
+        generate_world(1_000, seed=7, text_share=1.5)
+
+
+def test_the_share_of_text_forms_is_near_text_share_half_of_each_kind() -> None:
+    world = generate_world(6_000, seed=11, text_share=0.3, n_checkpoints=2, n_queries=20)
+    counts = world.form_counts()
+    keyed = sum(counts.values())
+    assert keyed == sum(1 for m in world.memories if m.category in KEYED) > 500
+    text = counts["text_entity"] + counts["text_named"]
+    assert abs(text / keyed - 0.3) < 0.06
+    assert abs(counts["text_entity"] / text - 0.5) < 0.1
+    assert world.text_share == 0.3
+    assert set(generate_world(1_000, seed=3, text_share=1.0).form_counts()) == set(FORMS)
+    assert generate_world(1_000, seed=3, text_share=1.0).form_counts()["keyed"] == 0
+
+
+@pytest.mark.parametrize("phrasing", ["tuning", "heldout"])
+def test_texts_questions_and_truth_are_the_same_whatever_the_text_share(phrasing: str) -> None:
+    worlds = [generate_world(2_000, seed=5, phrasing=phrasing, text_share=s) for s in (0.0, 0.3, 0.6, 1.0)]
+    first = worlds[0]
+    for other in worlds[1:]:
+        assert [(m.text, m.key, m.value, m.entity, m.valid_from_h) for m in other.memories] == [
+            (m.text, m.key, m.value, m.entity, m.valid_from_h) for m in first.memories
+        ]
+        assert other.checkpoints == first.checkpoints
+        assert other.executions == first.executions
+        for checkpoint in first.checkpoints:
+            for query in checkpoint.queries:
+                assert other.answers(query) == first.answers(query)
+    # A larger share turns more memories into text, never fewer: the forms are nested.
+    text_only = [{m.index for m in w.memories if m.form.startswith("text")} for w in worlds]
+    assert all(a <= b for a, b in itertools.pairwise(text_only))
+    assert text_only[0] == set()
+
+
+def test_memory_input_drops_the_key_and_entity_by_form() -> None:
+    world = generate_world(1_000, seed=7, text_share=0.5)
+    vector = np.zeros(384, dtype=np.float32)
+    seen: set[str] = set()
+    for memory in world.memories:
+        item = memory_input(world, memory.index, vector)
+        entity = world.entities[memory.entity].id if memory.entity >= 0 else ""
+        if memory.form == "keyed":
+            assert item.fact == mc.Fact(ATTRIBUTES[world.keys[memory.key].attribute].name, memory.value)
+            assert item.entity == entity != ""
+        elif memory.form == "text_entity":
+            assert item.fact is None
+            assert item.entity == entity != ""
+        elif memory.form == "text_named":
+            assert item.fact is None
+            assert item.entity == ""
+        else:
+            assert item.fact is None
+            assert item.entity == entity
+        assert item.content == memory.text
+        seen.add(memory.form)
+    assert seen == {"", *FORMS}
+
+
+def test_hit_at_1_is_split_by_how_the_asked_fact_last_changed() -> None:
+    world = generate_world(1_000, seed=7, text_share=0.5)
+    by_form: dict[str, list[tuple[Query, int]]] = {form: [] for form in FORMS}
+    noise = next(m.index for m in world.memories if m.category == Category.NOISE)
+    for checkpoint in world.checkpoints:
+        for query in checkpoint.queries:
+            if query.kind == "fact":
+                form = world.memories[world.current_index(query.key, query.at)].form
+                by_form[form].append((query, world.answers(query)[0]))
+    tally = Tally()
+    # keyed: 2 of 3 right; text_entity: 1 of 2; text_named: 0 of 1.
+    plan = {"keyed": (True, True, False), "text_entity": (True, False), "text_named": (False,)}
+    for form, hits in plan.items():
+        assert len(by_form[form]) >= len(hits)
+        for (query, answer), hit in zip(by_form[form], hits, strict=False):
+            tally.add_query(world, query, [answer if hit else noise])
+    strategy = next(q for c in world.checkpoints for q in c.queries if q.kind == "strategy")
+    tally.add_query(world, strategy, [world.answers(strategy)[0]])
+    metrics, counts = tally.metrics(), tally.counts()
+    assert metrics["hit_at_1_keyed"] == pytest.approx(2 / 3)
+    assert metrics["hit_at_1_text_entity"] == pytest.approx(0.5)
+    assert metrics["hit_at_1_text_named"] == 0.0
+    assert (counts["hit_at_1_keyed"], counts["hit_at_1_text_entity"], counts["hit_at_1_text_named"]) == (3, 2, 1)
+    assert metrics["hit_at_1_fact"] == pytest.approx(3 / 6)
+    assert metrics["hit_at_1"] == pytest.approx(4 / 7)
+    assert math.isnan(Tally().metrics()["hit_at_1_text_named"])
+
+
+def test_retirements_are_counted_inferred_and_judged() -> None:
+    world = generate_world(1_000, seed=7, text_share=0.5)
+    by_key: dict[int, list[int]] = {}
+    for memory in world.memories:
+        if memory.category in KEYED:
+            by_key.setdefault(memory.key, []).append(memory.index)
+    keyed_pair = next(
+        (a, b)
+        for v in by_key.values()
+        for a, b in itertools.pairwise(v)
+        if world.memories[a].form == world.memories[b].form == "keyed"
+    )
+    text_pair = next(
+        (a, b) for v in by_key.values() for a, b in itertools.pairwise(v) if world.memories[b].form == "text_named"
+    )
+    other_key = next(
+        m.index
+        for m in world.memories
+        if m.category in KEYED and m.key != world.memories[keyed_pair[0]].key and m.form != "keyed"
+    )
+    noise = next(m.index for m in world.memories if m.category == Category.NOISE)
+    strategy_pair = next(
+        (v[0], v[1]) for v in (world.signature_versions(s.index) for s in world.signatures) if len(v) > 1
+    )
+    id_to_index = {index + 1: index for index in range(len(world.memories))}
+
+    def record(old: int, new: int | None, state: mc.MemoryState = mc.MemoryState.OBSOLETE) -> mc.Memory:
+        return mc.Memory(id=old + 1, state=state, superseded_by=None if new is None else new + 1)
+
+    records = [
+        record(*keyed_pair),  # explicit, right
+        record(*text_pair),  # inferred, right
+        record(keyed_pair[0], other_key),  # inferred, another fact: wrong
+        record(text_pair[0], noise),  # inferred, a noise memory: wrong
+        record(noise, 10_000),  # superseder the benchmark never wrote: wrong (and inferred)
+        record(*strategy_pair),  # an older strategy version by a newer one: right (inferred: no fact key)
+        record(keyed_pair[0], None),  # obsolete without a superseder: not a retirement
+        record(*keyed_pair, state=mc.MemoryState.ACTIVE),  # not obsolete
+    ]
+    counts = classify_retirements(world, records, id_to_index)
+    assert counts["retirements"] == 6
+    assert counts["inferred_retirements"] == 5
+    assert counts["wrong_retirements"] == 3
+    assert counts["wrong_inferred_share"] == pytest.approx(3 / 5)
+    assert sum(counts["wrong_by_kind"].values()) == 3
+    assert "not_written_by_the_benchmark" in counts["wrong_by_kind"]
+    assert any(kind.endswith("_by_noise") for kind in counts["wrong_by_kind"])
+    assert classify_retirements(world, records[:1], id_to_index)["wrong_inferred_share"] is None
+
+
+def _result(n: int, phrasing: str, text_share: float, hit: float) -> SizeResult:
+    metrics = {name: float("nan") for name in ("stale_top5", *(f"hit_at_1_{f}" for f in FORMS))}
+    metrics.update(hit_at_1=hit, stale_top5=0.01)
+    retirements = {"wrong_inferred_share": 0.02 if phrasing == "tuning" else 0.0}
+    return SizeResult(
+        n,
+        "real",
+        {"memevo": metrics},
+        {"memevo": {}},
+        {},
+        {"memevo": {"retirements": retirements}},
+        phrasing,
+        text_share,
+    )
+
+
+def test_targets_depend_on_the_text_share_and_the_table_names_the_phrasing() -> None:
+    results = [_result(n, p, 0.5, hit) for p in ("tuning", "heldout") for n, hit in ((1_000, 0.95), (10_000, 0.925))]
+    checks = {c["phrasing"]: c for c in target_check(results)}
+    assert checks["heldout"]["counts"]
+    assert not checks["tuning"]["counts"]
+    assert checks["heldout"]["targets"]["hit_at_1"] == TEXT_TARGETS.hit_at_1
+    assert checks["heldout"]["hit_at_1_met"]
+    assert checks["heldout"]["drop_met"]
+    assert checks["heldout"]["wrong_inferred_met"]
+    assert not checks["tuning"]["wrong_inferred_met"]
+    (keyed,) = target_check([_result(n, "heldout", 0.0, hit) for n, hit in ((1_000, 0.96), (10_000, 0.93))])
+    assert keyed["targets"]["hit_at_1"] == KEYED_TARGETS.hit_at_1
+    assert not keyed["hit_at_1_met"]
+    assert not keyed["drop_met"]
+    assert "wrong_inferred_met" not in keyed
+    table = format_table(results).splitlines()
+    assert table[0].split()[:4] == ["n_memories", "vectors", "phrasing", "system"]
+    assert {line.split()[2] for line in table[2:]} == {"tuning", "heldout"}

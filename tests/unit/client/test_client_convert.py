@@ -26,6 +26,7 @@ from memevo.client.types import (
     FrameworkDeclared,
     HistoryResult,
     IndexStats,
+    InferredSlot,
     KindPolicy,
     Memory,
     MemoryInput,
@@ -98,6 +99,10 @@ def full_memory(memory_id: int = 7, *, with_vector: bool = True) -> Memory:
         state_since=T0 + timedelta(days=3),
         state_since_turn=41,
         confirmed_valid_at=T0 + timedelta(days=2),
+        inferred=InferredSlot(
+            entity="user:ana", attribute="language", value="french", confidence=0.75, method="template"
+        ),
+        possibly_outdated_by=23,
     )
 
 

@@ -668,8 +668,14 @@ type Memory struct {
 	// fact value or text with a later valid_from); unset when none did. A value for the same fact key
 	// valid from before it arrives late: it goes into history (closed at this time), it is not current.
 	ConfirmedValidAt *timestamppb.Timestamp `protobuf:"bytes,38,opt,name=confirmed_valid_at,json=confirmedValidAt,proto3" json:"confirmed_valid_at,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What perception inferred this memory states when the client gave no fact key (or no entity); unset when
+	// nothing was inferred. Recall reads the inferred entity and attribute as it reads declared ones.
+	Inferred *InferredSlot `protobuf:"bytes,39,opt,name=inferred,proto3" json:"inferred,omitempty"`
+	// A newer memory that may replace this one (a soft conflict: the same slot was inferred with too little
+	// certainty to retire it). Recall ranks this memory lower and its hint names that memory; 0 when none.
+	PossiblyOutdatedBy uint64 `protobuf:"varint,40,opt,name=possibly_outdated_by,json=possiblyOutdatedBy,proto3" json:"possibly_outdated_by,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Memory) Reset() {
@@ -968,6 +974,108 @@ func (x *Memory) GetConfirmedValidAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Memory) GetInferred() *InferredSlot {
+	if x != nil {
+		return x.Inferred
+	}
+	return nil
+}
+
+func (x *Memory) GetPossiblyOutdatedBy() uint64 {
+	if x != nil {
+		return x.PossiblyOutdatedBy
+	}
+	return 0
+}
+
+// The slot (entity, attribute) a plain-text memory fills, inferred at write time from the namespace's own data:
+// the keyed facts already stored (what each attribute's statements look like) and same-entity statements that
+// share a template and differ in one span. A confident inference supersedes the slot's current memory as a
+// fact key would, in both directions between keyed and text memories.
+type InferredSlot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entity the memory is about: the declared one, or one whose name (from its entity id) the text says.
+	Entity string `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// Attribute the statement sets, as the namespace's keyed facts name it; empty when the slot is known only
+	// as "the same as another statement" (a same-template statement in a namespace that sent no keys).
+	Attribute string `protobuf:"bytes,2,opt,name=attribute,proto3" json:"attribute,omitempty"`
+	// The value the statement gives: the span that differs from its template; empty when unknown.
+	Value string `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	// In [0, 1]: how sure perception is that the memory states this slot.
+	Confidence float32 `protobuf:"fixed32,4,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	// How it was inferred: "template" (the statement matches the template of the attribute's keyed facts),
+	// "same template" (it differs from another statement of the same entity, or of the same text without an
+	// entity, in one span), "similarity" (vector evidence: near the slot's statement and its attribute's facts).
+	Method        string `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InferredSlot) Reset() {
+	*x = InferredSlot{}
+	mi := &file_memevo_v1_memory_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InferredSlot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InferredSlot) ProtoMessage() {}
+
+func (x *InferredSlot) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InferredSlot.ProtoReflect.Descriptor instead.
+func (*InferredSlot) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *InferredSlot) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *InferredSlot) GetAttribute() string {
+	if x != nil {
+		return x.Attribute
+	}
+	return ""
+}
+
+func (x *InferredSlot) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *InferredSlot) GetConfidence() float32 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
+func (x *InferredSlot) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
 var File_memevo_v1_memory_proto protoreflect.FileDescriptor
 
 const file_memevo_v1_memory_proto_rawDesc = "" +
@@ -1012,7 +1120,7 @@ const file_memevo_v1_memory_proto_rawDesc = "" +
 	"\trelevance\x18\x02 \x01(\x02R\trelevance\x12\x18\n" +
 	"\autility\x18\x03 \x01(\x02R\autility\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x02R\x04cost\x12\x14\n" +
-	"\x05value\x18\x05 \x01(\x02R\x05value\"\xc7\f\n" +
+	"\x05value\x18\x05 \x01(\x02R\x05value\"\xae\r\n" +
 	"\x06Memory\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12)\n" +
@@ -1063,10 +1171,20 @@ const file_memevo_v1_memory_proto_rawDesc = "" +
 	"\vstate_since\x18$ \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"stateSince\x12(\n" +
 	"\x10state_since_turn\x18% \x01(\x03R\x0estateSinceTurn\x12H\n" +
-	"\x12confirmed_valid_at\x18& \x01(\v2\x1a.google.protobuf.TimestampR\x10confirmedValidAt\x1a;\n" +
+	"\x12confirmed_valid_at\x18& \x01(\v2\x1a.google.protobuf.TimestampR\x10confirmedValidAt\x123\n" +
+	"\binferred\x18' \x01(\v2\x17.memevo.v1.InferredSlotR\binferred\x120\n" +
+	"\x14possibly_outdated_by\x18( \x01(\x04R\x12possiblyOutdatedBy\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xb3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +
+	"\fInferredSlot\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12\x1c\n" +
+	"\tattribute\x18\x02 \x01(\tR\tattribute\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\x04 \x01(\x02R\n" +
+	"confidence\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method*\xb3\x01\n" +
 	"\vMemoryState\x12\x1c\n" +
 	"\x18MEMORY_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MEMORY_STATE_ACTIVE\x10\x01\x12\x19\n" +
@@ -1103,7 +1221,7 @@ func file_memevo_v1_memory_proto_rawDescGZIP() []byte {
 }
 
 var file_memevo_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_memevo_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_memevo_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_memevo_v1_memory_proto_goTypes = []any{
 	(MemoryState)(0),              // 0: memevo.v1.MemoryState
 	(MemoryKind)(0),               // 1: memevo.v1.MemoryKind
@@ -1113,36 +1231,38 @@ var file_memevo_v1_memory_proto_goTypes = []any{
 	(*MemoryInput)(nil),           // 5: memevo.v1.MemoryInput
 	(*MemoryScores)(nil),          // 6: memevo.v1.MemoryScores
 	(*Memory)(nil),                // 7: memevo.v1.Memory
-	nil,                           // 8: memevo.v1.MemoryInput.MetadataEntry
-	nil,                           // 9: memevo.v1.Memory.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*InferredSlot)(nil),          // 8: memevo.v1.InferredSlot
+	nil,                           // 9: memevo.v1.MemoryInput.MetadataEntry
+	nil,                           // 10: memevo.v1.Memory.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_memevo_v1_memory_proto_depIdxs = []int32{
 	1,  // 0: memevo.v1.MemoryInput.kind:type_name -> memevo.v1.MemoryKind
 	3,  // 1: memevo.v1.MemoryInput.fact:type_name -> memevo.v1.Fact
 	2,  // 2: memevo.v1.MemoryInput.source:type_name -> memevo.v1.MemorySource
-	8,  // 3: memevo.v1.MemoryInput.metadata:type_name -> memevo.v1.MemoryInput.MetadataEntry
-	10, // 4: memevo.v1.MemoryInput.valid_from:type_name -> google.protobuf.Timestamp
+	9,  // 3: memevo.v1.MemoryInput.metadata:type_name -> memevo.v1.MemoryInput.MetadataEntry
+	11, // 4: memevo.v1.MemoryInput.valid_from:type_name -> google.protobuf.Timestamp
 	4,  // 5: memevo.v1.MemoryInput.reasoning_context:type_name -> memevo.v1.ReasoningContext
 	1,  // 6: memevo.v1.Memory.kind:type_name -> memevo.v1.MemoryKind
 	0,  // 7: memevo.v1.Memory.state:type_name -> memevo.v1.MemoryState
 	3,  // 8: memevo.v1.Memory.fact:type_name -> memevo.v1.Fact
 	2,  // 9: memevo.v1.Memory.source:type_name -> memevo.v1.MemorySource
-	9,  // 10: memevo.v1.Memory.metadata:type_name -> memevo.v1.Memory.MetadataEntry
-	10, // 11: memevo.v1.Memory.valid_from:type_name -> google.protobuf.Timestamp
-	10, // 12: memevo.v1.Memory.valid_to:type_name -> google.protobuf.Timestamp
-	10, // 13: memevo.v1.Memory.recorded_at:type_name -> google.protobuf.Timestamp
-	10, // 14: memevo.v1.Memory.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 10: memevo.v1.Memory.metadata:type_name -> memevo.v1.Memory.MetadataEntry
+	11, // 11: memevo.v1.Memory.valid_from:type_name -> google.protobuf.Timestamp
+	11, // 12: memevo.v1.Memory.valid_to:type_name -> google.protobuf.Timestamp
+	11, // 13: memevo.v1.Memory.recorded_at:type_name -> google.protobuf.Timestamp
+	11, // 14: memevo.v1.Memory.updated_at:type_name -> google.protobuf.Timestamp
 	4,  // 15: memevo.v1.Memory.reasoning_context:type_name -> memevo.v1.ReasoningContext
-	10, // 16: memevo.v1.Memory.last_access_at:type_name -> google.protobuf.Timestamp
+	11, // 16: memevo.v1.Memory.last_access_at:type_name -> google.protobuf.Timestamp
 	6,  // 17: memevo.v1.Memory.scores:type_name -> memevo.v1.MemoryScores
-	10, // 18: memevo.v1.Memory.state_since:type_name -> google.protobuf.Timestamp
-	10, // 19: memevo.v1.Memory.confirmed_valid_at:type_name -> google.protobuf.Timestamp
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	11, // 18: memevo.v1.Memory.state_since:type_name -> google.protobuf.Timestamp
+	11, // 19: memevo.v1.Memory.confirmed_valid_at:type_name -> google.protobuf.Timestamp
+	8,  // 20: memevo.v1.Memory.inferred:type_name -> memevo.v1.InferredSlot
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_proto_init() }
@@ -1157,7 +1277,7 @@ func file_memevo_v1_memory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_proto_rawDesc), len(file_memevo_v1_memory_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

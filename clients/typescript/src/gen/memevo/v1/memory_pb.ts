@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/memory.proto.
  */
 export const file_memevo_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1ldm8vdjEvbWVtb3J5LnByb3RvEgltZW1ldm8udjEiKAoERmFjdBIRCglhdHRyaWJ1dGUYASABKAkSDQoFdmFsdWUYAiABKAkiNAoQUmVhc29uaW5nQ29udGV4dBISCgptZW1vcnlfaWRzGAEgAygEEgwKBHRleHQYAiABKAkimwQKC01lbW9yeUlucHV0Eg8KB2NvbnRlbnQYASABKAkSDgoGdmVjdG9yGAIgASgMEhEKCW5hbWVzcGFjZRgDIAEoCRIjCgRraW5kGAQgASgOMhUubWVtZXZvLnYxLk1lbW9yeUtpbmQSDgoGZW50aXR5GAUgASgJEg0KBXRvcGljGAYgASgJEh0KBGZhY3QYByABKAsyDy5tZW1ldm8udjEuRmFjdBInCgZzb3VyY2UYCCABKA4yFy5tZW1ldm8udjEuTWVtb3J5U291cmNlEhcKCmNvbmZpZGVuY2UYCSABKAJIAIgBARISCgppbXBvcnRhbmNlGAogASgNEgwKBHRhZ3MYCyADKAkSNgoIbWV0YWRhdGEYDCADKAsyJC5tZW1ldm8udjEuTWVtb3J5SW5wdXQuTWV0YWRhdGFFbnRyeRIuCgp2YWxpZF9mcm9tGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIZChFmcmFtZXdvcmtfdmVyc2lvbhgOIAEoCRI2ChFyZWFzb25pbmdfY29udGV4dBgPIAEoCzIbLm1lbWV2by52MS5SZWFzb25pbmdDb250ZXh0EhYKDnRhc2tfc2lnbmF0dXJlGBAgASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUINCgtfY29uZmlkZW5jZSJhCgxNZW1vcnlTY29yZXMSEAoIYWNjdXJhY3kYASABKAISEQoJcmVsZXZhbmNlGAIgASgCEg8KB3V0aWxpdHkYAyABKAISDAoEY29zdBgEIAEoAhINCgV2YWx1ZRgFIAEoAiKWCQoGTWVtb3J5EgoKAmlkGAEgASgEEhEKCW5hbWVzcGFjZRgCIAEoCRIjCgRraW5kGAMgASgOMhUubWVtZXZvLnYxLk1lbW9yeUtpbmQSJQoFc3RhdGUYBCABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSDwoHY29udGVudBgFIAEoCRIOCgZ2ZWN0b3IYBiABKAwSDgoGZW50aXR5GAcgASgJEg0KBXRvcGljGAggASgJEh0KBGZhY3QYCSABKAsyDy5tZW1ldm8udjEuRmFjdBInCgZzb3VyY2UYCiABKA4yFy5tZW1ldm8udjEuTWVtb3J5U291cmNlEhIKCmNvbmZpZGVuY2UYCyABKAISEgoKaW1wb3J0YW5jZRgMIAEoDRIMCgR0YWdzGA0gAygJEjEKCG1ldGFkYXRhGA4gAygLMh8ubWVtZXZvLnYxLk1lbW9yeS5NZXRhZGF0YUVudHJ5Ei4KCnZhbGlkX2Zyb20YDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCHZhbGlkX3RvGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZWNvcmRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdHVybhgTIAEoAxIZChFmcmFtZXdvcmtfdmVyc2lvbhgUIAEoCRI2ChFyZWFzb25pbmdfY29udGV4dBgVIAEoCzIbLm1lbWV2by52MS5SZWFzb25pbmdDb250ZXh0EhYKDnRhc2tfc2lnbmF0dXJlGBYgASgJEhIKCnN1cGVyc2VkZXMYFyADKAQSFQoNc3VwZXJzZWRlZF9ieRgYIAEoBBIZChFjb25zb2xpZGF0ZWRfaW50bxgZIAEoBBIPCgdtZW1iZXJzGBogAygEEhQKDGFjY2Vzc19jb3VudBgbIAEoBBIyCg5sYXN0X2FjY2Vzc19hdBgcIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQbGFzdF9hY2Nlc3NfdHVybhgdIAEoAxIRCglzdWNjZXNzZXMYHiABKAESEAoIZmFpbHVyZXMYHyABKAESJwoGc2NvcmVzGCAgASgLMhcubWVtZXZvLnYxLk1lbW9yeVNjb3JlcxIQCghzZXF1ZW5jZRghIAEoBBIVCg1pbmNvbnNpc3RlbmN5GCIgASgCEhIKCmRlbW90ZWRfYnkYIyABKAQSLwoLc3RhdGVfc2luY2UYJCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHN0YXRlX3NpbmNlX3R1cm4YJSABKAMSNgoSY29uZmlybWVkX3ZhbGlkX2F0GCYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqswEKC01lbW9yeVN0YXRlEhwKGE1FTU9SWV9TVEFURV9VTlNQRUNJRklFRBAAEhcKE01FTU9SWV9TVEFURV9BQ1RJVkUQARIZChVNRU1PUllfU1RBVEVfQVJDSElWRUQQAhIdChlNRU1PUllfU1RBVEVfQ09OU09MSURBVEVEEAMSGQoVTUVNT1JZX1NUQVRFX09CU09MRVRFEAQSGAoUTUVNT1JZX1NUQVRFX0VWSUNURUQQBSqrAQoKTWVtb3J5S2luZBIbChdNRU1PUllfS0lORF9VTlNQRUNJRklFRBAAEhQKEE1FTU9SWV9LSU5EX0ZBQ1QQARIaChZNRU1PUllfS0lORF9QUkVGRVJFTkNFEAISFwoTTUVNT1JZX0tJTkRfRVBJU09ERRADEhgKFE1FTU9SWV9LSU5EX1NUUkFURUdZEAQSGwoXTUVNT1JZX0tJTkRfQUJTVFJBQ1RJT04QBSrJAQoMTWVtb3J5U291cmNlEh0KGU1FTU9SWV9TT1VSQ0VfVU5TUEVDSUZJRUQQABIdChlNRU1PUllfU09VUkNFX1RPT0xfUkVTVUxUEAESIAocTUVNT1JZX1NPVVJDRV9VU0VSX1NUQVRFTUVOVBACEiEKHU1FTU9SWV9TT1VSQ0VfQUdFTlRfSU5GRVJFTkNFEAMSHAoYTUVNT1JZX1NPVVJDRV9SRUZMRUNUSU9OEAQSGAoUTUVNT1JZX1NPVVJDRV9JTVBPUlQQBWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChZtZW1ldm8vdjEvbWVtb3J5LnByb3RvEgltZW1ldm8udjEiKAoERmFjdBIRCglhdHRyaWJ1dGUYASABKAkSDQoFdmFsdWUYAiABKAkiNAoQUmVhc29uaW5nQ29udGV4dBISCgptZW1vcnlfaWRzGAEgAygEEgwKBHRleHQYAiABKAkimwQKC01lbW9yeUlucHV0Eg8KB2NvbnRlbnQYASABKAkSDgoGdmVjdG9yGAIgASgMEhEKCW5hbWVzcGFjZRgDIAEoCRIjCgRraW5kGAQgASgOMhUubWVtZXZvLnYxLk1lbW9yeUtpbmQSDgoGZW50aXR5GAUgASgJEg0KBXRvcGljGAYgASgJEh0KBGZhY3QYByABKAsyDy5tZW1ldm8udjEuRmFjdBInCgZzb3VyY2UYCCABKA4yFy5tZW1ldm8udjEuTWVtb3J5U291cmNlEhcKCmNvbmZpZGVuY2UYCSABKAJIAIgBARISCgppbXBvcnRhbmNlGAogASgNEgwKBHRhZ3MYCyADKAkSNgoIbWV0YWRhdGEYDCADKAsyJC5tZW1ldm8udjEuTWVtb3J5SW5wdXQuTWV0YWRhdGFFbnRyeRIuCgp2YWxpZF9mcm9tGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIZChFmcmFtZXdvcmtfdmVyc2lvbhgOIAEoCRI2ChFyZWFzb25pbmdfY29udGV4dBgPIAEoCzIbLm1lbWV2by52MS5SZWFzb25pbmdDb250ZXh0EhYKDnRhc2tfc2lnbmF0dXJlGBAgASgJGi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUINCgtfY29uZmlkZW5jZSJhCgxNZW1vcnlTY29yZXMSEAoIYWNjdXJhY3kYASABKAISEQoJcmVsZXZhbmNlGAIgASgCEg8KB3V0aWxpdHkYAyABKAISDAoEY29zdBgEIAEoAhINCgV2YWx1ZRgFIAEoAiLfCQoGTWVtb3J5EgoKAmlkGAEgASgEEhEKCW5hbWVzcGFjZRgCIAEoCRIjCgRraW5kGAMgASgOMhUubWVtZXZvLnYxLk1lbW9yeUtpbmQSJQoFc3RhdGUYBCABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSDwoHY29udGVudBgFIAEoCRIOCgZ2ZWN0b3IYBiABKAwSDgoGZW50aXR5GAcgASgJEg0KBXRvcGljGAggASgJEh0KBGZhY3QYCSABKAsyDy5tZW1ldm8udjEuRmFjdBInCgZzb3VyY2UYCiABKA4yFy5tZW1ldm8udjEuTWVtb3J5U291cmNlEhIKCmNvbmZpZGVuY2UYCyABKAISEgoKaW1wb3J0YW5jZRgMIAEoDRIMCgR0YWdzGA0gAygJEjEKCG1ldGFkYXRhGA4gAygLMh8ubWVtZXZvLnYxLk1lbW9yeS5NZXRhZGF0YUVudHJ5Ei4KCnZhbGlkX2Zyb20YDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCHZhbGlkX3RvGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtyZWNvcmRlZF9hdBgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdHVybhgTIAEoAxIZChFmcmFtZXdvcmtfdmVyc2lvbhgUIAEoCRI2ChFyZWFzb25pbmdfY29udGV4dBgVIAEoCzIbLm1lbWV2by52MS5SZWFzb25pbmdDb250ZXh0EhYKDnRhc2tfc2lnbmF0dXJlGBYgASgJEhIKCnN1cGVyc2VkZXMYFyADKAQSFQoNc3VwZXJzZWRlZF9ieRgYIAEoBBIZChFjb25zb2xpZGF0ZWRfaW50bxgZIAEoBBIPCgdtZW1iZXJzGBogAygEEhQKDGFjY2Vzc19jb3VudBgbIAEoBBIyCg5sYXN0X2FjY2Vzc19hdBgcIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQbGFzdF9hY2Nlc3NfdHVybhgdIAEoAxIRCglzdWNjZXNzZXMYHiABKAESEAoIZmFpbHVyZXMYHyABKAESJwoGc2NvcmVzGCAgASgLMhcubWVtZXZvLnYxLk1lbW9yeVNjb3JlcxIQCghzZXF1ZW5jZRghIAEoBBIVCg1pbmNvbnNpc3RlbmN5GCIgASgCEhIKCmRlbW90ZWRfYnkYIyABKAQSLwoLc3RhdGVfc2luY2UYJCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHN0YXRlX3NpbmNlX3R1cm4YJSABKAMSNgoSY29uZmlybWVkX3ZhbGlkX2F0GCYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCghpbmZlcnJlZBgnIAEoCzIXLm1lbWV2by52MS5JbmZlcnJlZFNsb3QSHAoUcG9zc2libHlfb3V0ZGF0ZWRfYnkYKCABKAQaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImQKDEluZmVycmVkU2xvdBIOCgZlbnRpdHkYASABKAkSEQoJYXR0cmlidXRlGAIgASgJEg0KBXZhbHVlGAMgASgJEhIKCmNvbmZpZGVuY2UYBCABKAISDgoGbWV0aG9kGAUgASgJKrMBCgtNZW1vcnlTdGF0ZRIcChhNRU1PUllfU1RBVEVfVU5TUEVDSUZJRUQQABIXChNNRU1PUllfU1RBVEVfQUNUSVZFEAESGQoVTUVNT1JZX1NUQVRFX0FSQ0hJVkVEEAISHQoZTUVNT1JZX1NUQVRFX0NPTlNPTElEQVRFRBADEhkKFU1FTU9SWV9TVEFURV9PQlNPTEVURRAEEhgKFE1FTU9SWV9TVEFURV9FVklDVEVEEAUqqwEKCk1lbW9yeUtpbmQSGwoXTUVNT1JZX0tJTkRfVU5TUEVDSUZJRUQQABIUChBNRU1PUllfS0lORF9GQUNUEAESGgoWTUVNT1JZX0tJTkRfUFJFRkVSRU5DRRACEhcKE01FTU9SWV9LSU5EX0VQSVNPREUQAxIYChRNRU1PUllfS0lORF9TVFJBVEVHWRAEEhsKF01FTU9SWV9LSU5EX0FCU1RSQUNUSU9OEAUqyQEKDE1lbW9yeVNvdXJjZRIdChlNRU1PUllfU09VUkNFX1VOU1BFQ0lGSUVEEAASHQoZTUVNT1JZX1NPVVJDRV9UT09MX1JFU1VMVBABEiAKHE1FTU9SWV9TT1VSQ0VfVVNFUl9TVEFURU1FTlQQAhIhCh1NRU1PUllfU09VUkNFX0FHRU5UX0lORkVSRU5DRRADEhwKGE1FTU9SWV9TT1VSQ0VfUkVGTEVDVElPThAEEhgKFE1FTU9SWV9TT1VSQ0VfSU1QT1JUEAViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * A structured fact: the attribute of the memory's entity and its value.
@@ -504,6 +504,22 @@ export type Memory = Message<"memevo.v1.Memory"> & {
    * @generated from field: google.protobuf.Timestamp confirmed_valid_at = 38;
    */
   confirmedValidAt?: Timestamp | undefined;
+
+  /**
+   * What perception inferred this memory states when the client gave no fact key (or no entity); unset when
+   * nothing was inferred. Recall reads the inferred entity and attribute as it reads declared ones.
+   *
+   * @generated from field: memevo.v1.InferredSlot inferred = 39;
+   */
+  inferred?: InferredSlot | undefined;
+
+  /**
+   * A newer memory that may replace this one (a soft conflict: the same slot was inferred with too little
+   * certainty to retire it). Recall ranks this memory lower and its hint names that memory; 0 when none.
+   *
+   * @generated from field: uint64 possibly_outdated_by = 40;
+   */
+  possiblyOutdatedBy: bigint;
 };
 
 /**
@@ -512,6 +528,61 @@ export type Memory = Message<"memevo.v1.Memory"> & {
  */
 export const MemorySchema: GenMessage<Memory> = /*@__PURE__*/
   messageDesc(file_memevo_v1_memory, 4);
+
+/**
+ * The slot (entity, attribute) a plain-text memory fills, inferred at write time from the namespace's own data:
+ * the keyed facts already stored (what each attribute's statements look like) and same-entity statements that
+ * share a template and differ in one span. A confident inference supersedes the slot's current memory as a
+ * fact key would, in both directions between keyed and text memories.
+ *
+ * @generated from message memevo.v1.InferredSlot
+ */
+export type InferredSlot = Message<"memevo.v1.InferredSlot"> & {
+  /**
+   * Entity the memory is about: the declared one, or one whose name (from its entity id) the text says.
+   *
+   * @generated from field: string entity = 1;
+   */
+  entity: string;
+
+  /**
+   * Attribute the statement sets, as the namespace's keyed facts name it; empty when the slot is known only
+   * as "the same as another statement" (a same-template statement in a namespace that sent no keys).
+   *
+   * @generated from field: string attribute = 2;
+   */
+  attribute: string;
+
+  /**
+   * The value the statement gives: the span that differs from its template; empty when unknown.
+   *
+   * @generated from field: string value = 3;
+   */
+  value: string;
+
+  /**
+   * In [0, 1]: how sure perception is that the memory states this slot.
+   *
+   * @generated from field: float confidence = 4;
+   */
+  confidence: number;
+
+  /**
+   * How it was inferred: "template" (the statement matches the template of the attribute's keyed facts),
+   * "same template" (it differs from another statement of the same entity, or of the same text without an
+   * entity, in one span), "similarity" (vector evidence: near the slot's statement and its attribute's facts).
+   *
+   * @generated from field: string method = 5;
+   */
+  method: string;
+};
+
+/**
+ * Describes the message memevo.v1.InferredSlot.
+ * Use `create(InferredSlotSchema)` to create a new message.
+ */
+export const InferredSlotSchema: GenMessage<InferredSlot> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory, 5);
 
 /**
  * The lifecycle state of a memory (DESIGN §3).

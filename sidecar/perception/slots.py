@@ -1,0 +1,362 @@
+"""Slots of plain-text statements: which (entity, attribute) a memory written without a fact key fills.
+
+Most agents write sentences, not fact keys. A statement about an entity still
+fills a slot — "Viktor said: answer me in French from now on." sets Viktor's
+language — and a newer statement of the same slot retires the older one, as a
+new value of a fact key does. Nothing here uses a model or an LLM; the
+evidence is the namespace's own data, read at write time:
+
+- **Entity names** (:class:`EntityNames`): an entity id names its entity
+  ("user:viktor-petrov" → "viktor petrov"); a text that says the whole name,
+  or a capitalised word of it that no other entity's name has ("Viktor"), is
+  about that entity.
+- **Templates of keyed facts** (:class:`Templates`): a keyed fact's text with
+  its entity's name and its value cut out ("<e> now listens on port <v>") is
+  how that attribute is said in this namespace; a text that matches it states
+  that attribute, and the span where the value was is its value. More keyed
+  facts, more templates: the inference improves as keys accumulate.
+- **Same template, one span different** (:func:`differing_spans`): two
+  statements of one entity (or two texts without an entity) that differ in a
+  single short span are two values of one slot ("Escalations about X go to
+  Ana." / "... go to Bo.") — which needs no key at all.
+- **Vectors** (:class:`AttributeCentroids`): how near a text lies to each
+  attribute's keyed facts (centred means per entity type), for statements no
+  template covers; weaker evidence, used for soft conflicts.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+ENTITY_MARK = "<e>"
+"""Stands for the entity's name in a template."""
+VALUE_MARK = "<v>"
+"""Stands for the value in a template."""
+MAX_VALUE_TOKENS = 8
+"""Longest value span, in words: a longer differing span is another statement, not another value."""
+MIN_FIXED_TOKENS = 2
+"""Words a template must fix besides the entity and the value ("<e> <v>" says nothing about an attribute)."""
+PAIR_FIXED_SHARE = 0.6
+"""Two texts are one template with two values when their common head and tail hold this share of the longer."""
+PAIR_MIN_FIXED = 3
+"""... and at least this many words."""
+TEMPLATE_AGREEMENT = 0.9
+"""A template names an attribute when at least this share of the keyed facts that used it set that attribute."""
+MAX_TEMPLATES = 200_000
+"""Templates kept per namespace (a bound on RAM; the newest keyed facts' templates are the ones learnt)."""
+NAME_WORD_MIN_CHARS = 3
+"""A single word of a name identifies its entity only when it has this many characters."""
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_PUNCTUATION = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def normalise_text(text: str) -> str:
+    """Case-, width- and punctuation-insensitive form, for "the same statement" checks."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_PUNCTUATION.sub(" ", folded).split())
+
+
+def words(text: str) -> list[str]:
+    """The text's words, as ``normalise_text`` keeps them."""
+    return normalise_text(text).split()
+
+
+def _cased_words(text: str) -> list[str]:
+    return _WORD.findall(unicodedata.normalize("NFKC", text).replace("_", " "))
+
+
+def name_of(entity: str) -> tuple[str, ...]:
+    """The words of an entity id's name: "user:viktor-petrov" → ("viktor", "petrov")."""
+    return tuple(words(entity.rsplit(":", 1)[-1]))
+
+
+def type_of(entity: str) -> str:
+    """An entity id's type: "user" of "user:viktor-petrov"; empty without a colon."""
+    return entity.split(":", 1)[0] if ":" in entity else ""
+
+
+@dataclass(frozen=True)
+class Mention:
+    """Where a text names an entity: words ``start`` to ``end`` (exclusive)."""
+
+    entity: str
+    start: int
+    end: int
+
+
+class EntityNames:
+    """The names of a namespace's entities, to find which one a text is about.
+
+    Not thread-safe: used under the commit lock.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[str, tuple[str, ...]] = {}
+        self._by_first: dict[str, list[str]] = {}
+        self._word_owners: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def add(self, entity: str) -> None:
+        """Learn an entity id (idempotent)."""
+        if entity in self._names:
+            return
+        name = name_of(entity)
+        if not name:
+            return
+        self._names[entity] = name
+        self._by_first.setdefault(name[0], []).append(entity)
+        for word in set(name):
+            self._word_owners.setdefault(word, set()).add(entity)
+
+    def mentions(self, text: str, only: str = "") -> list[Mention]:
+        """Every place the text names a known entity (``only``: that entity alone), longest first at a place.
+
+        The whole name matches anywhere; one word of a name matches when no other
+        entity's name has it, it is long enough and the text capitalises it as a
+        proper noun ("Viktor", not "API" nor "billing").
+        """
+        tokens = _cased_words(text)
+        folded = [t.casefold() for t in tokens]
+        found: list[Mention] = []
+        position = 0
+        while position < len(folded):
+            best: Mention | None = None
+            for entity in self._by_first.get(folded[position], ()):
+                if only and entity != only:
+                    continue
+                name = self._names[entity]
+                if tuple(folded[position : position + len(name)]) == name and (
+                    best is None or len(name) > best.end - best.start
+                ):
+                    best = Mention(entity, position, position + len(name))
+            if best is None:
+                word, cased = folded[position], tokens[position]
+                owners = self._word_owners.get(word)
+                if (
+                    owners is not None
+                    and len(owners) == 1
+                    and len(word) >= NAME_WORD_MIN_CHARS
+                    and cased[:1].isupper()
+                    and not cased.isupper()
+                ):
+                    (entity,) = owners
+                    if not only or entity == only:
+                        best = Mention(entity, position, position + 1)
+            if best is not None:
+                found.append(best)
+                position = best.end
+            else:
+                position += 1
+        return found
+
+
+def masked(tokens: Sequence[str], mentions: Iterable[Mention], entity: str) -> list[str]:
+    """``tokens`` with each mention of ``entity`` replaced by ENTITY_MARK."""
+    out: list[str] = []
+    position = 0
+    for mention in sorted((m for m in mentions if m.entity == entity), key=lambda m: m.start):
+        out.extend(tokens[position : mention.start])
+        out.append(ENTITY_MARK)
+        position = mention.end
+    out.extend(tokens[position:])
+    return out
+
+
+def _find(tokens: Sequence[str], part: Sequence[str]) -> int:
+    """The last position where ``part`` occurs in ``tokens``; -1 when nowhere."""
+    size = len(part)
+    for start in range(len(tokens) - size, -1, -1):
+        if list(tokens[start : start + size]) == list(part):
+            return start
+    return -1
+
+
+def template_of(tokens: Sequence[str], value: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(head, tail) around the value's words in ``tokens``, or None when the value is not there or too long."""
+    if not value or len(value) > MAX_VALUE_TOKENS:
+        return None
+    start = _find(tokens, value)
+    if start < 0:
+        return None
+    head, tail = tuple(tokens[:start]), tuple(tokens[start + len(value) :])
+    fixed = sum(1 for t in head + tail if t != ENTITY_MARK)
+    return (head, tail) if fixed >= MIN_FIXED_TOKENS else None
+
+
+def fits(template: tuple[tuple[str, ...], tuple[str, ...]], tokens: Sequence[str]) -> bool:
+    """Whether ``tokens`` are ``template`` (head, tail) with a value of 1..MAX_VALUE_TOKENS words between."""
+    head, tail = template
+    middle = len(tokens) - len(head) - len(tail)
+    return (
+        1 <= middle <= MAX_VALUE_TOKENS
+        and tuple(tokens[: len(head)]) == head
+        and (not tail or tuple(tokens[len(tokens) - len(tail) :]) == tail)
+    )
+
+
+@dataclass(frozen=True)
+class TemplateMatch:
+    """A text that matches a learnt template: the attribute, its value's words, and how sure."""
+
+    attribute: str
+    value: tuple[str, ...]
+    confidence: float
+    fixed: int
+    """Words the template fixed: the longer, the more specific."""
+
+
+class Templates:
+    """How a namespace's keyed facts are worded, by attribute: head and tail around the value.
+
+    Not thread-safe: used under the commit lock.
+    """
+
+    def __init__(self) -> None:
+        self._by_head: dict[tuple[str, ...], dict[tuple[str, ...], Counter[str]]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def learn(self, tokens: Sequence[str], value: Sequence[str], attribute: str) -> None:
+        """Learn the template of a keyed fact (``tokens`` with its entity masked, ``value`` its value's words)."""
+        found = template_of(tokens, value)
+        if found is None:
+            return
+        head, tail = found
+        tails = self._by_head.setdefault(head, {})
+        counts = tails.get(tail)
+        if counts is None:
+            if self._count >= MAX_TEMPLATES:
+                return
+            counts = tails[tail] = Counter()
+            self._count += 1
+        counts[attribute] += 1
+
+    def match(self, tokens: Sequence[str]) -> TemplateMatch | None:
+        """The most specific learnt template ``tokens`` fit, with one value span of 1..MAX_VALUE_TOKENS words."""
+        best: TemplateMatch | None = None
+        size = len(tokens)
+        for cut in range(size):
+            tails = self._by_head.get(tuple(tokens[:cut]))
+            if not tails:
+                continue
+            for tail, counts in tails.items():
+                middle = size - cut - len(tail)
+                if not 1 <= middle <= MAX_VALUE_TOKENS or tuple(tokens[size - len(tail) :] if tail else ()) != tail:
+                    continue
+                fixed = sum(1 for t in tokens[:cut] if t != ENTITY_MARK) + sum(1 for t in tail if t != ENTITY_MARK)
+                if best is not None and fixed <= best.fixed:
+                    continue
+                attribute, votes = counts.most_common(1)[0]
+                share = votes / sum(counts.values())
+                if share < TEMPLATE_AGREEMENT:
+                    continue
+                value = tuple(tokens[cut : size - len(tail)])
+                best = TemplateMatch(attribute, value, share, fixed)
+        return best
+
+
+def differing_spans(first: Sequence[str], second: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The one span in which two texts differ, when they share the rest: (span of first, span of second).
+
+    None when they are equal, or differ in more than a short span: the common
+    head and tail must hold PAIR_FIXED_SHARE of the longer text and at least
+    PAIR_MIN_FIXED words, and neither span may exceed MAX_VALUE_TOKENS words.
+    """
+    limit = min(len(first), len(second))
+    head = 0
+    while head < limit and first[head] == second[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and first[len(first) - 1 - tail] == second[len(second) - 1 - tail]:
+        tail += 1
+    span_a = tuple(first[head : len(first) - tail])
+    span_b = tuple(second[head : len(second) - tail])
+    if not span_a and not span_b:
+        return None
+    fixed = sum(1 for t in first[:head] if t != ENTITY_MARK) + sum(
+        1 for t in first[len(first) - tail :] if t != ENTITY_MARK
+    )
+    longer = max(len(first), len(second))
+    if fixed < PAIR_MIN_FIXED or fixed < PAIR_FIXED_SHARE * longer:
+        return None
+    if len(span_a) > MAX_VALUE_TOKENS or len(span_b) > MAX_VALUE_TOKENS or not span_a or not span_b:
+        return None
+    return span_a, span_b
+
+
+class AttributeCentroids:
+    """Per entity type, the mean direction of each attribute's keyed facts, centred on all of them.
+
+    The entity's name and the value differ from fact to fact and mostly cancel in
+    a mean; what stays is how the attribute is said. Centring on the mean of
+    every keyed fact of the type removes what all of them share.
+    """
+
+    def __init__(self) -> None:
+        self._sums: dict[tuple[str, str], npt.NDArray[np.float64]] = {}
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._cache: dict[str, tuple[list[str], npt.NDArray[np.float32], npt.NDArray[np.float32]] | None] = {}
+
+    def add(self, kind: str, attribute: str, unit: npt.NDArray[np.float32]) -> None:
+        """Count one keyed fact's unit vector."""
+        key = (kind, attribute)
+        total = self._sums.get(key)
+        if total is None:
+            total = self._sums[key] = np.zeros(unit.shape[0], dtype=np.float64)
+        total += unit
+        self._counts[key] += 1
+        self._cache.pop(kind, None)
+
+    def _table(self, kind: str) -> tuple[list[str], npt.NDArray[np.float32], npt.NDArray[np.float32]] | None:
+        if kind in self._cache:
+            return self._cache[kind]
+        keys = [key for key in self._sums if key[0] == kind]
+        table = None
+        if len(keys) >= 2:
+            sums = np.stack([self._sums[k] for k in keys])
+            counts = np.asarray([self._counts[k] for k in keys], dtype=np.float64)
+            centre = sums.sum(axis=0) / counts.sum()
+            means = sums / counts[:, None] - centre
+            norms = np.linalg.norm(means, axis=1, keepdims=True)
+            directions = (means / np.maximum(norms, 1e-9)).astype(np.float32)
+            table = ([k[1] for k in keys], directions, centre.astype(np.float32))
+        self._cache[kind] = table
+        return table
+
+    def margin(self, kind: str, attribute: str, unit: npt.NDArray[np.float32]) -> float | None:
+        """How much nearer ``unit`` lies to ``attribute`` than to the nearest other attribute of the type.
+
+        None when the type has fewer than two attributes with keyed facts, or none of ``attribute``.
+        """
+        table = self._table(kind)
+        if table is None:
+            return None
+        names, directions, centre = table
+        if attribute not in names:
+            return None
+        scores = directions @ (unit - centre)
+        own = names.index(attribute)
+        others = np.delete(scores, own)
+        return float(scores[own] - others.max())
+
+    def best(self, kind: str, unit: npt.NDArray[np.float32]) -> tuple[str, float] | None:
+        """The attribute ``unit`` lies nearest to, and its margin over the next; None without two attributes."""
+        table = self._table(kind)
+        if table is None:
+            return None
+        names, directions, centre = table
+        scores = directions @ (unit - centre)
+        order = np.argsort(-scores)
+        return names[int(order[0])], float(scores[order[0]] - scores[order[1]])

@@ -1,0 +1,177 @@
+"""Slots of plain-text statements over gRPC: a statement without a fact key retires the one it replaces.
+
+A memory about an entity (declared, or named in its text) without a fact key
+gets an inferred slot from the namespace's own data — the templates of its
+keyed facts, or another statement of the entity worded the same way with
+another value — and supersedes that slot's current memory in either
+direction between keyed and text, with the reason on the change log. Events
+(episodes) that merely repeat a wording are never retired that way. Each
+test works in its own namespace of one shared sidecar; vectors are near one
+direction so that only the texts decide.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import Sidecar
+from google.protobuf.timestamp_pb2 import Timestamp
+from helpers import memory, pack, stub
+
+from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2
+
+pytestmark = pytest.mark.integration
+
+ACTIVE = memory_pb2.MEMORY_STATE_ACTIVE
+OBSOLETE = memory_pb2.MEMORY_STATE_OBSOLETE
+FACT = memory_pb2.MEMORY_KIND_FACT
+EPISODE = memory_pb2.MEMORY_KIND_EPISODE
+SUPERSEDED = memory_service_pb2.WRITE_OUTCOME_SUPERSEDED_PREVIOUS
+CONFIRMED = memory_service_pb2.WRITE_OUTCOME_CONFIRMED
+
+
+def near(seed: int, count: int) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal(8)
+    return [pack(base + 0.05 * rng.standard_normal(8)) for _ in range(count)]
+
+
+def remember(service: Any, content: str, vector: bytes, **fields: Any) -> memory_service_pb2.WriteResult:
+    return service.Remember(memory_service_pb2.RememberRequest(memory=memory(content, vector, **fields))).result
+
+
+def get(service: Any, memory_id: int) -> memory_pb2.Memory:
+    return service.Get(memory_service_pb2.GetRequest(ids=[memory_id])).memories[0]
+
+
+def at(seconds: int) -> Timestamp:
+    return Timestamp(seconds=seconds)
+
+
+@pytest.fixture(scope="module")
+def service(shared_sidecar: Sidecar) -> Any:
+    return stub(shared_sidecar.unix_target)
+
+
+def test_a_same_template_statement_with_another_value_retires_the_older(service: Any) -> None:
+    ns = "slots-pair"
+    vectors = near(1, 2)
+    old = remember(service, "Escalations about billing go to Ana.", vectors[0], namespace=ns, kind=FACT,
+                   entity="user:ana-lee", valid_from=at(1_000))  # fmt: skip
+    new = remember(service, "Escalations about billing go to Bo.", vectors[1], namespace=ns, kind=FACT,
+                   entity="user:ana-lee", valid_from=at(2_000))  # fmt: skip
+    assert new.outcome == SUPERSEDED
+    assert list(new.affected_ids) == [old.memory.id]
+    retired = get(service, old.memory.id)
+    assert retired.state == OBSOLETE
+    assert retired.superseded_by == new.memory.id
+    assert retired.valid_to.seconds == 2_000
+    assert new.memory.inferred.method == "same template"
+    assert new.memory.inferred.value == "bo"
+    events = service.History(memory_service_pb2.HistoryRequest(memory_id=old.memory.id)).events
+    reasons = [e.reason for e in events if e.type == events_pb2.CHANGE_EVENT_TYPE_SUPERSEDED]
+    assert reasons
+    assert "inferred" in reasons[-1]
+
+
+def test_a_late_same_template_statement_becomes_history(service: Any) -> None:
+    ns = "slots-late"
+    vectors = near(2, 2)
+    current = remember(service, "The on-call phone for Vega is 555-0101.", vectors[0], namespace=ns, kind=FACT,
+                       entity="project:vega", valid_from=at(5_000))  # fmt: skip
+    late = remember(service, "The on-call phone for Vega is 555-0199.", vectors[1], namespace=ns, kind=FACT,
+                    entity="project:vega", valid_from=at(1_000))  # fmt: skip
+    assert late.memory.state == OBSOLETE
+    assert late.memory.superseded_by == current.memory.id
+    assert get(service, current.memory.id).state == ACTIVE
+
+
+def test_text_matching_a_keyed_template_retires_the_keyed_fact_and_a_keyed_fact_retires_text(service: Any) -> None:
+    ns = "slots-keyed"
+    vectors = near(3, 5)
+    # Two entities' keyed facts teach the template "<e> now listens on port <v>".
+    remember(service, "billing-api now listens on port 8080.", vectors[0], namespace=ns, kind=FACT,
+             entity="service:billing-api", fact=memory_pb2.Fact(attribute="port", value="8080"),
+             valid_from=at(1_000))  # fmt: skip
+    keyed = remember(service, "search-api now listens on port 9000.", vectors[1], namespace=ns, kind=FACT,
+                     entity="service:search-api", fact=memory_pb2.Fact(attribute="port", value="9000"),
+                     valid_from=at(1_000))  # fmt: skip
+    # Text naming the entity only in its words: the name is found, the template gives the attribute and value.
+    text = remember(service, "search-api now listens on port 9443.", vectors[2], namespace=ns, kind=FACT,
+                    valid_from=at(2_000))  # fmt: skip
+    assert text.outcome == SUPERSEDED
+    assert get(service, keyed.memory.id).state == OBSOLETE
+    inferred = text.memory.inferred
+    assert (inferred.entity, inferred.attribute, inferred.value, inferred.method) == (
+        "service:search-api",
+        "port",
+        "9443",
+        "template",
+    )
+    # The key has no current keyed value now; a new keyed value retires the text statement in turn.
+    again = remember(service, "Moved search-api: it now listens on port 7000.", vectors[3], namespace=ns, kind=FACT,
+                     entity="service:search-api", fact=memory_pb2.Fact(attribute="port", value="7000"),
+                     valid_from=at(3_000))  # fmt: skip
+    assert get(service, text.memory.id).state == OBSOLETE
+    assert get(service, text.memory.id).superseded_by == again.memory.id
+    # Recall filtered by the entity finds the text statement's successor, never the retired ones.
+    found = service.Recall(memory_service_pb2.RecallRequest(
+        query_vector=vectors[4], k=10,
+        filter=memory_service_pb2.RecallFilter(namespace=ns, entity="service:search-api")))  # fmt: skip
+    assert [m.memory.id for m in found.memories] == [again.memory.id]
+
+
+def test_restating_the_current_value_in_text_confirms_it(service: Any) -> None:
+    ns = "slots-confirm"
+    vectors = near(4, 3)
+    remember(service, "geo-api now listens on port 81.", vectors[0], namespace=ns, kind=FACT,
+             entity="service:geo-api", fact=memory_pb2.Fact(attribute="port", value="81"))  # fmt: skip
+    keyed = remember(service, "tax-api now listens on port 82.", vectors[1], namespace=ns, kind=FACT,
+                     entity="service:tax-api", fact=memory_pb2.Fact(attribute="port", value="82"))  # fmt: skip
+    again = remember(service, "tax-api now listens on port 82 .", vectors[2], namespace=ns, kind=FACT)
+    assert again.outcome == CONFIRMED
+    assert again.memory.id == keyed.memory.id
+
+
+def test_repeated_events_and_other_entities_are_not_retired(service: Any) -> None:
+    ns = "slots-events"
+    vectors = near(5, 4)
+    first = remember(service, "Coffee chat with Ana about hiking.", vectors[0], namespace=ns, kind=EPISODE,
+                     entity="user:ana-lee")  # fmt: skip
+    remember(service, "Coffee chat with Ana about chess.", vectors[1], namespace=ns, kind=EPISODE,
+             entity="user:ana-lee")  # fmt: skip
+    assert get(service, first.memory.id).state == ACTIVE, "an event repeated with other details retires nothing"
+    mine = remember(service, "Escalations about billing go to Ana.", vectors[2], namespace=ns, kind=FACT,
+                    entity="user:ana-lee")  # fmt: skip
+    remember(service, "Escalations about billing go to Bo.", vectors[3], namespace=ns, kind=FACT,
+             entity="user:bo-kim")  # fmt: skip
+    assert get(service, mine.memory.id).state == ACTIVE, "another entity's statement is another slot"
+
+
+def test_multi_valued_attributes_keep_every_text_value(service: Any) -> None:
+    ns = "slots-multi"
+    policy = service.GetPolicy(memory_service_pb2.GetPolicyRequest()).policy
+    policy.multi_valued_attributes.append(f"{ns}/language")
+    service.UpdatePolicy(memory_service_pb2.UpdatePolicyRequest(policy=policy))
+    vectors = near(6, 4)
+    remember(service, "Ana Lee speaks French fluently.", vectors[0], namespace=ns, kind=FACT,
+             entity="user:ana-lee", fact=memory_pb2.Fact(attribute="language", value="French"))  # fmt: skip
+    remember(service, "Bo Kim speaks Korean fluently.", vectors[1], namespace=ns, kind=FACT,
+             entity="user:bo-kim", fact=memory_pb2.Fact(attribute="language", value="Korean"))  # fmt: skip
+    text = remember(service, "Ana Lee speaks Spanish fluently.", vectors[2], namespace=ns, kind=FACT,
+                    entity="user:ana-lee")  # fmt: skip
+    assert text.memory.state == ACTIVE
+    assert list(text.affected_ids) == []
+
+
+def test_same_template_texts_without_an_entity_settle_by_world_time(service: Any) -> None:
+    ns = "slots-no-entity"
+    vectors = near(7, 2)
+    old = remember(service, "Who chairs the standards board? Maria Silva", vectors[0], namespace=ns, kind=FACT,
+                   valid_from=at(1_000))  # fmt: skip
+    new = remember(service, "Who chairs the standards board? Tom Berg", vectors[1], namespace=ns, kind=FACT,
+                   valid_from=at(2_000))  # fmt: skip
+    assert get(service, old.memory.id).state == OBSOLETE
+    assert get(service, old.memory.id).superseded_by == new.memory.id

@@ -1,0 +1,98 @@
+"""Slot evidence of plain-text statements: entity names, keyed templates, one-span differences, directions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memevo.sidecar.perception.slots import (
+    ENTITY_MARK,
+    AttributeCentroids,
+    EntityNames,
+    Templates,
+    differing_spans,
+    fits,
+    masked,
+    name_of,
+    template_of,
+    words,
+)
+
+
+def names(*entities: str) -> EntityNames:
+    found = EntityNames()
+    for entity in entities:
+        found.add(entity)
+    return found
+
+
+def test_entity_ids_name_their_entities() -> None:
+    assert name_of("user:viktor-petrov") == ("viktor", "petrov")
+    assert name_of("billing_api") == ("billing", "api")
+    known = names("user:viktor-petrov", "user:viktor-lund", "service:billing-api", "project:vega")
+    assert [m.entity for m in known.mentions("Viktor Petrov asked for French.")] == ["user:viktor-petrov"]
+    # A first name two entities share names neither; a unique capitalised word names its owner.
+    assert known.mentions("Viktor asked for French.") == []
+    assert [m.entity for m in known.mentions("Petrov asked for French.")] == ["user:viktor-petrov"]
+    assert [m.entity for m in known.mentions("Rolled billing-api forward.")] == ["service:billing-api"]
+    # One word of a longer name must be a proper noun ("API" in capitals is not); a whole name matches as written.
+    assert known.mentions("the API is slow; petrov") == []
+    assert [m.entity for m in known.mentions("vega ships in May.")] == ["project:vega"]
+
+
+def test_templates_of_keyed_facts_name_the_attribute_and_the_value() -> None:
+    known = names("service:billing-api", "service:search-api")
+    templates = Templates()
+    for entity, text, value in (
+        ("service:billing-api", "billing-api now listens on port 8080.", "8080"),
+        ("service:search-api", "Heads-up: search-api now listens on port 9000.", "9000"),
+    ):
+        tokens = masked(words(text), known.mentions(text, only=entity), entity)
+        templates.learn(tokens, words(value), "port")
+    text = "search-api now listens on port 9443."
+    tokens = masked(words(text), known.mentions(text, only="service:search-api"), "service:search-api")
+    assert tokens[0] == ENTITY_MARK
+    match = templates.match(tokens)
+    assert match is not None
+    assert (match.attribute, match.value) == ("port", ("9443",))
+    assert templates.match(words("the weather is nice on port day")) is None
+    head_tail = template_of(tokens, ("9443",))
+    assert head_tail is not None
+    assert fits(head_tail, tokens)
+    assert not fits(head_tail, tokens[:-1])
+    assert template_of(["<e>", "x"], ("x",)) is None, "a template must fix at least two words"
+
+
+def test_templates_two_attributes_share_name_neither() -> None:
+    templates = Templates()
+    for attribute in ("editor", "language", "editor"):
+        templates.learn([ENTITY_MARK, "switched", "to", "x"], ["x"], attribute)
+    assert templates.match([ENTITY_MARK, "switched", "to", "vim"]) is None
+
+
+def test_differing_spans_finds_one_short_difference() -> None:
+    first = words("Escalations about billing go to Ana.")
+    second = words("Escalations about billing go to Bo Kim.")
+    assert differing_spans(first, second) == (("ana",), ("bo", "kim"))
+    assert differing_spans(first, first) is None
+    assert differing_spans(words("Ana likes jazz"), words("Ana likes rock music a lot more than anything")) is None
+    assert differing_spans(words("Alice s editor is vim"), words("Alice s language is go")) is None
+
+
+def test_centroids_say_which_attribute_a_vector_is_nearer() -> None:
+    rng = np.random.default_rng(0)
+    port, owner = rng.standard_normal(16), rng.standard_normal(16)
+    centroids = AttributeCentroids()
+    assert centroids.best("service", port.astype(np.float32)) is None
+    for _ in range(5):
+        for attribute, direction in (("port", port), ("owner", owner)):
+            vector = direction + 0.3 * rng.standard_normal(16)
+            centroids.add("service", attribute, (vector / np.linalg.norm(vector)).astype(np.float32))
+    unit = (port / np.linalg.norm(port)).astype(np.float32)
+    best = centroids.best("service", unit)
+    assert best is not None
+    assert best[0] == "port"
+    assert best[1] > 0
+    margin = centroids.margin("service", "owner", unit)
+    assert margin is not None
+    assert margin < 0
+    assert centroids.margin("user", "port", unit) is None
