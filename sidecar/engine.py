@@ -1012,6 +1012,71 @@ class Engine:
 
         return self.store.apply(mutation)
 
+    def restore(
+        self, memory_id: int, *, reason: str = "", request_id: str = "", turn: int | None = None
+    ) -> memory_pb2.Memory:
+        """Undo a supersession (the memory is current again) or a doubt (``possibly_outdated_by`` cleared).
+
+        For an inference perception got wrong, or a review that decided "B does not replace A". Raises
+        NotFound for an unknown id and FailedPrecondition when the memory is neither superseded nor doubted,
+        or when its fact key has another current value (supersede that one instead).
+        """
+
+        def mutation(txn: Txn) -> memory_pb2.Memory:
+            if request_id:
+                previous = txn.get(CF_REQUESTS, _request_key("restore", request_id))
+                if previous is not None:
+                    return self._replay(previous, pending=txn)[0]
+            now = now_s()
+            record = self._live(txn, memory_id, "memory_id")
+            before = record.state
+            why = f"restored: {reason}" if reason else "restored by request"
+            changed = [record]
+            if record.state == memory_pb2.MEMORY_STATE_OBSOLETE and record.superseded_by:
+                key = fact_key(record.namespace, record.entity, record.fact.attribute) if record.fact.attribute else b""
+                holder = txn.get(CF_FACTS, key) if key else None
+                if holder is not None and holder != u64_key(record.id):
+                    raise FailedPrecondition(
+                        f"memory_id: the fact key of memory {record.id} is held by memory {key_u64(holder)}; "
+                        "supersede that one instead",
+                        reason="KEY_HELD",
+                    )
+                successor_raw = txn.get(CF_MEMORIES, u64_key(record.superseded_by))
+                if successor_raw is not None:
+                    successor = memory_pb2.Memory.FromString(successor_raw)
+                    kept = [i for i in successor.supersedes if i != record.id]
+                    del successor.supersedes[:]
+                    successor.supersedes.extend(kept)
+                    successor.updated_at.CopyFrom(to_timestamp(now))
+                    self.save(txn, successor, before=successor.state, reason=why, turn=turn, related=[record.id])
+                    changed.append(successor)
+                record.state = memory_pb2.MEMORY_STATE_ACTIVE
+                record.superseded_by = 0
+                record.ClearField("valid_to")
+                if key:
+                    txn.put(CF_FACTS, key, u64_key(record.id))
+            elif record.state in (memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED) and (
+                record.possibly_outdated_by
+            ):
+                record.possibly_outdated_by = 0
+            else:
+                raise FailedPrecondition(
+                    f"memory_id: memory {record.id} is neither superseded nor possibly outdated", reason="NOT_RETIRED"
+                )
+            record.updated_at.CopyFrom(to_timestamp(now))
+            related = [c.id for c in changed[1:]]
+            self.save(txn, record, before=before, reason=why, turn=turn, related=related, request_id=request_id)
+            if request_id:
+                txn.put(CF_REQUESTS, _request_key("restore", request_id), _pack_ids([record.id]))
+
+            def publish() -> None:
+                self.columns.set_records(changed)
+
+            txn.on_commit(publish)
+            return record
+
+        return self.store.apply(mutation)
+
     def _live(self, txn: Txn, memory_id: int, field: str) -> memory_pb2.Memory:
         raw = txn.get(CF_MEMORIES, u64_key(memory_id))
         if raw is None:

@@ -306,6 +306,15 @@ def watch(after_sequence: int | None, *, namespace: str | None, types: Iterable[
     return msg
 
 
+def restore(memory_id: int, *, reason: str, request_id: str | None, turn: int | None) -> pb.RestoreRequest:
+    """RestoreRequest."""
+    (one,) = ids_list(memory_id)
+    msg = pb.RestoreRequest(memory_id=one, reason=reason, request_id=request_id or "")
+    if turn is not None:
+        msg.turn = turn
+    return msg
+
+
 def unconsolidate(abstraction_id: int, *, request_id: str | None) -> pb.UnconsolidateRequest:
     """UnconsolidateRequest."""
     return pb.UnconsolidateRequest(abstraction_id=abstraction_id, request_id=request_id or "")

@@ -345,6 +345,19 @@ class AsyncMemoryClient:
         request = rq.supersede(old_id, new, reason=reason, request_id=request_id, turn=turn)
         return cv.supersede_result_from_proto(await self._unary(self._stub.Supersede, request, timeout_s))
 
+    async def restore(
+        self,
+        memory_id: int,
+        *,
+        reason: str = "",
+        request_id: str | None = None,
+        turn: int | None = None,
+        timeout_s: float | None = None,
+    ) -> Memory:
+        """Undo a supersession or a doubt; see :meth:`memevo.client.MemoryClient.restore`."""
+        request = rq.restore(memory_id, reason=reason, request_id=request_id, turn=turn)
+        return cv.memory_from_proto((await self._unary(self._stub.Restore, request, timeout_s)).memory)
+
     async def unconsolidate(
         self, abstraction_id: int, *, request_id: str | None = None, timeout_s: float | None = None
     ) -> list[int]:

@@ -346,6 +346,24 @@ class MemoryClient:
         request = rq.supersede(old_id, new, reason=reason, request_id=request_id, turn=turn)
         return cv.supersede_result_from_proto(self._unary(self._stub.Supersede, request, timeout_s))
 
+    def restore(
+        self,
+        memory_id: int,
+        *,
+        reason: str = "",
+        request_id: str | None = None,
+        turn: int | None = None,
+        timeout_s: float | None = None,
+    ) -> Memory:
+        """Undo a supersession (the memory is current again) or a doubt (``possibly_outdated_by`` cleared).
+
+        For a wrong inference: a plain-text statement that retired or doubted a memory of another slot.
+        Raises NotFoundError for an unknown id, FailedPreconditionError when it is neither superseded nor
+        doubted, or when its fact key has another current value (supersede that one instead).
+        """
+        request = rq.restore(memory_id, reason=reason, request_id=request_id, turn=turn)
+        return cv.memory_from_proto(self._unary(self._stub.Restore, request, timeout_s).memory)
+
     def unconsolidate(
         self, abstraction_id: int, *, request_id: str | None = None, timeout_s: float | None = None
     ) -> list[int]:

@@ -31,7 +31,7 @@ from memevo.v1 import memory_pb2, memory_service_pb2, policy_pb2, review_pb2
 
 from ..domain import from_timestamp, now_s, to_timestamp
 from ..engine import Engine
-from ..errors import InvalidArgument
+from ..errors import FailedPrecondition, InvalidArgument, NotFound
 from ..policy import ConsolidationSettings
 from ..store.rocks import CF_META, Txn
 from .abstraction import AbstractionError, extractive_text
@@ -46,12 +46,16 @@ EVICTIONS_PER_PROPOSAL = 200
 REINTERPRETATIONS_PER_PROPOSAL = 50
 MAX_REINTERPRET_PROPOSALS = 20
 """A framework change offers at most this many re-interpretation proposals (the oldest memories first)."""
+MAX_SUPERSEDE_PROPOSALS = 100
+"""Most soft conflicts one pass offers to reviewers (the next pass offers more)."""
 LLM_RETRY_S = 60.0
 """After a failed LLM consolidation, the proposal waits this long before the next try."""
 
 ALL_KINDS = frozenset(
     {review_pb2.PROPOSAL_KIND_CONSOLIDATE, review_pb2.PROPOSAL_KIND_EVICT, review_pb2.PROPOSAL_KIND_REINTERPRET}
 )
+"""What a reviewer that names no kinds takes. Supersessions are offered only to reviewers that ask for them by
+kind: a reviewer written before they existed would not know what ACCEPT does to one."""
 
 
 @dataclass
@@ -190,6 +194,7 @@ class ReviewBroker:
             if not reviewed and settings.without_reviewer == policy_pb2.CONSOLIDATION_MODE_LLM:
                 stats.consolidated_count += self._decide_by_policy(open_proposal.proposal.id)
         stats.expired_count = self.expire()
+        stats.proposals_opened += self.doubt_pass()
         stats.total_ms = (time.perf_counter() - started) * 1e3
         self.last_pass = stats
         return stats
@@ -238,6 +243,34 @@ class ReviewBroker:
                 f"formed under an older framework than {version!r}: re-read and confirm, or correct",
             )
         return int(older.size)
+
+    def doubt_pass(self) -> int:
+        """Offer each soft conflict (a memory a newer one may replace) to a reviewer; returns how many were opened.
+
+        Only while a reviewer takes PROPOSAL_KIND_SUPERSEDE: without one the doubt stays a ranking signal (the
+        doubted memory ranks below its successor, and its hint says so).
+        """
+        if not self.takes(review_pb2.PROPOSAL_KIND_SUPERSEDE):
+            return 0
+        columns = self.engine.columns
+        doubted = np.flatnonzero(columns.doubted[: columns.size])
+        state = columns.state[doubted]
+        doubted = doubted[(state == memory_pb2.MEMORY_STATE_ACTIVE) | (state == memory_pb2.MEMORY_STATE_ARCHIVED)]
+        offered = self._members_in_open(review_pb2.PROPOSAL_KIND_SUPERSEDE)
+        fresh = [i for i in doubted.tolist() if i not in offered][:MAX_SUPERSEDE_PROPOSALS]
+        records, _ = self.engine.get(fresh)
+        opened = 0
+        for record in records:
+            newer = record.possibly_outdated_by
+            if not newer:
+                continue
+            self._propose(
+                review_pb2.PROPOSAL_KIND_SUPERSEDE,
+                [record.id, newer],
+                f"memory {newer} may state a newer value of what memory {record.id} says: does it replace it?",
+            )
+            opened += 1
+        return opened
 
     # ---- decisions -----------------------------------------------------------------------------
 
@@ -310,6 +343,17 @@ class ReviewBroker:
             self.engine.spare(spared)
         elif kind == review_pb2.PROPOSAL_KIND_REINTERPRET and accepted:
             self.engine.reaffirm_framework(ids, reason=f"re-interpreted by {who}", hook=drop)
+        elif kind == review_pb2.PROPOSAL_KIND_SUPERSEDE:
+            older, newer = open_proposal.ids[0], open_proposal.ids[1]
+            said = f"{who}: {note}" if note else who
+            try:
+                if accepted:
+                    self.engine.supersede(older, new_id=newer, reason=f"review ({said})")
+                else:
+                    self.engine.restore(older, reason=f"not replaced by memory {newer} ({said})")
+            except (FailedPrecondition, NotFound) as error:  # settled since (forgotten, superseded, restored)
+                log.info("supersession proposal %s no longer applies: %s", proposal.id, error)
+            self.engine.store.apply(drop)
         else:
             self.engine.store.apply(drop)
         self._settled(proposal.id)
@@ -347,6 +391,11 @@ class ReviewBroker:
                 return 1
             if kind == review_pb2.PROPOSAL_KIND_REINTERPRET:
                 self._apply(open_proposal, review_pb2.VERDICT_REJECT, [], "", "policy at deadline", "")
+                return 1
+            if kind == review_pb2.PROPOSAL_KIND_SUPERSEDE:
+                # Undecided, the doubt stays (a ranking signal): drop the proposal; the next pass offers it again.
+                self.engine.store.apply(lambda txn: txn.delete(CF_META, PROPOSAL_PREFIX + proposal_id.encode()))
+                self._settled(proposal_id)
                 return 1
             mode = settings.without_reviewer
             if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
@@ -386,6 +435,7 @@ class ReviewBroker:
                 open_consolidations=kinds.count(review_pb2.PROPOSAL_KIND_CONSOLIDATE),
                 open_evictions=kinds.count(review_pb2.PROPOSAL_KIND_EVICT),
                 open_reinterpretations=kinds.count(review_pb2.PROPOSAL_KIND_REINTERPRET),
+                open_supersessions=kinds.count(review_pb2.PROPOSAL_KIND_SUPERSEDE),
                 reviewers=len(self._reviewers),
                 last_pass=self.last_pass,
             )

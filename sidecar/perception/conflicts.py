@@ -33,7 +33,9 @@ from ..store.rocks import CF_DEDUP, CF_ENTITIES, CF_FACT_VERSIONS, CF_FACTS, CF_
 from .slots import (
     AttributeCentroids,
     EntityNames,
+    TemplateMatch,
     Templates,
+    Values,
     differing_spans,
     fits,
     masked,
@@ -82,6 +84,11 @@ Vector evidence alone: two statements of one slot share the entity and the attri
 high, and the new one lies nearer the attribute's keyed facts than any other attribute's. Measured on the tuning
 half of the evolving world (10k): of the statements this band retires, 0.4 % retire another slot's statement.
 """
+NEAR_DOUBT = 0.75
+"""Two statements of one entity whose slots nothing tells: the cosine from which the newer doubts the older."""
+DISAGREEMENT_MARGIN = 0.1
+"""A template or a keyed fact's own wording names an attribute unless the text lies this much nearer another
+attribute's keyed facts (a wording two attributes share: "<e> was migrated to <v>" for a region and a database)."""
 SIMILARITY_DOUBT = 0.8
 """The same sum from which the older statement is only doubted (a soft conflict; 2-3 % are another slot's)."""
 TEXT_PAIR_SIMILARITY = 0.75
@@ -92,8 +99,6 @@ TEXT_NEIGHBOURS = 8
 """Nearest memories a statement without an entity is compared with."""
 SLOT_BUILD_LIMIT = 50_000
 """Newest keyed facts of a namespace read to learn its templates and attribute directions after a start."""
-DOUBT_INCONSISTENCY = 0.5
-"""Inconsistency a doubted memory gets (its accuracy falls; recall ranks it below the newer one)."""
 
 
 def fact_key(namespace: str, entity: str, attribute: str) -> bytes:
@@ -233,6 +238,7 @@ class _Slots:
 
     names: EntityNames = field(default_factory=EntityNames)
     templates: Templates = field(default_factory=Templates)
+    values: Values = field(default_factory=Values)
     centroids: AttributeCentroids = field(default_factory=AttributeCentroids)
 
     def learn(self, record: memory_pb2.Memory, vector: npt.NDArray[np.float32] | None) -> None:
@@ -245,9 +251,28 @@ class _Slots:
             mentions = self.names.mentions(record.content, only=record.entity)
             value = words(record.fact.value)
             self.templates.learn(masked(tokens, mentions, record.entity), value, record.fact.attribute)
+            self.values.learn(value, record.fact.attribute)
             if vector is not None:
                 unit = vector.astype(np.float32) / max(float(np.linalg.norm(vector)), 1e-12)
                 self.centroids.add(type_of(record.entity), record.fact.attribute, unit)
+
+    def agrees(self, kind: str, attribute: str, unit: npt.NDArray[np.float32]) -> bool:
+        """Whether a text's direction does not contradict ``attribute``: it lies no nearer another attribute's
+        keyed facts (true while the type has too few keyed facts to tell)."""
+        margin = self.centroids.margin(kind, attribute, unit)
+        return margin is None or margin >= -DISAGREEMENT_MARGIN
+
+    def read(self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32]) -> TemplateMatch | None:
+        """Which attribute a text (entity masked) states: a keyed template it fits, else a known value it says
+        when the text also lies nearer that attribute's keyed facts than any other's."""
+        found = self.templates.match(tokens)
+        if found is not None:
+            return found
+        found = self.values.match(tokens)
+        if found is None:
+            return None
+        margin = self.centroids.margin(kind, found.attribute, unit)
+        return found if margin is not None and margin > 0 else None
 
 
 @dataclass
@@ -345,7 +370,7 @@ class Perceiver:
                     record.inferred.entity = entity
                     record.inferred.method = "name"
                 self._infer(txn, record, entity, vector, now, decision, slots)
-                if decision.confirm is not None or decision.updated or record.state not in CURRENT_STATES:
+                if decision.confirm is not None or decision.outcome != "created" or record.state not in CURRENT_STATES:
                     return decision
             elif record.kind not in REPEATABLE_KINDS:
                 self._textual(txn, record, vector, now, decision)
@@ -600,10 +625,12 @@ class Perceiver:
         close_enough = min(self.settings.soft_conflict_similarity, self.settings.duplicate_similarity)
         candidates: list[memory_pb2.Memory] = []
         close: list[float] = []
+        # A record this write already changed (a doubt) is changed further in place: one object, one save.
+        changing = {other.id: other for other, _, _ in decision.updated}
         for memory_id, similarity in zip(present, (matrix @ unit).tolist(), strict=True):
             if similarity < close_enough:
                 continue
-            existing = _load(txn, memory_id)
+            existing = changing.get(memory_id) or _load(txn, memory_id)
             if existing is None or existing.state not in CURRENT_STATES or existing.fact.attribute:
                 continue  # keyed facts are governed by their key, not by similarity
             candidates.append(existing)
@@ -630,7 +657,8 @@ class Perceiver:
             before = existing.state
             existing.inconsistency = min(1.0, existing.inconsistency + strength)
             existing.updated_at.CopyFrom(to_timestamp(now))
-            decision.updated.append((existing, before, f"soft conflict with memory {record.id}"))
+            if existing.id not in changing:
+                decision.updated.append((existing, before, f"soft conflict with memory {record.id}"))
         return decision
 
     # ---- slots of plain-text statements (see slots.py) -----------------------------------------
@@ -703,9 +731,9 @@ class Perceiver:
             else:
                 attribute = existing.inferred.attribute
                 value = tuple(existing.inferred.value.split()) if existing.inferred.value else None
-                if not attribute:
-                    # Templates learnt since it was written may say now what it states.
-                    late = slots.templates.match(tokens)
+                if not attribute and existing.kind not in REPEATABLE_KINDS:
+                    # Templates and values learnt since it was written may say now what it states.
+                    late = slots.read(tokens, type_of(entity), matrix[position])
                     if late is not None:
                         attribute, value = late.attribute, late.value
             out.append(_Slot(existing, float(similarities[position]), attribute, value, tokens, matrix[position]))
@@ -725,13 +753,17 @@ class Perceiver:
         unit = (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
         mentions = slots.names.mentions(record.content, only=entity)
         tokens = masked(words(record.content), mentions, entity)
-        match = slots.templates.match(tokens)
         kind = type_of(entity)
+        match = slots.templates.match(tokens)
+        if match is not None and not slots.agrees(kind, match.attribute, unit):
+            match = None  # a template two attributes' statements share ("<e> was migrated to <v>")
+        if match is None and record.kind not in REPEATABLE_KINDS:
+            match = slots.read(tokens, kind, unit)
         inferred = record.inferred
         inferred.entity = entity
         if match is not None:
             inferred.attribute, inferred.value = match.attribute, " ".join(match.value)
-            inferred.confidence, inferred.method = match.confidence, "template"
+            inferred.confidence, inferred.method = match.confidence, match.method
         retire: list[tuple[_Slot, float, str]] = []
         doubt: list[_Slot] = []
         for holder in self._slot_candidates(txn, record.namespace, entity, unit, slots, keyed=True):
@@ -739,7 +771,7 @@ class Perceiver:
                 continue
             if match is not None and holder.attribute:
                 if holder.attribute == match.attribute:
-                    retire.append((holder, match.confidence, "template"))
+                    retire.append((holder, match.confidence, match.method))
                 continue
             # Events repeat with other details ("Coffee chat with Ana about hiking / about chess"): an episode's
             # slot comes only from the keyed facts' templates, never from its likeness to another text.
@@ -752,7 +784,12 @@ class Perceiver:
                 if inferred.attribute == holder.attribute:
                     retire.append((holder, PAIR_CONFIDENCE, "same template"))
                     continue
-            if not holder.attribute or events:
+            if events:
+                continue
+            if not holder.attribute:
+                # No attribute on either side: only a close likeness says they may be one slot's statements.
+                if not inferred.attribute and holder.similarity >= NEAR_DOUBT:
+                    doubt.append(holder)
                 continue
             margin = slots.centroids.margin(kind, holder.attribute, unit)
             if margin is None:
@@ -795,10 +832,15 @@ class Perceiver:
                 continue
             inferred = holder.record.inferred
             events = holder.record.kind in REPEATABLE_KINDS
-            if holder.attribute == attribute and (inferred.confidence >= SURE or inferred.attribute != attribute):
+            agrees = slots.agrees(kind, attribute, holder.unit)
+            if (
+                holder.attribute == attribute
+                and agrees
+                and (inferred.confidence >= SURE or inferred.attribute != attribute)
+            ):
                 # Inferred surely at its write, or matched now by a template learnt since.
                 self._settle(txn, record, holder.record, now, decision, f"inferred: template of {attribute}")
-            elif own is not None and fits(own, holder.tokens):
+            elif own is not None and agrees and fits(own, holder.tokens):
                 self._settle(txn, record, holder.record, now, decision, f"inferred: template of {attribute}")
             elif events:
                 continue  # an episode whose slot no template named (see _infer)
@@ -883,9 +925,7 @@ class Perceiver:
         if from_timestamp(record.valid_from) >= from_timestamp(existing.valid_from):
             before = existing.state
             existing.possibly_outdated_by = record.id
-            existing.inconsistency = max(existing.inconsistency, DOUBT_INCONSISTENCY)
             existing.updated_at.CopyFrom(to_timestamp(now))
             decision.updated.append((existing, before, f"possibly outdated by memory {record.id}"))
         else:
             record.possibly_outdated_by = existing.id
-            record.inconsistency = max(record.inconsistency, DOUBT_INCONSISTENCY)

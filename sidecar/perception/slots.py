@@ -51,6 +51,10 @@ TEMPLATE_AGREEMENT = 0.9
 """A template names an attribute when at least this share of the keyed facts that used it set that attribute."""
 MAX_TEMPLATES = 200_000
 """Templates kept per namespace (a bound on RAM; the newest keyed facts' templates are the ones learnt)."""
+VALUE_MIN_COUNT = 2
+"""Times a value must have been given (by keyed facts) before it says which attribute a text states."""
+MAX_PREAMBLE_TOKENS = 6
+"""Words a statement may say before a known template ("Double-checked today and it still holds:")."""
 NAME_WORD_MIN_CHARS = 3
 """A single word of a name identifies its entity only when it has this many characters."""
 
@@ -160,14 +164,31 @@ class EntityNames:
         return found
 
 
+ARTICLES = frozenset(("the", "a", "an"))
+"""Words before a name that belong to how it is referred to, not to what is said of it."""
+
+
 def masked(tokens: Sequence[str], mentions: Iterable[Mention], entity: str) -> list[str]:
-    """``tokens`` with each mention of ``entity`` replaced by ENTITY_MARK."""
+    """``tokens`` with each mention of ``entity`` replaced by ENTITY_MARK.
+
+    The mark takes in how the entity was referred to — an article before the name, and its type's word right
+    before or after it ("the ledger-worker service", "Project Falcon", "the Falcon project") — so that one
+    statement reads the same whichever way the entity was called.
+    """
+    kind = type_of(entity)
     out: list[str] = []
     position = 0
     for mention in sorted((m for m in mentions if m.entity == entity), key=lambda m: m.start):
-        out.extend(tokens[position : mention.start])
+        start, end = mention.start, mention.end
+        if kind and start > position and tokens[start - 1] == kind:
+            start -= 1
+        if start > position and tokens[start - 1] in ARTICLES:
+            start -= 1
+        if kind and end < len(tokens) and tokens[end] == kind:
+            end += 1
+        out.extend(tokens[position:start])
         out.append(ENTITY_MARK)
-        position = mention.end
+        position = end
     out.extend(tokens[position:])
     return out
 
@@ -196,23 +217,28 @@ def template_of(tokens: Sequence[str], value: Sequence[str]) -> tuple[tuple[str,
 def fits(template: tuple[tuple[str, ...], tuple[str, ...]], tokens: Sequence[str]) -> bool:
     """Whether ``tokens`` are ``template`` (head, tail) with a value of 1..MAX_VALUE_TOKENS words between."""
     head, tail = template
-    middle = len(tokens) - len(head) - len(tail)
-    return (
-        1 <= middle <= MAX_VALUE_TOKENS
-        and tuple(tokens[: len(head)]) == head
-        and (not tail or tuple(tokens[len(tokens) - len(tail) :]) == tail)
-    )
+    for skip in range(min(MAX_PREAMBLE_TOKENS, len(tokens)) + 1):
+        rest = tokens[skip:]
+        middle = len(rest) - len(head) - len(tail)
+        if (
+            1 <= middle <= MAX_VALUE_TOKENS
+            and tuple(rest[: len(head)]) == head
+            and (not tail or tuple(rest[len(rest) - len(tail) :]) == tail)
+        ):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
 class TemplateMatch:
-    """A text that matches a learnt template: the attribute, its value's words, and how sure."""
+    """A text that matches a learnt template (or says a known value): the attribute, its value's words, how sure."""
 
     attribute: str
     value: tuple[str, ...]
     confidence: float
     fixed: int
     """Words the template fixed: the longer, the more specific."""
+    method: str = "template"
 
 
 class Templates:
@@ -244,7 +270,19 @@ class Templates:
         counts[attribute] += 1
 
     def match(self, tokens: Sequence[str]) -> TemplateMatch | None:
-        """The most specific learnt template ``tokens`` fit, with one value span of 1..MAX_VALUE_TOKENS words."""
+        """The most specific learnt template ``tokens`` fit, with one value span of 1..MAX_VALUE_TOKENS words.
+
+        A few words before the template are a preamble ("Reminder:", "As noted before,"), not a reason to read
+        nothing: the text is tried from each of its first ``MAX_PREAMBLE_TOKENS`` + 1 words.
+        """
+        best: TemplateMatch | None = None
+        for skip in range(min(MAX_PREAMBLE_TOKENS, max(len(tokens) - 1, 0)) + 1):
+            found = self._match_from(tokens[skip:])
+            if found is not None and (best is None or found.fixed > best.fixed):
+                best = found
+        return best
+
+    def _match_from(self, tokens: Sequence[str]) -> TemplateMatch | None:
         best: TemplateMatch | None = None
         size = len(tokens)
         for cut in range(size):
@@ -267,13 +305,71 @@ class Templates:
         return best
 
 
-def differing_spans(first: Sequence[str], second: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+class Values:
+    """The values a namespace's keyed facts gave each attribute, to read which attribute a text states.
+
+    "Beatriz moved to Helix for editing." says no template anyone used, but
+    "helix" was an editor in every keyed fact that gave it. A value counts as
+    evidence once it was given at least ``VALUE_MIN_COUNT`` times with one
+    attribute in ``TEMPLATE_AGREEMENT`` of them. Not thread-safe: used under
+    the commit lock.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, ...], Counter[str]] = {}
+
+    def learn(self, value: Sequence[str], attribute: str) -> None:
+        """Count one keyed fact's value."""
+        if 1 <= len(value) <= MAX_VALUE_TOKENS and len(self._counts) < MAX_TEMPLATES:
+            self._counts.setdefault(tuple(value), Counter())[attribute] += 1
+
+    def match(self, tokens: Sequence[str]) -> TemplateMatch | None:
+        """The longest known value in ``tokens`` that names one attribute; None when none or two disagree."""
+        found: TemplateMatch | None = None
+        size = len(tokens)
+        for length in range(min(MAX_VALUE_TOKENS, size), 0, -1):
+            for start in range(size - length + 1):
+                span = tuple(tokens[start : start + length])
+                counts = self._counts.get(span)
+                if counts is None or ENTITY_MARK in span:
+                    continue
+                attribute, votes = counts.most_common(1)[0]
+                total = sum(counts.values())
+                if votes < VALUE_MIN_COUNT or votes < TEMPLATE_AGREEMENT * total:
+                    continue
+                if found is not None and found.attribute != attribute:
+                    return None  # two attributes' values in one text: read neither
+                if found is None:
+                    found = TemplateMatch(attribute, span, votes / total, 0, "value")
+            if found is not None:
+                return found
+        return found
+
+
+Spans = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def differing_spans(first: Sequence[str], second: Sequence[str]) -> Spans | None:
     """The one span in which two texts differ, when they share the rest: (span of first, span of second).
 
     None when they are equal, or differ in more than a short span: the common
     head and tail must hold PAIR_FIXED_SHARE of the longer text and at least
     PAIR_MIN_FIXED words, and neither span may exceed MAX_VALUE_TOKENS words.
+    Either text may open with a preamble of up to MAX_PREAMBLE_TOKENS words
+    the other lacks ("Reminder: ...").
     """
+    found = _one_span(first, second)
+    for skip in range(1, MAX_PREAMBLE_TOKENS + 1):
+        if found is not None:
+            return found
+        if skip < len(first):
+            found = _one_span(first[skip:], second)
+        if found is None and skip < len(second):
+            found = _one_span(first, second[skip:])
+    return found
+
+
+def _one_span(first: Sequence[str], second: Sequence[str]) -> Spans | None:
     limit = min(len(first), len(second))
     head = 0
     while head < limit and first[head] == second[head]:
@@ -291,6 +387,8 @@ def differing_spans(first: Sequence[str], second: Sequence[str]) -> tuple[tuple[
     longer = max(len(first), len(second))
     if fixed < PAIR_MIN_FIXED or fixed < PAIR_FIXED_SHARE * longer:
         return None
+    if ENTITY_MARK in span_a or ENTITY_MARK in span_b:
+        return None  # a span that holds the entity's name is another sentence, not another value
     if len(span_a) > MAX_VALUE_TOKENS or len(span_b) > MAX_VALUE_TOKENS or not span_a or not span_b:
         return None
     return span_a, span_b

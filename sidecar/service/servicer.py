@@ -699,6 +699,22 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         return memory_service_pb2.UnconsolidateResponse(restored_ids=restored)
 
     @unary
+    def Restore(
+        self, request: memory_service_pb2.RestoreRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.RestoreResponse:
+        v = Violations()
+        if request.memory_id == 0:
+            v.add("memory_id", "required")
+        validation.check_text(v, "reason", request.reason, validation.MAX_NOTE_BYTES)
+        validation.check_request_id(v, "request_id", request.request_id)
+        turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        v.raise_if_any()
+        self._authorize(context, ids=[("memory_id", request.memory_id)])
+        record = self.engine.restore(request.memory_id, reason=request.reason, request_id=request.request_id, turn=turn)
+        self.engine.fill_scores([record])
+        return memory_service_pb2.RestoreResponse(memory=record)
+
+    @unary
     def DeclareFramework(
         self, request: memory_service_pb2.DeclareFrameworkRequest, context: grpc.ServicerContext
     ) -> memory_service_pb2.DeclareFrameworkResponse:

@@ -301,10 +301,12 @@ def test_no_soft_conflict_without_an_entity_or_across_entities_or_when_far_apart
 def test_a_keyed_fact_retires_the_text_statement_of_its_slot_instead_of_doubting_it(service: Any) -> None:
     namespace = "soft-keyed"
     vectors = near(16, 2)
-    plain = remember(service, "User G speaks French", vectors[0], namespace=namespace, kind=FACT, entity="user:g")
+    plain = remember(
+        service, "User G speaks French at home", vectors[0], namespace=namespace, kind=FACT, entity="user:g"
+    )
     keyed = remember(
         service,
-        "User G speaks German",
+        "User G speaks German at home",
         vectors[1],
         namespace=namespace,
         kind=FACT,

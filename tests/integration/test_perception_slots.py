@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 import numpy as np
 import pytest
 from conftest import Sidecar
@@ -55,13 +56,20 @@ def service(shared_sidecar: Sidecar) -> Any:
     return stub(shared_sidecar.unix_target)
 
 
+def escalations(
+    service: Any, ns: str, topic: str, *, seed: int
+) -> tuple[memory_service_pb2.WriteResult, memory_service_pb2.WriteResult]:
+    """Two statements of one slot of team:payments, worded alike: who takes escalations about ``topic``."""
+    vectors = near(seed, 2)
+    old = remember(service, f"Escalations about {topic} go to Ana.", vectors[0], namespace=ns, kind=FACT,
+                   entity="team:payments", valid_from=at(1_000))  # fmt: skip
+    new = remember(service, f"Escalations about {topic} go to Bo.", vectors[1], namespace=ns, kind=FACT,
+                   entity="team:payments", valid_from=at(2_000))  # fmt: skip
+    return old, new
+
+
 def test_a_same_template_statement_with_another_value_retires_the_older(service: Any) -> None:
-    ns = "slots-pair"
-    vectors = near(1, 2)
-    old = remember(service, "Escalations about billing go to Ana.", vectors[0], namespace=ns, kind=FACT,
-                   entity="user:ana-lee", valid_from=at(1_000))  # fmt: skip
-    new = remember(service, "Escalations about billing go to Bo.", vectors[1], namespace=ns, kind=FACT,
-                   entity="user:ana-lee", valid_from=at(2_000))  # fmt: skip
+    old, new = escalations(service, "slots-pair", "billing", seed=1)
     assert new.outcome == SUPERSEDED
     assert list(new.affected_ids) == [old.memory.id]
     retired = get(service, old.memory.id)
@@ -175,3 +183,70 @@ def test_same_template_texts_without_an_entity_settle_by_world_time(service: Any
                    valid_from=at(2_000))  # fmt: skip
     assert get(service, old.memory.id).state == OBSOLETE
     assert get(service, old.memory.id).superseded_by == new.memory.id
+
+
+def test_restore_undoes_an_inferred_retirement(service: Any) -> None:
+    old, new = escalations(service, "slots-restore", "refunds", seed=8)
+    assert get(service, old.memory.id).state == OBSOLETE
+    restored = service.Restore(
+        memory_service_pb2.RestoreRequest(memory_id=old.memory.id, reason="both hold: two queues")
+    ).memory
+    assert restored.state == ACTIVE
+    assert restored.superseded_by == 0
+    assert not restored.HasField("valid_to")
+    assert old.memory.id not in get(service, new.memory.id).supersedes
+    events = service.History(memory_service_pb2.HistoryRequest(memory_id=old.memory.id)).events
+    assert events[-1].reason == "restored: both hold: two queues"
+    assert events[-1].to_state == ACTIVE
+    # Restored once, it is neither retired nor doubted: a second restore is refused, naming why.
+    with pytest.raises(grpc.RpcError) as refused:
+        service.Restore(memory_service_pb2.RestoreRequest(memory_id=old.memory.id))
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "neither superseded nor possibly outdated" in (refused.value.details() or "")
+
+
+def test_restore_refuses_bad_input_and_a_key_held_by_another_value(service: Any) -> None:
+    ns = "slots-restore-keyed"
+    vectors = near(9, 2)
+    first = remember(service, "geo-api listens on port 1.", vectors[0], namespace=ns, kind=FACT,
+                     entity="service:geo-api", fact=memory_pb2.Fact(attribute="port", value="1"),
+                     valid_from=at(1_000))  # fmt: skip
+    remember(service, "geo-api listens on port 2.", vectors[1], namespace=ns, kind=FACT, entity="service:geo-api",
+             fact=memory_pb2.Fact(attribute="port", value="2"), valid_from=at(2_000))  # fmt: skip
+    with pytest.raises(grpc.RpcError) as held:
+        service.Restore(memory_service_pb2.RestoreRequest(memory_id=first.memory.id))
+    assert held.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "supersede that one instead" in (held.value.details() or "")
+    assert get(service, first.memory.id).state == OBSOLETE, "nothing written"
+    with pytest.raises(grpc.RpcError) as missing:
+        service.Restore(memory_service_pb2.RestoreRequest())
+    assert missing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "memory_id" in (missing.value.details() or "")
+    with pytest.raises(grpc.RpcError) as unknown:
+        service.Restore(memory_service_pb2.RestoreRequest(memory_id=10**12))
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_restore_clears_a_doubt_through_the_python_client(shared_sidecar: Sidecar) -> None:
+    from memevo.client import MemoryClient, MemoryKind
+
+    ns = "slots-restore-doubt"
+    rng = np.random.default_rng(10)
+    base = rng.standard_normal(8)
+    # Two statements of one entity worded apart, close (cosine ~0.8) but not one template: a soft conflict.
+    other = rng.standard_normal(8)
+    other -= other.dot(base) / base.dot(base) * base
+    tilted = base / np.linalg.norm(base) * 0.8 + other / np.linalg.norm(other) * 0.6
+    with MemoryClient(shared_sidecar.unix_target) as client:
+        older = client.remember("Ana keeps her notes in a paper notebook", vector=base.astype(np.float32),
+                                namespace=ns, kind=MemoryKind.FACT, entity="user:ana-lee")  # fmt: skip
+        newer = client.remember("these days Ana writes everything down in Obsidian", vector=tilted.astype(np.float32),
+                                namespace=ns, kind=MemoryKind.FACT, entity="user:ana-lee")  # fmt: skip
+        doubted = client.get([older.id])[0]
+        assert doubted.possibly_outdated_by == newer.id
+        found = client.recall(vector=base.astype(np.float32), namespace=ns, k=2)
+        assert [h.memory.id for h in found] == [newer.id, older.id], "the doubted one ranks below its successor"
+        assert "possibly outdated" in found[1].hint
+        cleared = client.restore(older.id, reason="both hold")
+        assert cleared.possibly_outdated_by is None
+        assert client.recall(vector=base.astype(np.float32), namespace=ns, k=2)[0].memory.id == older.id

@@ -1072,6 +1072,66 @@ class SupersedeResponse(_message.Message):
 Global___SupersedeResponse: _TypeAlias = SupersedeResponse  # noqa: Y015
 
 @_typing.final
+class RestoreRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
+    memory_id: _builtins.int
+    """The memory to restore: OBSOLETE with a successor (superseded_by), or current with possibly_outdated_by
+    set. Required. FAILED_PRECONDITION when it is neither, or when its fact key has another current value.
+    """
+    reason: _builtins.str
+    """Why, kept in the change log."""
+    request_id: _builtins.str
+    """Idempotency key, at most 128 bytes. Default: empty."""
+    turn: _builtins.int
+    """The agent's current turn counter. Default: unset."""
+    def __init__(
+        self,
+        *,
+        memory_id: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        turn: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "turn", b"turn"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "memory_id", b"memory_id", "reason", b"reason", "request_id", b"request_id", "turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__turn: _TypeAlias = _typing.Literal["turn"]  # noqa: Y015
+    _WhichOneofArgType__turn: _TypeAlias = _typing.Literal["_turn", b"_turn"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__turn) -> _WhichOneofReturnType__turn | None: ...
+
+Global___RestoreRequest: _TypeAlias = RestoreRequest  # noqa: Y015
+
+@_typing.final
+class RestoreResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMORY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory:
+        """The restored memory: ACTIVE with no successor (its successor no longer lists it in supersedes), or
+        cleared of the doubt (possibly_outdated_by 0).
+        """
+
+    def __init__(
+        self,
+        *,
+        memory: _memory_pb2.Memory | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreResponse: _TypeAlias = RestoreResponse  # noqa: Y015
+
+@_typing.final
 class GovernRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1255,6 +1315,7 @@ class ReviewStats(_message.Message):
     OPEN_REINTERPRETATIONS_FIELD_NUMBER: _builtins.int
     REVIEWERS_FIELD_NUMBER: _builtins.int
     LAST_PASS_FIELD_NUMBER: _builtins.int
+    OPEN_SUPERSESSIONS_FIELD_NUMBER: _builtins.int
     open_consolidations: _builtins.int
     """Proposals not yet decided, per kind: consolidations."""
     open_evictions: _builtins.int
@@ -1263,6 +1324,8 @@ class ReviewStats(_message.Message):
     """Proposals not yet decided: re-interpretations."""
     reviewers: _builtins.int
     """Reviewers attached now."""
+    open_supersessions: _builtins.int
+    """Proposals not yet decided: supersessions (soft conflicts offered to a reviewer)."""
     @_builtins.property
     def last_pass(self) -> Global___ConsolidationStats:
         """The last consolidation pass (scheduled or requested)."""
@@ -1275,10 +1338,11 @@ class ReviewStats(_message.Message):
         open_reinterpretations: _builtins.int = ...,
         reviewers: _builtins.int = ...,
         last_pass: Global___ConsolidationStats | None = ...,
+        open_supersessions: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_pass", b"last_pass"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_pass", b"last_pass", "open_consolidations", b"open_consolidations", "open_evictions", b"open_evictions", "open_reinterpretations", b"open_reinterpretations", "reviewers", b"reviewers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_pass", b"last_pass", "open_consolidations", b"open_consolidations", "open_evictions", b"open_evictions", "open_reinterpretations", b"open_reinterpretations", "open_supersessions", b"open_supersessions", "reviewers", b"reviewers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

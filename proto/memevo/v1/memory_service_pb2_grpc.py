@@ -111,6 +111,11 @@ class MemoryServiceStub:
                 request_serializer=memevo_dot_v1_dot_memory__service__pb2.UnconsolidateRequest.SerializeToString,
                 response_deserializer=memevo_dot_v1_dot_memory__service__pb2.UnconsolidateResponse.FromString,
                 _registered_method=True)
+        self.Restore = channel.unary_unary(
+                '/memevo.v1.MemoryService/Restore',
+                request_serializer=memevo_dot_v1_dot_memory__service__pb2.RestoreRequest.SerializeToString,
+                response_deserializer=memevo_dot_v1_dot_memory__service__pb2.RestoreResponse.FromString,
+                _registered_method=True)
         self.DeclareFramework = channel.unary_unary(
                 '/memevo.v1.MemoryService/DeclareFramework',
                 request_serializer=memevo_dot_v1_dot_memory__service__pb2.DeclareFrameworkRequest.SerializeToString,
@@ -256,6 +261,14 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Restore(self, request, context):
+        """Undo a supersession (the memory is current again, its successor stays) or a soft conflict
+        (possibly_outdated_by cleared): for a plain-text statement that perception read as another slot's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeclareFramework(self, request, context):
         """Declare a new cognitive-framework version; older memories are flagged for re-interpretation.
         """
@@ -370,6 +383,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Unconsolidate,
                     request_deserializer=memevo_dot_v1_dot_memory__service__pb2.UnconsolidateRequest.FromString,
                     response_serializer=memevo_dot_v1_dot_memory__service__pb2.UnconsolidateResponse.SerializeToString,
+            ),
+            'Restore': grpc.unary_unary_rpc_method_handler(
+                    servicer.Restore,
+                    request_deserializer=memevo_dot_v1_dot_memory__service__pb2.RestoreRequest.FromString,
+                    response_serializer=memevo_dot_v1_dot_memory__service__pb2.RestoreResponse.SerializeToString,
             ),
             'DeclareFramework': grpc.unary_unary_rpc_method_handler(
                     servicer.DeclareFramework,
@@ -787,6 +805,33 @@ class MemoryService:
             '/memevo.v1.MemoryService/Unconsolidate',
             memevo_dot_v1_dot_memory__service__pb2.UnconsolidateRequest.SerializeToString,
             memevo_dot_v1_dot_memory__service__pb2.UnconsolidateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Restore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memevo.v1.MemoryService/Restore',
+            memevo_dot_v1_dot_memory__service__pb2.RestoreRequest.SerializeToString,
+            memevo_dot_v1_dot_memory__service__pb2.RestoreResponse.FromString,
             options,
             channel_credentials,
             insecure,

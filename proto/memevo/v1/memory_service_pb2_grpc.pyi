@@ -74,6 +74,10 @@ class MemoryServiceStub:
     """Review proposals (consolidations, evictions, re-interpretations) with the agent's own LLM."""
     Unconsolidate: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.UnconsolidateRequest, _memory_service_pb2.UnconsolidateResponse]
     """Undo a consolidation: the members become ACTIVE again, the abstraction OBSOLETE."""
+    Restore: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RestoreRequest, _memory_service_pb2.RestoreResponse]
+    """Undo a supersession (the memory is current again, its successor stays) or a soft conflict
+    (possibly_outdated_by cleared): for a plain-text statement that perception read as another slot's.
+    """
     DeclareFramework: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.DeclareFrameworkRequest, _memory_service_pb2.DeclareFrameworkResponse]
     """Declare a new cognitive-framework version; older memories are flagged for re-interpretation."""
     GetPolicy: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.GetPolicyRequest, _memory_service_pb2.GetPolicyResponse]
@@ -133,6 +137,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Review proposals (consolidations, evictions, re-interpretations) with the agent's own LLM."""
     Unconsolidate: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.UnconsolidateRequest, _memory_service_pb2.UnconsolidateResponse]  # type: ignore[assignment]
     """Undo a consolidation: the members become ACTIVE again, the abstraction OBSOLETE."""
+    Restore: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RestoreRequest, _memory_service_pb2.RestoreResponse]  # type: ignore[assignment]
+    """Undo a supersession (the memory is current again, its successor stays) or a soft conflict
+    (possibly_outdated_by cleared): for a plain-text statement that perception read as another slot's.
+    """
     DeclareFramework: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.DeclareFrameworkRequest, _memory_service_pb2.DeclareFrameworkResponse]  # type: ignore[assignment]
     """Declare a new cognitive-framework version; older memories are flagged for re-interpretation."""
     GetPolicy: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.GetPolicyRequest, _memory_service_pb2.GetPolicyResponse]  # type: ignore[assignment]
@@ -273,6 +281,16 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.UnconsolidateResponse, _abc.Awaitable[_memory_service_pb2.UnconsolidateResponse]]:
         """Undo a consolidation: the members become ACTIVE again, the abstraction OBSOLETE."""
+
+    @_abc_1.abstractmethod
+    def Restore(
+        self,
+        request: _memory_service_pb2.RestoreRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.RestoreResponse, _abc.Awaitable[_memory_service_pb2.RestoreResponse]]:
+        """Undo a supersession (the memory is current again, its successor stays) or a soft conflict
+        (possibly_outdated_by cleared): for a plain-text statement that perception read as another slot's.
+        """
 
     @_abc_1.abstractmethod
     def DeclareFramework(

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from memevo.v1 import memory_pb2 as memevo_dot_v1_dot_memory__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memevo/v1/review.proto\x12\tmemevo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memevo/v1/memory.proto\"\xb8\x01\n\x08Proposal\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x04kind\x18\x02 \x01(\x0e\x32\x17.memevo.v1.ProposalKind\x12#\n\x08memories\x18\x03 \x03(\x0b\x32\x11.memevo.v1.Memory\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x16\n\x0esuggested_text\x18\x05 \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x80\x01\n\x08\x44\x65\x63ision\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t\x12#\n\x07verdict\x18\x02 \x01(\x0e\x32\x12.memevo.v1.Verdict\x12\x18\n\x10\x61\x62straction_text\x18\x03 \x01(\t\x12\x12\n\nmemory_ids\x18\x04 \x03(\x04\x12\x0c\n\x04note\x18\x05 \x01(\t*\x84\x01\n\x0cProposalKind\x12\x1d\n\x19PROPOSAL_KIND_UNSPECIFIED\x10\x00\x12\x1d\n\x19PROPOSAL_KIND_CONSOLIDATE\x10\x01\x12\x17\n\x13PROPOSAL_KIND_EVICT\x10\x02\x12\x1d\n\x19PROPOSAL_KIND_REINTERPRET\x10\x03*^\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x12\n\x0eVERDICT_ACCEPT\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02\x12\x12\n\x0eVERDICT_MODIFY\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memevo/v1/review.proto\x12\tmemevo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memevo/v1/memory.proto\"\xb8\x01\n\x08Proposal\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x04kind\x18\x02 \x01(\x0e\x32\x17.memevo.v1.ProposalKind\x12#\n\x08memories\x18\x03 \x03(\x0b\x32\x11.memevo.v1.Memory\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x16\n\x0esuggested_text\x18\x05 \x01(\t\x12,\n\x08\x64\x65\x61\x64line\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x80\x01\n\x08\x44\x65\x63ision\x12\x13\n\x0bproposal_id\x18\x01 \x01(\t\x12#\n\x07verdict\x18\x02 \x01(\x0e\x32\x12.memevo.v1.Verdict\x12\x18\n\x10\x61\x62straction_text\x18\x03 \x01(\t\x12\x12\n\nmemory_ids\x18\x04 \x03(\x04\x12\x0c\n\x04note\x18\x05 \x01(\t*\xa1\x01\n\x0cProposalKind\x12\x1d\n\x19PROPOSAL_KIND_UNSPECIFIED\x10\x00\x12\x1d\n\x19PROPOSAL_KIND_CONSOLIDATE\x10\x01\x12\x17\n\x13PROPOSAL_KIND_EVICT\x10\x02\x12\x1d\n\x19PROPOSAL_KIND_REINTERPRET\x10\x03\x12\x1b\n\x17PROPOSAL_KIND_SUPERSEDE\x10\x04*^\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x12\n\x0eVERDICT_ACCEPT\x10\x01\x12\x12\n\x0eVERDICT_REJECT\x10\x02\x12\x12\n\x0eVERDICT_MODIFY\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,9 +34,9 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memevo.v1.review_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PROPOSALKIND']._serialized_start=413
-  _globals['_PROPOSALKIND']._serialized_end=545
-  _globals['_VERDICT']._serialized_start=547
-  _globals['_VERDICT']._serialized_end=641
+  _globals['_PROPOSALKIND']._serialized_end=574
+  _globals['_VERDICT']._serialized_start=576
+  _globals['_VERDICT']._serialized_end=670
   _globals['_PROPOSAL']._serialized_start=95
   _globals['_PROPOSAL']._serialized_end=279
   _globals['_DECISION']._serialized_start=282

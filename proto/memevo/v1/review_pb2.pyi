@@ -35,6 +35,11 @@ class _ProposalKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Proposal
     """Delete the memories, whose value stayed low."""
     PROPOSAL_KIND_REINTERPRET: _ProposalKind.ValueType  # 3
     """Re-read memories formed under an older framework version."""
+    PROPOSAL_KIND_SUPERSEDE: _ProposalKind.ValueType  # 4
+    """Does the newer memory (memories[1]) replace the older one (memories[0])? A soft conflict perception could
+    not settle. ACCEPT supersedes the older one; REJECT clears its doubt (both stay current). Offered only to
+    reviewers that name this kind; undecided at the deadline, the doubt stays and the proposal is offered again.
+    """
 
 class ProposalKind(_ProposalKind, metaclass=_ProposalKindEnumTypeWrapper):
     """What the sidecar proposes to a reviewer."""
@@ -47,6 +52,11 @@ PROPOSAL_KIND_EVICT: ProposalKind.ValueType  # 2
 """Delete the memories, whose value stayed low."""
 PROPOSAL_KIND_REINTERPRET: ProposalKind.ValueType  # 3
 """Re-read memories formed under an older framework version."""
+PROPOSAL_KIND_SUPERSEDE: ProposalKind.ValueType  # 4
+"""Does the newer memory (memories[1]) replace the older one (memories[0])? A soft conflict perception could
+not settle. ACCEPT supersedes the older one; REJECT clears its doubt (both stay current). Offered only to
+reviewers that name this kind; undecided at the deadline, the doubt stays and the proposal is offered again.
+"""
 Global___ProposalKind: _TypeAlias = ProposalKind  # noqa: Y015
 
 class _Verdict:

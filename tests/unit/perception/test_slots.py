@@ -9,6 +9,7 @@ from memevo.sidecar.perception.slots import (
     AttributeCentroids,
     EntityNames,
     Templates,
+    Values,
     differing_spans,
     fits,
     masked,
@@ -96,3 +97,42 @@ def test_centroids_say_which_attribute_a_vector_is_nearer() -> None:
     assert margin is not None
     assert margin < 0
     assert centroids.margin("user", "port", unit) is None
+
+
+def test_the_mark_takes_in_how_the_entity_was_called() -> None:
+    known = names("service:ledger-worker", "project:falcon")
+    for text in ("the ledger-worker service now listens on port 1", "The ledger worker now listens on port 1"):
+        assert masked(words(text), known.mentions(text), "service:ledger-worker") == [
+            ENTITY_MARK, "now", "listens", "on", "port", "1"]  # fmt: skip
+    for text in ("Project Falcon ships soon", "the Falcon project ships soon", "Falcon ships soon"):
+        assert masked(words(text), known.mentions(text), "project:falcon") == [ENTITY_MARK, "ships", "soon"]
+
+
+def test_a_preamble_before_a_known_wording_is_read_past() -> None:
+    templates = Templates()
+    templates.learn([ENTITY_MARK, "now", "listens", "on", "port", "8080"], ["8080"], "port")
+    match = templates.match(["reminder", ENTITY_MARK, "now", "listens", "on", "port", "9"])
+    assert match is not None
+    assert match.value == ("9",)
+    first = words("As noted before, page Ana if the API breaks")
+    assert differing_spans(first, words("Page Bo Kim if the API breaks")) == (("ana",), ("bo", "kim"))
+
+
+def test_a_span_holding_the_entity_is_another_sentence() -> None:
+    first = [*words("double checked today and it still holds"), ENTITY_MARK, "is", "now", "aiming", "for", "x"]
+    second = [*words("double checked today and it still holds the deadline for"), ENTITY_MARK, "moved", "to", "y"]
+    assert differing_spans(first, second) is None
+
+
+def test_known_values_name_their_attribute_once_seen_twice() -> None:
+    values = Values()
+    values.learn(["helix"], "editor")
+    tokens = [ENTITY_MARK, "moved", "to", "helix", "for", "editing"]
+    assert values.match(tokens) is None, "seen once"
+    values.learn(["helix"], "editor")
+    match = values.match(tokens)
+    assert match is not None
+    assert (match.attribute, match.value, match.method) == ("editor", ("helix",), "value")
+    values.learn(["go"], "language")
+    values.learn(["go"], "language")
+    assert values.match([*tokens, "and", "go"]) is None, "two attributes' values in one text: neither"

@@ -2118,6 +2118,125 @@ func (x *SupersedeResponse) GetNewMemory() *Memory {
 	return nil
 }
 
+type RestoreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The memory to restore: OBSOLETE with a successor (superseded_by), or current with possibly_outdated_by
+	// set. Required. FAILED_PRECONDITION when it is neither, or when its fact key has another current value.
+	MemoryId uint64 `protobuf:"varint,1,opt,name=memory_id,json=memoryId,proto3" json:"memory_id,omitempty"`
+	// Why, kept in the change log.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Idempotency key, at most 128 bytes. Default: empty.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The agent's current turn counter. Default: unset.
+	Turn          *int64 `protobuf:"varint,4,opt,name=turn,proto3,oneof" json:"turn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRequest) Reset() {
+	*x = RestoreRequest{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRequest) ProtoMessage() {}
+
+func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
+func (*RestoreRequest) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RestoreRequest) GetMemoryId() uint64 {
+	if x != nil {
+		return x.MemoryId
+	}
+	return 0
+}
+
+func (x *RestoreRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RestoreRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RestoreRequest) GetTurn() int64 {
+	if x != nil && x.Turn != nil {
+		return *x.Turn
+	}
+	return 0
+}
+
+type RestoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The restored memory: ACTIVE with no successor (its successor no longer lists it in supersedes), or
+	// cleared of the doubt (possibly_outdated_by 0).
+	Memory        *Memory `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreResponse) Reset() {
+	*x = RestoreResponse{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreResponse) ProtoMessage() {}
+
+func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
+func (*RestoreResponse) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RestoreResponse) GetMemory() *Memory {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
 type GovernRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Compute transitions without applying them. Default false.
@@ -2132,7 +2251,7 @@ type GovernRequest struct {
 
 func (x *GovernRequest) Reset() {
 	*x = GovernRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2263,7 @@ func (x *GovernRequest) String() string {
 func (*GovernRequest) ProtoMessage() {}
 
 func (x *GovernRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2276,7 @@ func (x *GovernRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernRequest.ProtoReflect.Descriptor instead.
 func (*GovernRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GovernRequest) GetDryRun() bool {
@@ -2193,7 +2312,7 @@ type TransitionCount struct {
 
 func (x *TransitionCount) Reset() {
 	*x = TransitionCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2324,7 @@ func (x *TransitionCount) String() string {
 func (*TransitionCount) ProtoMessage() {}
 
 func (x *TransitionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2337,7 @@ func (x *TransitionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionCount.ProtoReflect.Descriptor instead.
 func (*TransitionCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TransitionCount) GetFromState() MemoryState {
@@ -2265,7 +2384,7 @@ type SweepStats struct {
 
 func (x *SweepStats) Reset() {
 	*x = SweepStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2396,7 @@ func (x *SweepStats) String() string {
 func (*SweepStats) ProtoMessage() {}
 
 func (x *SweepStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2409,7 @@ func (x *SweepStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepStats.ProtoReflect.Descriptor instead.
 func (*SweepStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SweepStats) GetStartedAt() *timestamppb.Timestamp {
@@ -2346,7 +2465,7 @@ type GovernResponse struct {
 
 func (x *GovernResponse) Reset() {
 	*x = GovernResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2477,7 @@ func (x *GovernResponse) String() string {
 func (*GovernResponse) ProtoMessage() {}
 
 func (x *GovernResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2490,7 @@ func (x *GovernResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernResponse.ProtoReflect.Descriptor instead.
 func (*GovernResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GovernResponse) GetSweep() *SweepStats {
@@ -2409,7 +2528,7 @@ type ConsolidationStats struct {
 
 func (x *ConsolidationStats) Reset() {
 	*x = ConsolidationStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2540,7 @@ func (x *ConsolidationStats) String() string {
 func (*ConsolidationStats) ProtoMessage() {}
 
 func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2553,7 @@ func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsolidationStats.ProtoReflect.Descriptor instead.
 func (*ConsolidationStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConsolidationStats) GetSeedsExamined() uint64 {
@@ -2491,14 +2610,16 @@ type ReviewStats struct {
 	// Reviewers attached now.
 	Reviewers uint32 `protobuf:"varint,4,opt,name=reviewers,proto3" json:"reviewers,omitempty"`
 	// The last consolidation pass (scheduled or requested).
-	LastPass      *ConsolidationStats `protobuf:"bytes,5,opt,name=last_pass,json=lastPass,proto3" json:"last_pass,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastPass *ConsolidationStats `protobuf:"bytes,5,opt,name=last_pass,json=lastPass,proto3" json:"last_pass,omitempty"`
+	// Proposals not yet decided: supersessions (soft conflicts offered to a reviewer).
+	OpenSupersessions uint64 `protobuf:"varint,6,opt,name=open_supersessions,json=openSupersessions,proto3" json:"open_supersessions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReviewStats) Reset() {
 	*x = ReviewStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2631,7 @@ func (x *ReviewStats) String() string {
 func (*ReviewStats) ProtoMessage() {}
 
 func (x *ReviewStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2644,7 @@ func (x *ReviewStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewStats.ProtoReflect.Descriptor instead.
 func (*ReviewStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReviewStats) GetOpenConsolidations() uint64 {
@@ -2561,6 +2682,13 @@ func (x *ReviewStats) GetLastPass() *ConsolidationStats {
 	return nil
 }
 
+func (x *ReviewStats) GetOpenSupersessions() uint64 {
+	if x != nil {
+		return x.OpenSupersessions
+	}
+	return 0
+}
+
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deliver events with a sequence number above this one; 0 delivers the whole log.
@@ -2576,7 +2704,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2588,7 +2716,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2601,7 +2729,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchRequest) GetAfterSequence() uint64 {
@@ -2634,7 +2762,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2774,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2787,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchResponse) GetEvent() *ChangeEvent {
@@ -2682,7 +2810,7 @@ type ReviewerHello struct {
 
 func (x *ReviewerHello) Reset() {
 	*x = ReviewerHello{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2694,7 +2822,7 @@ func (x *ReviewerHello) String() string {
 func (*ReviewerHello) ProtoMessage() {}
 
 func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2707,7 +2835,7 @@ func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewerHello.ProtoReflect.Descriptor instead.
 func (*ReviewerHello) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReviewerHello) GetReviewer() string {
@@ -2737,7 +2865,7 @@ type ReviewRequest struct {
 
 func (x *ReviewRequest) Reset() {
 	*x = ReviewRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2877,7 @@ func (x *ReviewRequest) String() string {
 func (*ReviewRequest) ProtoMessage() {}
 
 func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2890,7 @@ func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRequest.ProtoReflect.Descriptor instead.
 func (*ReviewRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReviewRequest) GetMessage() isReviewRequest_Message {
@@ -2821,7 +2949,7 @@ type ReviewResponse struct {
 
 func (x *ReviewResponse) Reset() {
 	*x = ReviewResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +2961,7 @@ func (x *ReviewResponse) String() string {
 func (*ReviewResponse) ProtoMessage() {}
 
 func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +2974,7 @@ func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewResponse.ProtoReflect.Descriptor instead.
 func (*ReviewResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReviewResponse) GetMessage() isReviewResponse_Message {
@@ -2904,7 +3032,7 @@ type UnconsolidateRequest struct {
 
 func (x *UnconsolidateRequest) Reset() {
 	*x = UnconsolidateRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3044,7 @@ func (x *UnconsolidateRequest) String() string {
 func (*UnconsolidateRequest) ProtoMessage() {}
 
 func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3057,7 @@ func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateRequest.ProtoReflect.Descriptor instead.
 func (*UnconsolidateRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UnconsolidateRequest) GetAbstractionId() uint64 {
@@ -2956,7 +3084,7 @@ type UnconsolidateResponse struct {
 
 func (x *UnconsolidateResponse) Reset() {
 	*x = UnconsolidateResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3096,7 @@ func (x *UnconsolidateResponse) String() string {
 func (*UnconsolidateResponse) ProtoMessage() {}
 
 func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3109,7 @@ func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateResponse.ProtoReflect.Descriptor instead.
 func (*UnconsolidateResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnconsolidateResponse) GetRestoredIds() []uint64 {
@@ -3007,7 +3135,7 @@ type DeclareFrameworkRequest struct {
 
 func (x *DeclareFrameworkRequest) Reset() {
 	*x = DeclareFrameworkRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3147,7 @@ func (x *DeclareFrameworkRequest) String() string {
 func (*DeclareFrameworkRequest) ProtoMessage() {}
 
 func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3160,7 @@ func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkRequest.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeclareFrameworkRequest) GetVersion() string {
@@ -3075,7 +3203,7 @@ type DeclareFrameworkResponse struct {
 
 func (x *DeclareFrameworkResponse) Reset() {
 	*x = DeclareFrameworkResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3215,7 @@ func (x *DeclareFrameworkResponse) String() string {
 func (*DeclareFrameworkResponse) ProtoMessage() {}
 
 func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3228,7 @@ func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkResponse.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeclareFrameworkResponse) GetPreviousVersion() string {
@@ -3125,7 +3253,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3265,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3278,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 type GetPolicyResponse struct {
@@ -3162,7 +3290,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3174,7 +3302,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3187,7 +3315,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -3209,7 +3337,7 @@ type UpdatePolicyRequest struct {
 
 func (x *UpdatePolicyRequest) Reset() {
 	*x = UpdatePolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3349,7 @@ func (x *UpdatePolicyRequest) String() string {
 func (*UpdatePolicyRequest) ProtoMessage() {}
 
 func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3362,7 @@ func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdatePolicyRequest) GetPolicy() *Policy {
@@ -3261,7 +3389,7 @@ type UpdatePolicyResponse struct {
 
 func (x *UpdatePolicyResponse) Reset() {
 	*x = UpdatePolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3401,7 @@ func (x *UpdatePolicyResponse) String() string {
 func (*UpdatePolicyResponse) ProtoMessage() {}
 
 func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3414,7 @@ func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdatePolicyResponse) GetPolicy() *Policy {
@@ -3304,7 +3432,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3444,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3457,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 // Memories in one (state, kind) cell.
@@ -3344,7 +3472,7 @@ type StateKindCount struct {
 
 func (x *StateKindCount) Reset() {
 	*x = StateKindCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3484,7 @@ func (x *StateKindCount) String() string {
 func (*StateKindCount) ProtoMessage() {}
 
 func (x *StateKindCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3497,7 @@ func (x *StateKindCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateKindCount.ProtoReflect.Descriptor instead.
 func (*StateKindCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StateKindCount) GetState() MemoryState {
@@ -3410,7 +3538,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3550,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3563,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *IndexStats) GetIndexedCount() uint64 {
@@ -3494,7 +3622,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3506,7 +3634,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3519,7 +3647,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetStatsResponse) GetCounts() []*StateKindCount {
@@ -3612,7 +3740,7 @@ type SetExperimentRequest struct {
 
 func (x *SetExperimentRequest) Reset() {
 	*x = SetExperimentRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3752,7 @@ func (x *SetExperimentRequest) String() string {
 func (*SetExperimentRequest) ProtoMessage() {}
 
 func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3765,7 @@ func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentRequest.ProtoReflect.Descriptor instead.
 func (*SetExperimentRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetExperimentRequest) GetExperiment() *Experiment {
@@ -3664,7 +3792,7 @@ type SetExperimentResponse struct {
 
 func (x *SetExperimentResponse) Reset() {
 	*x = SetExperimentResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3804,7 @@ func (x *SetExperimentResponse) String() string {
 func (*SetExperimentResponse) ProtoMessage() {}
 
 func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3817,7 @@ func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentResponse.ProtoReflect.Descriptor instead.
 func (*SetExperimentResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetExperimentResponse) GetExperiment() *Experiment {
@@ -3711,7 +3839,7 @@ type PromoteArmRequest struct {
 
 func (x *PromoteArmRequest) Reset() {
 	*x = PromoteArmRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3723,7 +3851,7 @@ func (x *PromoteArmRequest) String() string {
 func (*PromoteArmRequest) ProtoMessage() {}
 
 func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3736,7 +3864,7 @@ func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmRequest.ProtoReflect.Descriptor instead.
 func (*PromoteArmRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PromoteArmRequest) GetArm() string {
@@ -3765,7 +3893,7 @@ type PromoteArmResponse struct {
 
 func (x *PromoteArmResponse) Reset() {
 	*x = PromoteArmResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3777,7 +3905,7 @@ func (x *PromoteArmResponse) String() string {
 func (*PromoteArmResponse) ProtoMessage() {}
 
 func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3790,7 +3918,7 @@ func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmResponse.ProtoReflect.Descriptor instead.
 func (*PromoteArmResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PromoteArmResponse) GetPolicy() *Policy {
@@ -3962,7 +4090,16 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"old_memory\x18\x01 \x01(\v2\x11.memevo.v1.MemoryR\toldMemory\x120\n" +
 	"\n" +
-	"new_memory\x18\x02 \x01(\v2\x11.memevo.v1.MemoryR\tnewMemory\"h\n" +
+	"new_memory\x18\x02 \x01(\v2\x11.memevo.v1.MemoryR\tnewMemory\"\x86\x01\n" +
+	"\x0eRestoreRequest\x12\x1b\n" +
+	"\tmemory_id\x18\x01 \x01(\x04R\bmemoryId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12\x17\n" +
+	"\x04turn\x18\x04 \x01(\x03H\x00R\x04turn\x88\x01\x01B\a\n" +
+	"\x05_turn\"<\n" +
+	"\x0fRestoreResponse\x12)\n" +
+	"\x06memory\x18\x01 \x01(\v2\x11.memevo.v1.MemoryR\x06memory\"h\n" +
 	"\rGovernRequest\x12\x17\n" +
 	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x17\n" +
@@ -3991,13 +4128,14 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x10proposals_opened\x18\x03 \x01(\x04R\x0fproposalsOpened\x12-\n" +
 	"\x12consolidated_count\x18\x04 \x01(\x04R\x11consolidatedCount\x12#\n" +
 	"\rexpired_count\x18\x05 \x01(\x04R\fexpiredCount\x12\x19\n" +
-	"\btotal_ms\x18\x06 \x01(\x01R\atotalMs\"\xf6\x01\n" +
+	"\btotal_ms\x18\x06 \x01(\x01R\atotalMs\"\xa5\x02\n" +
 	"\vReviewStats\x12/\n" +
 	"\x13open_consolidations\x18\x01 \x01(\x04R\x12openConsolidations\x12%\n" +
 	"\x0eopen_evictions\x18\x02 \x01(\x04R\ropenEvictions\x125\n" +
 	"\x16open_reinterpretations\x18\x03 \x01(\x04R\x15openReinterpretations\x12\x1c\n" +
 	"\treviewers\x18\x04 \x01(\rR\treviewers\x12:\n" +
-	"\tlast_pass\x18\x05 \x01(\v2\x1d.memevo.v1.ConsolidationStatsR\blastPass\"\x9d\x01\n" +
+	"\tlast_pass\x18\x05 \x01(\v2\x1d.memevo.v1.ConsolidationStatsR\blastPass\x12-\n" +
+	"\x12open_supersessions\x18\x06 \x01(\x04R\x11openSupersessions\"\x9d\x01\n" +
 	"\fWatchRequest\x12*\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x120\n" +
@@ -4101,7 +4239,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x13\n" +
 	"\x0fOUTCOME_FAILURE\x10\x02\x12\x13\n" +
-	"\x0fOUTCOME_PARTIAL\x10\x032\xd2\v\n" +
+	"\x0fOUTCOME_PARTIAL\x10\x032\x94\f\n" +
 	"\rMemoryService\x12C\n" +
 	"\bRemember\x12\x1a.memevo.v1.RememberRequest\x1a\x1b.memevo.v1.RememberResponse\x12R\n" +
 	"\rRememberBatch\x12\x1f.memevo.v1.RememberBatchRequest\x1a .memevo.v1.RememberBatchResponse\x12W\n" +
@@ -4116,7 +4254,8 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x06Govern\x12\x18.memevo.v1.GovernRequest\x1a\x19.memevo.v1.GovernResponse\x12<\n" +
 	"\x05Watch\x12\x17.memevo.v1.WatchRequest\x1a\x18.memevo.v1.WatchResponse0\x01\x12A\n" +
 	"\x06Review\x12\x18.memevo.v1.ReviewRequest\x1a\x19.memevo.v1.ReviewResponse(\x010\x01\x12R\n" +
-	"\rUnconsolidate\x12\x1f.memevo.v1.UnconsolidateRequest\x1a .memevo.v1.UnconsolidateResponse\x12[\n" +
+	"\rUnconsolidate\x12\x1f.memevo.v1.UnconsolidateRequest\x1a .memevo.v1.UnconsolidateResponse\x12@\n" +
+	"\aRestore\x12\x19.memevo.v1.RestoreRequest\x1a\x1a.memevo.v1.RestoreResponse\x12[\n" +
 	"\x10DeclareFramework\x12\".memevo.v1.DeclareFrameworkRequest\x1a#.memevo.v1.DeclareFrameworkResponse\x12F\n" +
 	"\tGetPolicy\x12\x1b.memevo.v1.GetPolicyRequest\x1a\x1c.memevo.v1.GetPolicyResponse\x12O\n" +
 	"\fUpdatePolicy\x12\x1e.memevo.v1.UpdatePolicyRequest\x1a\x1f.memevo.v1.UpdatePolicyResponse\x12C\n" +
@@ -4138,7 +4277,7 @@ func file_memevo_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(WriteOutcome)(0),                // 0: memevo.v1.WriteOutcome
 	(RecallMode)(0),                  // 1: memevo.v1.RecallMode
@@ -4169,151 +4308,156 @@ var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(*ForgetResponse)(nil),           // 26: memevo.v1.ForgetResponse
 	(*SupersedeRequest)(nil),         // 27: memevo.v1.SupersedeRequest
 	(*SupersedeResponse)(nil),        // 28: memevo.v1.SupersedeResponse
-	(*GovernRequest)(nil),            // 29: memevo.v1.GovernRequest
-	(*TransitionCount)(nil),          // 30: memevo.v1.TransitionCount
-	(*SweepStats)(nil),               // 31: memevo.v1.SweepStats
-	(*GovernResponse)(nil),           // 32: memevo.v1.GovernResponse
-	(*ConsolidationStats)(nil),       // 33: memevo.v1.ConsolidationStats
-	(*ReviewStats)(nil),              // 34: memevo.v1.ReviewStats
-	(*WatchRequest)(nil),             // 35: memevo.v1.WatchRequest
-	(*WatchResponse)(nil),            // 36: memevo.v1.WatchResponse
-	(*ReviewerHello)(nil),            // 37: memevo.v1.ReviewerHello
-	(*ReviewRequest)(nil),            // 38: memevo.v1.ReviewRequest
-	(*ReviewResponse)(nil),           // 39: memevo.v1.ReviewResponse
-	(*UnconsolidateRequest)(nil),     // 40: memevo.v1.UnconsolidateRequest
-	(*UnconsolidateResponse)(nil),    // 41: memevo.v1.UnconsolidateResponse
-	(*DeclareFrameworkRequest)(nil),  // 42: memevo.v1.DeclareFrameworkRequest
-	(*DeclareFrameworkResponse)(nil), // 43: memevo.v1.DeclareFrameworkResponse
-	(*GetPolicyRequest)(nil),         // 44: memevo.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 45: memevo.v1.GetPolicyResponse
-	(*UpdatePolicyRequest)(nil),      // 46: memevo.v1.UpdatePolicyRequest
-	(*UpdatePolicyResponse)(nil),     // 47: memevo.v1.UpdatePolicyResponse
-	(*GetStatsRequest)(nil),          // 48: memevo.v1.GetStatsRequest
-	(*StateKindCount)(nil),           // 49: memevo.v1.StateKindCount
-	(*IndexStats)(nil),               // 50: memevo.v1.IndexStats
-	(*GetStatsResponse)(nil),         // 51: memevo.v1.GetStatsResponse
-	(*SetExperimentRequest)(nil),     // 52: memevo.v1.SetExperimentRequest
-	(*SetExperimentResponse)(nil),    // 53: memevo.v1.SetExperimentResponse
-	(*PromoteArmRequest)(nil),        // 54: memevo.v1.PromoteArmRequest
-	(*PromoteArmResponse)(nil),       // 55: memevo.v1.PromoteArmResponse
-	(*Memory)(nil),                   // 56: memevo.v1.Memory
-	(*MemoryInput)(nil),              // 57: memevo.v1.MemoryInput
-	(MemoryKind)(0),                  // 58: memevo.v1.MemoryKind
-	(*timestamppb.Timestamp)(nil),    // 59: google.protobuf.Timestamp
-	(*ChangeEvent)(nil),              // 60: memevo.v1.ChangeEvent
-	(MemoryState)(0),                 // 61: memevo.v1.MemoryState
-	(ChangeEventType)(0),             // 62: memevo.v1.ChangeEventType
-	(ProposalKind)(0),                // 63: memevo.v1.ProposalKind
-	(*Decision)(nil),                 // 64: memevo.v1.Decision
-	(*Proposal)(nil),                 // 65: memevo.v1.Proposal
-	(*Policy)(nil),                   // 66: memevo.v1.Policy
-	(*ExperimentStats)(nil),          // 67: memevo.v1.ExperimentStats
-	(*Experiment)(nil),               // 68: memevo.v1.Experiment
+	(*RestoreRequest)(nil),           // 29: memevo.v1.RestoreRequest
+	(*RestoreResponse)(nil),          // 30: memevo.v1.RestoreResponse
+	(*GovernRequest)(nil),            // 31: memevo.v1.GovernRequest
+	(*TransitionCount)(nil),          // 32: memevo.v1.TransitionCount
+	(*SweepStats)(nil),               // 33: memevo.v1.SweepStats
+	(*GovernResponse)(nil),           // 34: memevo.v1.GovernResponse
+	(*ConsolidationStats)(nil),       // 35: memevo.v1.ConsolidationStats
+	(*ReviewStats)(nil),              // 36: memevo.v1.ReviewStats
+	(*WatchRequest)(nil),             // 37: memevo.v1.WatchRequest
+	(*WatchResponse)(nil),            // 38: memevo.v1.WatchResponse
+	(*ReviewerHello)(nil),            // 39: memevo.v1.ReviewerHello
+	(*ReviewRequest)(nil),            // 40: memevo.v1.ReviewRequest
+	(*ReviewResponse)(nil),           // 41: memevo.v1.ReviewResponse
+	(*UnconsolidateRequest)(nil),     // 42: memevo.v1.UnconsolidateRequest
+	(*UnconsolidateResponse)(nil),    // 43: memevo.v1.UnconsolidateResponse
+	(*DeclareFrameworkRequest)(nil),  // 44: memevo.v1.DeclareFrameworkRequest
+	(*DeclareFrameworkResponse)(nil), // 45: memevo.v1.DeclareFrameworkResponse
+	(*GetPolicyRequest)(nil),         // 46: memevo.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 47: memevo.v1.GetPolicyResponse
+	(*UpdatePolicyRequest)(nil),      // 48: memevo.v1.UpdatePolicyRequest
+	(*UpdatePolicyResponse)(nil),     // 49: memevo.v1.UpdatePolicyResponse
+	(*GetStatsRequest)(nil),          // 50: memevo.v1.GetStatsRequest
+	(*StateKindCount)(nil),           // 51: memevo.v1.StateKindCount
+	(*IndexStats)(nil),               // 52: memevo.v1.IndexStats
+	(*GetStatsResponse)(nil),         // 53: memevo.v1.GetStatsResponse
+	(*SetExperimentRequest)(nil),     // 54: memevo.v1.SetExperimentRequest
+	(*SetExperimentResponse)(nil),    // 55: memevo.v1.SetExperimentResponse
+	(*PromoteArmRequest)(nil),        // 56: memevo.v1.PromoteArmRequest
+	(*PromoteArmResponse)(nil),       // 57: memevo.v1.PromoteArmResponse
+	(*Memory)(nil),                   // 58: memevo.v1.Memory
+	(*MemoryInput)(nil),              // 59: memevo.v1.MemoryInput
+	(MemoryKind)(0),                  // 60: memevo.v1.MemoryKind
+	(*timestamppb.Timestamp)(nil),    // 61: google.protobuf.Timestamp
+	(*ChangeEvent)(nil),              // 62: memevo.v1.ChangeEvent
+	(MemoryState)(0),                 // 63: memevo.v1.MemoryState
+	(ChangeEventType)(0),             // 64: memevo.v1.ChangeEventType
+	(ProposalKind)(0),                // 65: memevo.v1.ProposalKind
+	(*Decision)(nil),                 // 66: memevo.v1.Decision
+	(*Proposal)(nil),                 // 67: memevo.v1.Proposal
+	(*Policy)(nil),                   // 68: memevo.v1.Policy
+	(*ExperimentStats)(nil),          // 69: memevo.v1.ExperimentStats
+	(*Experiment)(nil),               // 70: memevo.v1.Experiment
 }
 var file_memevo_v1_memory_service_proto_depIdxs = []int32{
-	56, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
+	58, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
 	0,  // 1: memevo.v1.WriteResult.outcome:type_name -> memevo.v1.WriteOutcome
-	57, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
+	59, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
 	3,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
-	57, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
+	59, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
 	3,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
-	57, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
+	59, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
 	9,  // 7: memevo.v1.RememberStreamRequest.items:type_name -> memevo.v1.RememberStreamItem
-	57, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
-	58, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
-	59, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
-	59, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
+	59, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
+	60, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
+	61, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
+	61, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
 	11, // 12: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 13: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
-	59, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
-	56, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
+	61, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
+	58, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
 	13, // 16: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
 	11, // 17: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 18: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
-	59, // 19: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
-	56, // 20: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
+	61, // 19: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
+	58, // 20: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
 	16, // 21: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
 	2,  // 22: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
-	56, // 23: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
+	58, // 23: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
 	22, // 24: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
-	56, // 25: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
-	60, // 26: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
-	57, // 27: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	56, // 28: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	56, // 29: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	61, // 30: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	61, // 31: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	59, // 32: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
-	30, // 33: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
-	31, // 34: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
-	33, // 35: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
-	33, // 36: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
-	62, // 37: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	60, // 38: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	63, // 39: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
-	37, // 40: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	64, // 41: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	65, // 42: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	66, // 43: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	66, // 44: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	66, // 45: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	61, // 46: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	58, // 47: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	59, // 48: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
-	49, // 49: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
-	50, // 50: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
-	31, // 51: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	67, // 52: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
-	34, // 53: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
-	68, // 54: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
-	68, // 55: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
-	66, // 56: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
-	67, // 57: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
-	4,  // 58: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	6,  // 59: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	8,  // 60: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	12, // 61: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	15, // 62: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	18, // 63: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	20, // 64: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	23, // 65: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	25, // 66: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	27, // 67: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	29, // 68: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	35, // 69: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	38, // 70: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	40, // 71: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	42, // 72: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	44, // 73: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	46, // 74: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	48, // 75: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	52, // 76: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
-	54, // 77: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
-	5,  // 78: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	7,  // 79: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	10, // 80: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	14, // 81: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	17, // 82: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	19, // 83: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	21, // 84: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	24, // 85: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	26, // 86: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	28, // 87: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	32, // 88: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	36, // 89: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	39, // 90: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	41, // 91: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	43, // 92: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	45, // 93: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	47, // 94: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	51, // 95: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	53, // 96: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
-	55, // 97: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
-	78, // [78:98] is the sub-list for method output_type
-	58, // [58:78] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	58, // 25: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
+	62, // 26: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
+	59, // 27: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	58, // 28: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	58, // 29: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	58, // 30: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
+	63, // 31: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	63, // 32: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	61, // 33: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	32, // 34: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
+	33, // 35: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
+	35, // 36: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
+	35, // 37: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
+	64, // 38: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	62, // 39: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	65, // 40: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	39, // 41: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
+	66, // 42: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	67, // 43: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	68, // 44: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	68, // 45: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	68, // 46: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	63, // 47: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	60, // 48: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	61, // 49: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	51, // 50: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
+	52, // 51: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
+	33, // 52: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
+	69, // 53: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	36, // 54: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
+	70, // 55: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	70, // 56: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	68, // 57: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	69, // 58: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	4,  // 59: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	6,  // 60: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	8,  // 61: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	12, // 62: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	15, // 63: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	18, // 64: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	20, // 65: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	23, // 66: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	25, // 67: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	27, // 68: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	31, // 69: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	37, // 70: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	40, // 71: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	42, // 72: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	29, // 73: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
+	44, // 74: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	46, // 75: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	48, // 76: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	50, // 77: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	54, // 78: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	56, // 79: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	5,  // 80: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	7,  // 81: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	10, // 82: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	14, // 83: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	17, // 84: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	19, // 85: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	21, // 86: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	24, // 87: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	26, // 88: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	28, // 89: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	34, // 90: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	38, // 91: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	41, // 92: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	43, // 93: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	30, // 94: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
+	45, // 95: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	47, // 96: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	49, // 97: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	53, // 98: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	55, // 99: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	57, // 100: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	80, // [80:101] is the sub-list for method output_type
+	59, // [59:80] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }
@@ -4341,23 +4485,24 @@ func file_memevo_v1_memory_service_proto_init() {
 		(*SupersedeRequest_NewMemory)(nil),
 	}
 	file_memevo_v1_memory_service_proto_msgTypes[26].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[32].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[28].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[34].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[37].OneofWrappers = []any{
 		(*ReviewRequest_Hello)(nil),
 		(*ReviewRequest_Decision)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[36].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{
 		(*ReviewResponse_Proposal)(nil),
 		(*ReviewResponse_SettledProposalId)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[39].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_service_proto_rawDesc), len(file_memevo_v1_memory_service_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	MemoryService_Watch_FullMethodName            = "/memevo.v1.MemoryService/Watch"
 	MemoryService_Review_FullMethodName           = "/memevo.v1.MemoryService/Review"
 	MemoryService_Unconsolidate_FullMethodName    = "/memevo.v1.MemoryService/Unconsolidate"
+	MemoryService_Restore_FullMethodName          = "/memevo.v1.MemoryService/Restore"
 	MemoryService_DeclareFramework_FullMethodName = "/memevo.v1.MemoryService/DeclareFramework"
 	MemoryService_GetPolicy_FullMethodName        = "/memevo.v1.MemoryService/GetPolicy"
 	MemoryService_UpdatePolicy_FullMethodName     = "/memevo.v1.MemoryService/UpdatePolicy"
@@ -86,6 +87,9 @@ type MemoryServiceClient interface {
 	Review(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReviewRequest, ReviewResponse], error)
 	// Undo a consolidation: the members become ACTIVE again, the abstraction OBSOLETE.
 	Unconsolidate(ctx context.Context, in *UnconsolidateRequest, opts ...grpc.CallOption) (*UnconsolidateResponse, error)
+	// Undo a supersession (the memory is current again, its successor stays) or a soft conflict
+	// (possibly_outdated_by cleared): for a plain-text statement that perception read as another slot's.
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
 	// Declare a new cognitive-framework version; older memories are flagged for re-interpretation.
 	DeclareFramework(ctx context.Context, in *DeclareFrameworkRequest, opts ...grpc.CallOption) (*DeclareFrameworkResponse, error)
 	// Read the governance policy.
@@ -263,6 +267,16 @@ func (c *memoryServiceClient) Unconsolidate(ctx context.Context, in *Unconsolida
 	return out, nil
 }
 
+func (c *memoryServiceClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, MemoryService_Restore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *memoryServiceClient) DeclareFramework(ctx context.Context, in *DeclareFrameworkRequest, opts ...grpc.CallOption) (*DeclareFrameworkResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeclareFrameworkResponse)
@@ -368,6 +382,9 @@ type MemoryServiceServer interface {
 	Review(grpc.BidiStreamingServer[ReviewRequest, ReviewResponse]) error
 	// Undo a consolidation: the members become ACTIVE again, the abstraction OBSOLETE.
 	Unconsolidate(context.Context, *UnconsolidateRequest) (*UnconsolidateResponse, error)
+	// Undo a supersession (the memory is current again, its successor stays) or a soft conflict
+	// (possibly_outdated_by cleared): for a plain-text statement that perception read as another slot's.
+	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
 	// Declare a new cognitive-framework version; older memories are flagged for re-interpretation.
 	DeclareFramework(context.Context, *DeclareFrameworkRequest) (*DeclareFrameworkResponse, error)
 	// Read the governance policy.
@@ -431,6 +448,9 @@ func (UnimplementedMemoryServiceServer) Review(grpc.BidiStreamingServer[ReviewRe
 }
 func (UnimplementedMemoryServiceServer) Unconsolidate(context.Context, *UnconsolidateRequest) (*UnconsolidateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unconsolidate not implemented")
+}
+func (UnimplementedMemoryServiceServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedMemoryServiceServer) DeclareFramework(context.Context, *DeclareFrameworkRequest) (*DeclareFrameworkResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeclareFramework not implemented")
@@ -694,6 +714,24 @@ func _MemoryService_Unconsolidate_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_Restore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).Restore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_Restore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).Restore(ctx, req.(*RestoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_DeclareFramework_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeclareFrameworkRequest)
 	if err := dec(in); err != nil {
@@ -852,6 +890,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Unconsolidate",
 			Handler:    _MemoryService_Unconsolidate_Handler,
+		},
+		{
+			MethodName: "Restore",
+			Handler:    _MemoryService_Restore_Handler,
 		},
 		{
 			MethodName: "DeclareFramework",

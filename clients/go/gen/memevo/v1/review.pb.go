@@ -34,6 +34,10 @@ const (
 	ProposalKind_PROPOSAL_KIND_EVICT ProposalKind = 2
 	// Re-read memories formed under an older framework version.
 	ProposalKind_PROPOSAL_KIND_REINTERPRET ProposalKind = 3
+	// Does the newer memory (memories[1]) replace the older one (memories[0])? A soft conflict perception could
+	// not settle. ACCEPT supersedes the older one; REJECT clears its doubt (both stay current). Offered only to
+	// reviewers that name this kind; undecided at the deadline, the doubt stays and the proposal is offered again.
+	ProposalKind_PROPOSAL_KIND_SUPERSEDE ProposalKind = 4
 )
 
 // Enum value maps for ProposalKind.
@@ -43,12 +47,14 @@ var (
 		1: "PROPOSAL_KIND_CONSOLIDATE",
 		2: "PROPOSAL_KIND_EVICT",
 		3: "PROPOSAL_KIND_REINTERPRET",
+		4: "PROPOSAL_KIND_SUPERSEDE",
 	}
 	ProposalKind_value = map[string]int32{
 		"PROPOSAL_KIND_UNSPECIFIED": 0,
 		"PROPOSAL_KIND_CONSOLIDATE": 1,
 		"PROPOSAL_KIND_EVICT":       2,
 		"PROPOSAL_KIND_REINTERPRET": 3,
+		"PROPOSAL_KIND_SUPERSEDE":   4,
 	}
 )
 
@@ -326,12 +332,13 @@ const file_memevo_v1_review_proto_rawDesc = "" +
 	"\x10abstraction_text\x18\x03 \x01(\tR\x0fabstractionText\x12\x1d\n" +
 	"\n" +
 	"memory_ids\x18\x04 \x03(\x04R\tmemoryIds\x12\x12\n" +
-	"\x04note\x18\x05 \x01(\tR\x04note*\x84\x01\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note*\xa1\x01\n" +
 	"\fProposalKind\x12\x1d\n" +
 	"\x19PROPOSAL_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19PROPOSAL_KIND_CONSOLIDATE\x10\x01\x12\x17\n" +
 	"\x13PROPOSAL_KIND_EVICT\x10\x02\x12\x1d\n" +
-	"\x19PROPOSAL_KIND_REINTERPRET\x10\x03*^\n" +
+	"\x19PROPOSAL_KIND_REINTERPRET\x10\x03\x12\x1b\n" +
+	"\x17PROPOSAL_KIND_SUPERSEDE\x10\x04*^\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eVERDICT_ACCEPT\x10\x01\x12\x12\n" +

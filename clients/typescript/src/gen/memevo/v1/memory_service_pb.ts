@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/memory_service.proto.
  */
 export const file_memevo_v1_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIp0BChVSZW1lbWJlclN0cmVhbVJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBEiwKBWl0ZW1zGAQgAygLMh0ubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtSXRlbUIHCgVfdHVybiJQChJSZW1lbWJlclN0cmVhbUl0ZW0SJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAJCBwoFX3R1cm4iZAoOUmVjYWxsZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRISCgpzaW1pbGFyaXR5GAIgASgCEg0KBXNjb3JlGAMgASgCEgwKBGhpbnQYBCABKAkiYAoOUmVjYWxsUmVzcG9uc2USKwoIbWVtb3JpZXMYASADKAsyGS5tZW1ldm8udjEuUmVjYWxsZWRNZW1vcnkSFAoMcmV0cmlldmFsX2lkGAIgASgJEgsKA2FybRgDIAEoCSL3AQoTQnVpbGRDb250ZXh0UmVxdWVzdBINCgVxdWVyeRgBIAEoCRIUCgxxdWVyeV92ZWN0b3IYAiABKAwSFAoMdG9rZW5fYnVkZ2V0GAMgASgNEhAKCGxhbmd1YWdlGAQgASgJEicKBmZpbHRlchgFIAEoCzIXLm1lbWV2by52MS5SZWNhbGxGaWx0ZXISIwoEbW9kZRgGIAEoDjIVLm1lbWV2by52MS5SZWNhbGxNb2RlEikKBWFzX29mGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgR0dXJuGAggASgDSACIAQFCBwoFX3R1cm4iXQoLQ29udGV4dEl0ZW0SIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRINCgVncm91cBgCIAEoCRIMCgRoaW50GAMgASgJEg4KBnRva2VucxgEIAEoDSKDAQoUQnVpbGRDb250ZXh0UmVzcG9uc2USDAoEdGV4dBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLm1lbWV2by52MS5Db250ZXh0SXRlbRITCgt0b2tlbnNfdXNlZBgDIAEoDRIUCgxyZXRyaWV2YWxfaWQYBCABKAkSCwoDYXJtGAUgASgJIsgBChRSZXBvcnRPdXRjb21lUmVxdWVzdBIUCgxyZXRyaWV2YWxfaWQYASABKAkSIwoHb3V0Y29tZRgCIAEoDjISLm1lbWV2by52MS5PdXRjb21lEhcKD3VzZWRfbWVtb3J5X2lkcxgDIAMoBBIMCgRub3RlGAQgASgJEhIKCnJlcXVlc3RfaWQYBSABKAkSEQoEdHVybhgGIAEoA0gAiAEBEhMKBnJld2FyZBgHIAEoAkgBiAEBQgcKBV90dXJuQgkKB19yZXdhcmQiLgoVUmVwb3J0T3V0Y29tZVJlc3BvbnNlEhUKDXVwZGF0ZWRfY291bnQYASABKAQiMgoKR2V0UmVxdWVzdBILCgNpZHMYASADKAQSFwoPaW5jbHVkZV92ZWN0b3JzGAIgASgIIkcKC0dldFJlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtZXZvLnYxLk1lbW9yeRITCgttaXNzaW5nX2lkcxgCIAMoBCI/CgdGYWN0S2V5EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZlbnRpdHkYAiABKAkSEQoJYXR0cmlidXRlGAMgASgJIlgKDkhpc3RvcnlSZXF1ZXN0EiYKCGZhY3Rfa2V5GAEgASgLMhIubWVtZXZvLnYxLkZhY3RLZXlIABITCgltZW1vcnlfaWQYAiABKARIAEIJCgdzdWJqZWN0Il4KD0hpc3RvcnlSZXNwb25zZRIjCgh2ZXJzaW9ucxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSJgoGZXZlbnRzGAIgAygLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50InIKDUZvcmdldFJlcXVlc3QSCwoDaWRzGAEgAygEEg4KBnJlYXNvbhgCIAEoCRIUCgxrZWVwX2hpc3RvcnkYAyABKAgSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCgR0dXJuGAUgASgDSACIAQFCBwoFX3R1cm4iPAoORm9yZ2V0UmVzcG9uc2USFQoNZm9yZ290dGVuX2lkcxgBIAMoBBITCgttaXNzaW5nX2lkcxgCIAMoBCKxAQoQU3VwZXJzZWRlUmVxdWVzdBIOCgZvbGRfaWQYASABKAQSEAoGbmV3X2lkGAIgASgESAASLAoKbmV3X21lbW9yeRgDIAEoCzIWLm1lbWV2by52MS5NZW1vcnlJbnB1dEgAEg4KBnJlYXNvbhgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJEhEKBHR1cm4YBiABKANIAYgBAUINCgtyZXBsYWNlbWVudEIHCgVfdHVybiJhChFTdXBlcnNlZGVSZXNwb25zZRIlCgpvbGRfbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRIlCgpuZXdfbWVtb3J5GAIgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJPCg1Hb3Zlcm5SZXF1ZXN0Eg8KB2RyeV9ydW4YASABKAgSEQoJbmFtZXNwYWNlGAIgASgJEhEKBHR1cm4YAyABKANIAIgBAUIHCgVfdHVybiJ2Cg9UcmFuc2l0aW9uQ291bnQSKgoKZnJvbV9zdGF0ZRgBIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgCIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRINCgVjb3VudBgDIAEoBCK8AQoKU3dlZXBTdGF0cxIuCgpzdGFydGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9ldmFsdWF0ZWRfY291bnQYAiABKAQSLwoLdHJhbnNpdGlvbnMYAyADKAsyGi5tZW1ldm8udjEuVHJhbnNpdGlvbkNvdW50EhEKCWtlcm5lbF9tcxgEIAEoARIQCgh0b3RhbF9tcxgFIAEoARIPCgd0cmlnZ2VyGAYgASgJImwKDkdvdmVyblJlc3BvbnNlEiQKBXN3ZWVwGAEgASgLMhUubWVtZXZvLnYxLlN3ZWVwU3RhdHMSNAoNY29uc29saWRhdGlvbhgCIAEoCzIdLm1lbWV2by52MS5Db25zb2xpZGF0aW9uU3RhdHMioQEKEkNvbnNvbGlkYXRpb25TdGF0cxIWCg5zZWVkc19leGFtaW5lZBgBIAEoBBIUCgxncm91cHNfZm91bmQYAiABKAQSGAoQcHJvcG9zYWxzX29wZW5lZBgDIAEoBBIaChJjb25zb2xpZGF0ZWRfY291bnQYBCABKAQSFQoNZXhwaXJlZF9jb3VudBgFIAEoBBIQCgh0b3RhbF9tcxgGIAEoASKnAQoLUmV2aWV3U3RhdHMSGwoTb3Blbl9jb25zb2xpZGF0aW9ucxgBIAEoBBIWCg5vcGVuX2V2aWN0aW9ucxgCIAEoBBIeChZvcGVuX3JlaW50ZXJwcmV0YXRpb25zGAMgASgEEhEKCXJldmlld2VycxgEIAEoDRIwCglsYXN0X3Bhc3MYBSABKAsyHS5tZW1ldm8udjEuQ29uc29saWRhdGlvblN0YXRzInwKDFdhdGNoUmVxdWVzdBIbCg5hZnRlcl9zZXF1ZW5jZRgBIAEoBEgAiAEBEhEKCW5hbWVzcGFjZRgCIAEoCRIpCgV0eXBlcxgDIAMoDjIaLm1lbWV2by52MS5DaGFuZ2VFdmVudFR5cGVCEQoPX2FmdGVyX3NlcXVlbmNlIjYKDVdhdGNoUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFi5tZW1ldm8udjEuQ2hhbmdlRXZlbnQiSQoNUmV2aWV3ZXJIZWxsbxIQCghyZXZpZXdlchgBIAEoCRImCgVraW5kcxgCIAMoDjIXLm1lbWV2by52MS5Qcm9wb3NhbEtpbmQibgoNUmV2aWV3UmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLm1lbWV2by52MS5SZXZpZXdlckhlbGxvSAASJwoIZGVjaXNpb24YAiABKAsyEy5tZW1ldm8udjEuRGVjaXNpb25IAEIJCgdtZXNzYWdlImMKDlJldmlld1Jlc3BvbnNlEicKCHByb3Bvc2FsGAEgASgLMhMubWVtZXZvLnYxLlByb3Bvc2FsSAASHQoTc2V0dGxlZF9wcm9wb3NhbF9pZBgCIAEoCUgAQgkKB21lc3NhZ2UiQgoUVW5jb25zb2xpZGF0ZVJlcXVlc3QSFgoOYWJzdHJhY3Rpb25faWQYASABKAQSEgoKcmVxdWVzdF9pZBgCIAEoCSItChVVbmNvbnNvbGlkYXRlUmVzcG9uc2USFAoMcmVzdG9yZWRfaWRzGAEgAygEIm8KF0RlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRIRCgR0dXJuGAQgASgDSACIAQFCBwoFX3R1cm4iSwoYRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEhgKEHByZXZpb3VzX3ZlcnNpb24YASABKAkSFQoNZmxhZ2dlZF9jb3VudBgCIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kiTAoTVXBkYXRlUG9saWN5UmVxdWVzdBIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSIRCg9HZXRTdGF0c1JlcXVlc3QiawoOU3RhdGVLaW5kQ291bnQSJQoFc3RhdGUYASABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSIwoEa2luZBgCIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWNvdW50GAMgASgEIoMBCgpJbmRleFN0YXRzEhUKDWluZGV4ZWRfY291bnQYASABKAQSGAoQZnJlc2hfdGFpbF9jb3VudBgCIAEoBBIWCg5zYXZlZF9zZXF1ZW5jZRgDIAEoBBIsCghzYXZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi7QIKEEdldFN0YXRzUmVzcG9uc2USKQoGY291bnRzGAEgAygLMhkubWVtZXZvLnYxLlN0YXRlS2luZENvdW50EhMKC3RvdGFsX2NvdW50GAIgASgEEiQKBWluZGV4GAMgASgLMhUubWVtZXZvLnYxLkluZGV4U3RhdHMSFQoNbGFzdF9zZXF1ZW5jZRgEIAEoBBIQCghlbWJlZGRlchgFIAEoCRIRCglkaW1lbnNpb24YBiABKA0SFgoOc2NoZW1hX3ZlcnNpb24YByABKA0SLAoNcmVjZW50X3N3ZWVwcxgIIAMoCzIVLm1lbWV2by52MS5Td2VlcFN0YXRzEhkKEWZyYW1ld29ya192ZXJzaW9uGAkgASgJEi4KCmV4cGVyaW1lbnQYCiABKAsyGi5tZW1ldm8udjEuRXhwZXJpbWVudFN0YXRzEiYKBnJldmlldxgeIAEoCzIWLm1lbWV2by52MS5SZXZpZXdTdGF0cyJVChRTZXRFeHBlcmltZW50UmVxdWVzdBIpCgpleHBlcmltZW50GAEgASgLMhUubWVtZXZvLnYxLkV4cGVyaW1lbnQSEgoKcmVxdWVzdF9pZBgCIAEoCSJCChVTZXRFeHBlcmltZW50UmVzcG9uc2USKQoKZXhwZXJpbWVudBgBIAEoCzIVLm1lbWV2by52MS5FeHBlcmltZW50IjQKEVByb21vdGVBcm1SZXF1ZXN0EgsKA2FybRgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJImgKElByb21vdGVBcm1SZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5Ei8KC2ZpbmFsX3N0YXRzGAIgASgLMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRTdGF0cyqpAQoMV3JpdGVPdXRjb21lEh0KGVdSSVRFX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVXUklURV9PVVRDT01FX0NSRUFURUQQARIbChdXUklURV9PVVRDT01FX0NPTkZJUk1FRBACEiUKIVdSSVRFX09VVENPTUVfU1VQRVJTRURFRF9QUkVWSU9VUxADEhsKF1dSSVRFX09VVENPTUVfQkFDS0RBVEVEEAQqWwoKUmVjYWxsTW9kZRIbChdSRUNBTExfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1JFQ0FMTF9NT0RFX0NVUlJFTlQQARIXChNSRUNBTExfTU9ERV9ISVNUT1JZEAIqYQoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9TVUNDRVNTEAESEwoPT1VUQ09NRV9GQUlMVVJFEAISEwoPT1VUQ09NRV9QQVJUSUFMEAMy0gsKDU1lbW9yeVNlcnZpY2USQwoIUmVtZW1iZXISGi5tZW1ldm8udjEuUmVtZW1iZXJSZXF1ZXN0GhsubWVtZXZvLnYxLlJlbWVtYmVyUmVzcG9uc2USUgoNUmVtZW1iZXJCYXRjaBIfLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVxdWVzdBogLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVzcG9uc2USVwoOUmVtZW1iZXJTdHJlYW0SIC5tZW1ldm8udjEuUmVtZW1iZXJTdHJlYW1SZXF1ZXN0GiEubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtUmVzcG9uc2UoARI9CgZSZWNhbGwSGC5tZW1ldm8udjEuUmVjYWxsUmVxdWVzdBoZLm1lbWV2by52MS5SZWNhbGxSZXNwb25zZRJPCgxCdWlsZENvbnRleHQSHi5tZW1ldm8udjEuQnVpbGRDb250ZXh0UmVxdWVzdBofLm1lbWV2by52MS5CdWlsZENvbnRleHRSZXNwb25zZRJSCg1SZXBvcnRPdXRjb21lEh8ubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXF1ZXN0GiAubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXNwb25zZRI0CgNHZXQSFS5tZW1ldm8udjEuR2V0UmVxdWVzdBoWLm1lbWV2by52MS5HZXRSZXNwb25zZRJACgdIaXN0b3J5EhkubWVtZXZvLnYxLkhpc3RvcnlSZXF1ZXN0GhoubWVtZXZvLnYxLkhpc3RvcnlSZXNwb25zZRI9CgZGb3JnZXQSGC5tZW1ldm8udjEuRm9yZ2V0UmVxdWVzdBoZLm1lbWV2by52MS5Gb3JnZXRSZXNwb25zZRJGCglTdXBlcnNlZGUSGy5tZW1ldm8udjEuU3VwZXJzZWRlUmVxdWVzdBocLm1lbWV2by52MS5TdXBlcnNlZGVSZXNwb25zZRI9CgZHb3Zlcm4SGC5tZW1ldm8udjEuR292ZXJuUmVxdWVzdBoZLm1lbWV2by52MS5Hb3Zlcm5SZXNwb25zZRI8CgVXYXRjaBIXLm1lbWV2by52MS5XYXRjaFJlcXVlc3QaGC5tZW1ldm8udjEuV2F0Y2hSZXNwb25zZTABEkEKBlJldmlldxIYLm1lbWV2by52MS5SZXZpZXdSZXF1ZXN0GhkubWVtZXZvLnYxLlJldmlld1Jlc3BvbnNlKAEwARJSCg1VbmNvbnNvbGlkYXRlEh8ubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXF1ZXN0GiAubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXNwb25zZRJbChBEZWNsYXJlRnJhbWV3b3JrEiIubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0GiMubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXNwb25zZRJGCglHZXRQb2xpY3kSGy5tZW1ldm8udjEuR2V0UG9saWN5UmVxdWVzdBocLm1lbWV2by52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi5tZW1ldm8udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLm1lbWV2by52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJDCghHZXRTdGF0cxIaLm1lbWV2by52MS5HZXRTdGF0c1JlcXVlc3QaGy5tZW1ldm8udjEuR2V0U3RhdHNSZXNwb25zZRJSCg1TZXRFeHBlcmltZW50Eh8ubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXF1ZXN0GiAubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXNwb25zZRJJCgpQcm9tb3RlQXJtEhwubWVtZXZvLnYxLlByb21vdGVBcm1SZXF1ZXN0Gh0ubWVtZXZvLnYxLlByb21vdGVBcm1SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
+  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIp0BChVSZW1lbWJlclN0cmVhbVJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBEiwKBWl0ZW1zGAQgAygLMh0ubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtSXRlbUIHCgVfdHVybiJQChJSZW1lbWJlclN0cmVhbUl0ZW0SJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAJCBwoFX3R1cm4iZAoOUmVjYWxsZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRISCgpzaW1pbGFyaXR5GAIgASgCEg0KBXNjb3JlGAMgASgCEgwKBGhpbnQYBCABKAkiYAoOUmVjYWxsUmVzcG9uc2USKwoIbWVtb3JpZXMYASADKAsyGS5tZW1ldm8udjEuUmVjYWxsZWRNZW1vcnkSFAoMcmV0cmlldmFsX2lkGAIgASgJEgsKA2FybRgDIAEoCSL3AQoTQnVpbGRDb250ZXh0UmVxdWVzdBINCgVxdWVyeRgBIAEoCRIUCgxxdWVyeV92ZWN0b3IYAiABKAwSFAoMdG9rZW5fYnVkZ2V0GAMgASgNEhAKCGxhbmd1YWdlGAQgASgJEicKBmZpbHRlchgFIAEoCzIXLm1lbWV2by52MS5SZWNhbGxGaWx0ZXISIwoEbW9kZRgGIAEoDjIVLm1lbWV2by52MS5SZWNhbGxNb2RlEikKBWFzX29mGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgR0dXJuGAggASgDSACIAQFCBwoFX3R1cm4iXQoLQ29udGV4dEl0ZW0SIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRINCgVncm91cBgCIAEoCRIMCgRoaW50GAMgASgJEg4KBnRva2VucxgEIAEoDSKDAQoUQnVpbGRDb250ZXh0UmVzcG9uc2USDAoEdGV4dBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLm1lbWV2by52MS5Db250ZXh0SXRlbRITCgt0b2tlbnNfdXNlZBgDIAEoDRIUCgxyZXRyaWV2YWxfaWQYBCABKAkSCwoDYXJtGAUgASgJIsgBChRSZXBvcnRPdXRjb21lUmVxdWVzdBIUCgxyZXRyaWV2YWxfaWQYASABKAkSIwoHb3V0Y29tZRgCIAEoDjISLm1lbWV2by52MS5PdXRjb21lEhcKD3VzZWRfbWVtb3J5X2lkcxgDIAMoBBIMCgRub3RlGAQgASgJEhIKCnJlcXVlc3RfaWQYBSABKAkSEQoEdHVybhgGIAEoA0gAiAEBEhMKBnJld2FyZBgHIAEoAkgBiAEBQgcKBV90dXJuQgkKB19yZXdhcmQiLgoVUmVwb3J0T3V0Y29tZVJlc3BvbnNlEhUKDXVwZGF0ZWRfY291bnQYASABKAQiMgoKR2V0UmVxdWVzdBILCgNpZHMYASADKAQSFwoPaW5jbHVkZV92ZWN0b3JzGAIgASgIIkcKC0dldFJlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtZXZvLnYxLk1lbW9yeRITCgttaXNzaW5nX2lkcxgCIAMoBCI/CgdGYWN0S2V5EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZlbnRpdHkYAiABKAkSEQoJYXR0cmlidXRlGAMgASgJIlgKDkhpc3RvcnlSZXF1ZXN0EiYKCGZhY3Rfa2V5GAEgASgLMhIubWVtZXZvLnYxLkZhY3RLZXlIABITCgltZW1vcnlfaWQYAiABKARIAEIJCgdzdWJqZWN0Il4KD0hpc3RvcnlSZXNwb25zZRIjCgh2ZXJzaW9ucxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSJgoGZXZlbnRzGAIgAygLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50InIKDUZvcmdldFJlcXVlc3QSCwoDaWRzGAEgAygEEg4KBnJlYXNvbhgCIAEoCRIUCgxrZWVwX2hpc3RvcnkYAyABKAgSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCgR0dXJuGAUgASgDSACIAQFCBwoFX3R1cm4iPAoORm9yZ2V0UmVzcG9uc2USFQoNZm9yZ290dGVuX2lkcxgBIAMoBBITCgttaXNzaW5nX2lkcxgCIAMoBCKxAQoQU3VwZXJzZWRlUmVxdWVzdBIOCgZvbGRfaWQYASABKAQSEAoGbmV3X2lkGAIgASgESAASLAoKbmV3X21lbW9yeRgDIAEoCzIWLm1lbWV2by52MS5NZW1vcnlJbnB1dEgAEg4KBnJlYXNvbhgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJEhEKBHR1cm4YBiABKANIAYgBAUINCgtyZXBsYWNlbWVudEIHCgVfdHVybiJhChFTdXBlcnNlZGVSZXNwb25zZRIlCgpvbGRfbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRIlCgpuZXdfbWVtb3J5GAIgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJjCg5SZXN0b3JlUmVxdWVzdBIRCgltZW1vcnlfaWQYASABKAQSDgoGcmVhc29uGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSEQoEdHVybhgEIAEoA0gAiAEBQgcKBV90dXJuIjQKD1Jlc3RvcmVSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5Ik8KDUdvdmVyblJlcXVlc3QSDwoHZHJ5X3J1bhgBIAEoCBIRCgluYW1lc3BhY2UYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuInYKD1RyYW5zaXRpb25Db3VudBIqCgpmcm9tX3N0YXRlGAEgASgOMhYubWVtZXZvLnYxLk1lbW9yeVN0YXRlEigKCHRvX3N0YXRlGAIgASgOMhYubWVtZXZvLnYxLk1lbW9yeVN0YXRlEg0KBWNvdW50GAMgASgEIrwBCgpTd2VlcFN0YXRzEi4KCnN0YXJ0ZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2V2YWx1YXRlZF9jb3VudBgCIAEoBBIvCgt0cmFuc2l0aW9ucxgDIAMoCzIaLm1lbWV2by52MS5UcmFuc2l0aW9uQ291bnQSEQoJa2VybmVsX21zGAQgASgBEhAKCHRvdGFsX21zGAUgASgBEg8KB3RyaWdnZXIYBiABKAkibAoOR292ZXJuUmVzcG9uc2USJAoFc3dlZXAYASABKAsyFS5tZW1ldm8udjEuU3dlZXBTdGF0cxI0Cg1jb25zb2xpZGF0aW9uGAIgASgLMh0ubWVtZXZvLnYxLkNvbnNvbGlkYXRpb25TdGF0cyKhAQoSQ29uc29saWRhdGlvblN0YXRzEhYKDnNlZWRzX2V4YW1pbmVkGAEgASgEEhQKDGdyb3Vwc19mb3VuZBgCIAEoBBIYChBwcm9wb3NhbHNfb3BlbmVkGAMgASgEEhoKEmNvbnNvbGlkYXRlZF9jb3VudBgEIAEoBBIVCg1leHBpcmVkX2NvdW50GAUgASgEEhAKCHRvdGFsX21zGAYgASgBIsMBCgtSZXZpZXdTdGF0cxIbChNvcGVuX2NvbnNvbGlkYXRpb25zGAEgASgEEhYKDm9wZW5fZXZpY3Rpb25zGAIgASgEEh4KFm9wZW5fcmVpbnRlcnByZXRhdGlvbnMYAyABKAQSEQoJcmV2aWV3ZXJzGAQgASgNEjAKCWxhc3RfcGFzcxgFIAEoCzIdLm1lbWV2by52MS5Db25zb2xpZGF0aW9uU3RhdHMSGgoSb3Blbl9zdXBlcnNlc3Npb25zGAYgASgEInwKDFdhdGNoUmVxdWVzdBIbCg5hZnRlcl9zZXF1ZW5jZRgBIAEoBEgAiAEBEhEKCW5hbWVzcGFjZRgCIAEoCRIpCgV0eXBlcxgDIAMoDjIaLm1lbWV2by52MS5DaGFuZ2VFdmVudFR5cGVCEQoPX2FmdGVyX3NlcXVlbmNlIjYKDVdhdGNoUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFi5tZW1ldm8udjEuQ2hhbmdlRXZlbnQiSQoNUmV2aWV3ZXJIZWxsbxIQCghyZXZpZXdlchgBIAEoCRImCgVraW5kcxgCIAMoDjIXLm1lbWV2by52MS5Qcm9wb3NhbEtpbmQibgoNUmV2aWV3UmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLm1lbWV2by52MS5SZXZpZXdlckhlbGxvSAASJwoIZGVjaXNpb24YAiABKAsyEy5tZW1ldm8udjEuRGVjaXNpb25IAEIJCgdtZXNzYWdlImMKDlJldmlld1Jlc3BvbnNlEicKCHByb3Bvc2FsGAEgASgLMhMubWVtZXZvLnYxLlByb3Bvc2FsSAASHQoTc2V0dGxlZF9wcm9wb3NhbF9pZBgCIAEoCUgAQgkKB21lc3NhZ2UiQgoUVW5jb25zb2xpZGF0ZVJlcXVlc3QSFgoOYWJzdHJhY3Rpb25faWQYASABKAQSEgoKcmVxdWVzdF9pZBgCIAEoCSItChVVbmNvbnNvbGlkYXRlUmVzcG9uc2USFAoMcmVzdG9yZWRfaWRzGAEgAygEIm8KF0RlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRIRCgR0dXJuGAQgASgDSACIAQFCBwoFX3R1cm4iSwoYRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEhgKEHByZXZpb3VzX3ZlcnNpb24YASABKAkSFQoNZmxhZ2dlZF9jb3VudBgCIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kiTAoTVXBkYXRlUG9saWN5UmVxdWVzdBIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSIRCg9HZXRTdGF0c1JlcXVlc3QiawoOU3RhdGVLaW5kQ291bnQSJQoFc3RhdGUYASABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSIwoEa2luZBgCIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWNvdW50GAMgASgEIoMBCgpJbmRleFN0YXRzEhUKDWluZGV4ZWRfY291bnQYASABKAQSGAoQZnJlc2hfdGFpbF9jb3VudBgCIAEoBBIWCg5zYXZlZF9zZXF1ZW5jZRgDIAEoBBIsCghzYXZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi7QIKEEdldFN0YXRzUmVzcG9uc2USKQoGY291bnRzGAEgAygLMhkubWVtZXZvLnYxLlN0YXRlS2luZENvdW50EhMKC3RvdGFsX2NvdW50GAIgASgEEiQKBWluZGV4GAMgASgLMhUubWVtZXZvLnYxLkluZGV4U3RhdHMSFQoNbGFzdF9zZXF1ZW5jZRgEIAEoBBIQCghlbWJlZGRlchgFIAEoCRIRCglkaW1lbnNpb24YBiABKA0SFgoOc2NoZW1hX3ZlcnNpb24YByABKA0SLAoNcmVjZW50X3N3ZWVwcxgIIAMoCzIVLm1lbWV2by52MS5Td2VlcFN0YXRzEhkKEWZyYW1ld29ya192ZXJzaW9uGAkgASgJEi4KCmV4cGVyaW1lbnQYCiABKAsyGi5tZW1ldm8udjEuRXhwZXJpbWVudFN0YXRzEiYKBnJldmlldxgeIAEoCzIWLm1lbWV2by52MS5SZXZpZXdTdGF0cyJVChRTZXRFeHBlcmltZW50UmVxdWVzdBIpCgpleHBlcmltZW50GAEgASgLMhUubWVtZXZvLnYxLkV4cGVyaW1lbnQSEgoKcmVxdWVzdF9pZBgCIAEoCSJCChVTZXRFeHBlcmltZW50UmVzcG9uc2USKQoKZXhwZXJpbWVudBgBIAEoCzIVLm1lbWV2by52MS5FeHBlcmltZW50IjQKEVByb21vdGVBcm1SZXF1ZXN0EgsKA2FybRgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJImgKElByb21vdGVBcm1SZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5Ei8KC2ZpbmFsX3N0YXRzGAIgASgLMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRTdGF0cyqpAQoMV3JpdGVPdXRjb21lEh0KGVdSSVRFX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVXUklURV9PVVRDT01FX0NSRUFURUQQARIbChdXUklURV9PVVRDT01FX0NPTkZJUk1FRBACEiUKIVdSSVRFX09VVENPTUVfU1VQRVJTRURFRF9QUkVWSU9VUxADEhsKF1dSSVRFX09VVENPTUVfQkFDS0RBVEVEEAQqWwoKUmVjYWxsTW9kZRIbChdSRUNBTExfTU9ERV9VTlNQRUNJRklFRBAAEhcKE1JFQ0FMTF9NT0RFX0NVUlJFTlQQARIXChNSRUNBTExfTU9ERV9ISVNUT1JZEAIqYQoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEwoPT1VUQ09NRV9TVUNDRVNTEAESEwoPT1VUQ09NRV9GQUlMVVJFEAISEwoPT1VUQ09NRV9QQVJUSUFMEAMylAwKDU1lbW9yeVNlcnZpY2USQwoIUmVtZW1iZXISGi5tZW1ldm8udjEuUmVtZW1iZXJSZXF1ZXN0GhsubWVtZXZvLnYxLlJlbWVtYmVyUmVzcG9uc2USUgoNUmVtZW1iZXJCYXRjaBIfLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVxdWVzdBogLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVzcG9uc2USVwoOUmVtZW1iZXJTdHJlYW0SIC5tZW1ldm8udjEuUmVtZW1iZXJTdHJlYW1SZXF1ZXN0GiEubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtUmVzcG9uc2UoARI9CgZSZWNhbGwSGC5tZW1ldm8udjEuUmVjYWxsUmVxdWVzdBoZLm1lbWV2by52MS5SZWNhbGxSZXNwb25zZRJPCgxCdWlsZENvbnRleHQSHi5tZW1ldm8udjEuQnVpbGRDb250ZXh0UmVxdWVzdBofLm1lbWV2by52MS5CdWlsZENvbnRleHRSZXNwb25zZRJSCg1SZXBvcnRPdXRjb21lEh8ubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXF1ZXN0GiAubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXNwb25zZRI0CgNHZXQSFS5tZW1ldm8udjEuR2V0UmVxdWVzdBoWLm1lbWV2by52MS5HZXRSZXNwb25zZRJACgdIaXN0b3J5EhkubWVtZXZvLnYxLkhpc3RvcnlSZXF1ZXN0GhoubWVtZXZvLnYxLkhpc3RvcnlSZXNwb25zZRI9CgZGb3JnZXQSGC5tZW1ldm8udjEuRm9yZ2V0UmVxdWVzdBoZLm1lbWV2by52MS5Gb3JnZXRSZXNwb25zZRJGCglTdXBlcnNlZGUSGy5tZW1ldm8udjEuU3VwZXJzZWRlUmVxdWVzdBocLm1lbWV2by52MS5TdXBlcnNlZGVSZXNwb25zZRI9CgZHb3Zlcm4SGC5tZW1ldm8udjEuR292ZXJuUmVxdWVzdBoZLm1lbWV2by52MS5Hb3Zlcm5SZXNwb25zZRI8CgVXYXRjaBIXLm1lbWV2by52MS5XYXRjaFJlcXVlc3QaGC5tZW1ldm8udjEuV2F0Y2hSZXNwb25zZTABEkEKBlJldmlldxIYLm1lbWV2by52MS5SZXZpZXdSZXF1ZXN0GhkubWVtZXZvLnYxLlJldmlld1Jlc3BvbnNlKAEwARJSCg1VbmNvbnNvbGlkYXRlEh8ubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXF1ZXN0GiAubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXNwb25zZRJACgdSZXN0b3JlEhkubWVtZXZvLnYxLlJlc3RvcmVSZXF1ZXN0GhoubWVtZXZvLnYxLlJlc3RvcmVSZXNwb25zZRJbChBEZWNsYXJlRnJhbWV3b3JrEiIubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0GiMubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXNwb25zZRJGCglHZXRQb2xpY3kSGy5tZW1ldm8udjEuR2V0UG9saWN5UmVxdWVzdBocLm1lbWV2by52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi5tZW1ldm8udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLm1lbWV2by52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJDCghHZXRTdGF0cxIaLm1lbWV2by52MS5HZXRTdGF0c1JlcXVlc3QaGy5tZW1ldm8udjEuR2V0U3RhdHNSZXNwb25zZRJSCg1TZXRFeHBlcmltZW50Eh8ubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXF1ZXN0GiAubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXNwb25zZRJJCgpQcm9tb3RlQXJtEhwubWVtZXZvLnYxLlByb21vdGVBcm1SZXF1ZXN0Gh0ubWVtZXZvLnYxLlByb21vdGVBcm1SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
 
 /**
  * The result of storing one memory.
@@ -1085,6 +1085,67 @@ export const SupersedeResponseSchema: GenMessage<SupersedeResponse> = /*@__PURE_
   messageDesc(file_memevo_v1_memory_service, 25);
 
 /**
+ * @generated from message memevo.v1.RestoreRequest
+ */
+export type RestoreRequest = Message<"memevo.v1.RestoreRequest"> & {
+  /**
+   * The memory to restore: OBSOLETE with a successor (superseded_by), or current with possibly_outdated_by
+   * set. Required. FAILED_PRECONDITION when it is neither, or when its fact key has another current value.
+   *
+   * @generated from field: uint64 memory_id = 1;
+   */
+  memoryId: bigint;
+
+  /**
+   * Why, kept in the change log.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * Idempotency key, at most 128 bytes. Default: empty.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+
+  /**
+   * The agent's current turn counter. Default: unset.
+   *
+   * @generated from field: optional int64 turn = 4;
+   */
+  turn?: bigint | undefined;
+};
+
+/**
+ * Describes the message memevo.v1.RestoreRequest.
+ * Use `create(RestoreRequestSchema)` to create a new message.
+ */
+export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 26);
+
+/**
+ * @generated from message memevo.v1.RestoreResponse
+ */
+export type RestoreResponse = Message<"memevo.v1.RestoreResponse"> & {
+  /**
+   * The restored memory: ACTIVE with no successor (its successor no longer lists it in supersedes), or
+   * cleared of the doubt (possibly_outdated_by 0).
+   *
+   * @generated from field: memevo.v1.Memory memory = 1;
+   */
+  memory?: Memory | undefined;
+};
+
+/**
+ * Describes the message memevo.v1.RestoreResponse.
+ * Use `create(RestoreResponseSchema)` to create a new message.
+ */
+export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 27);
+
+/**
  * @generated from message memevo.v1.GovernRequest
  */
 export type GovernRequest = Message<"memevo.v1.GovernRequest"> & {
@@ -1115,7 +1176,7 @@ export type GovernRequest = Message<"memevo.v1.GovernRequest"> & {
  * Use `create(GovernRequestSchema)` to create a new message.
  */
 export const GovernRequestSchema: GenMessage<GovernRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 26);
+  messageDesc(file_memevo_v1_memory_service, 28);
 
 /**
  * How many memories moved from one state to another.
@@ -1144,7 +1205,7 @@ export type TransitionCount = Message<"memevo.v1.TransitionCount"> & {
  * Use `create(TransitionCountSchema)` to create a new message.
  */
 export const TransitionCountSchema: GenMessage<TransitionCount> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 27);
+  messageDesc(file_memevo_v1_memory_service, 29);
 
 /**
  * Statistics of one governance sweep.
@@ -1201,7 +1262,7 @@ export type SweepStats = Message<"memevo.v1.SweepStats"> & {
  * Use `create(SweepStatsSchema)` to create a new message.
  */
 export const SweepStatsSchema: GenMessage<SweepStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 28);
+  messageDesc(file_memevo_v1_memory_service, 30);
 
 /**
  * @generated from message memevo.v1.GovernResponse
@@ -1225,7 +1286,7 @@ export type GovernResponse = Message<"memevo.v1.GovernResponse"> & {
  * Use `create(GovernResponseSchema)` to create a new message.
  */
 export const GovernResponseSchema: GenMessage<GovernResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 29);
+  messageDesc(file_memevo_v1_memory_service, 31);
 
 /**
  * What one consolidation pass looked at and did.
@@ -1281,7 +1342,7 @@ export type ConsolidationStats = Message<"memevo.v1.ConsolidationStats"> & {
  * Use `create(ConsolidationStatsSchema)` to create a new message.
  */
 export const ConsolidationStatsSchema: GenMessage<ConsolidationStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 30);
+  messageDesc(file_memevo_v1_memory_service, 32);
 
 /**
  * The review queue at a glance.
@@ -1323,6 +1384,13 @@ export type ReviewStats = Message<"memevo.v1.ReviewStats"> & {
    * @generated from field: memevo.v1.ConsolidationStats last_pass = 5;
    */
   lastPass?: ConsolidationStats | undefined;
+
+  /**
+   * Proposals not yet decided: supersessions (soft conflicts offered to a reviewer).
+   *
+   * @generated from field: uint64 open_supersessions = 6;
+   */
+  openSupersessions: bigint;
 };
 
 /**
@@ -1330,7 +1398,7 @@ export type ReviewStats = Message<"memevo.v1.ReviewStats"> & {
  * Use `create(ReviewStatsSchema)` to create a new message.
  */
 export const ReviewStatsSchema: GenMessage<ReviewStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 31);
+  messageDesc(file_memevo_v1_memory_service, 33);
 
 /**
  * @generated from message memevo.v1.WatchRequest
@@ -1364,7 +1432,7 @@ export type WatchRequest = Message<"memevo.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 32);
+  messageDesc(file_memevo_v1_memory_service, 34);
 
 /**
  * @generated from message memevo.v1.WatchResponse
@@ -1381,7 +1449,7 @@ export type WatchResponse = Message<"memevo.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 33);
+  messageDesc(file_memevo_v1_memory_service, 35);
 
 /**
  * A reviewer's first message.
@@ -1409,7 +1477,7 @@ export type ReviewerHello = Message<"memevo.v1.ReviewerHello"> & {
  * Use `create(ReviewerHelloSchema)` to create a new message.
  */
 export const ReviewerHelloSchema: GenMessage<ReviewerHello> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 34);
+  messageDesc(file_memevo_v1_memory_service, 36);
 
 /**
  * @generated from message memevo.v1.ReviewRequest
@@ -1442,7 +1510,7 @@ export type ReviewRequest = Message<"memevo.v1.ReviewRequest"> & {
  * Use `create(ReviewRequestSchema)` to create a new message.
  */
 export const ReviewRequestSchema: GenMessage<ReviewRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 35);
+  messageDesc(file_memevo_v1_memory_service, 37);
 
 /**
  * @generated from message memevo.v1.ReviewResponse
@@ -1475,7 +1543,7 @@ export type ReviewResponse = Message<"memevo.v1.ReviewResponse"> & {
  * Use `create(ReviewResponseSchema)` to create a new message.
  */
 export const ReviewResponseSchema: GenMessage<ReviewResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 36);
+  messageDesc(file_memevo_v1_memory_service, 38);
 
 /**
  * @generated from message memevo.v1.UnconsolidateRequest
@@ -1501,7 +1569,7 @@ export type UnconsolidateRequest = Message<"memevo.v1.UnconsolidateRequest"> & {
  * Use `create(UnconsolidateRequestSchema)` to create a new message.
  */
 export const UnconsolidateRequestSchema: GenMessage<UnconsolidateRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 37);
+  messageDesc(file_memevo_v1_memory_service, 39);
 
 /**
  * @generated from message memevo.v1.UnconsolidateResponse
@@ -1520,7 +1588,7 @@ export type UnconsolidateResponse = Message<"memevo.v1.UnconsolidateResponse"> &
  * Use `create(UnconsolidateResponseSchema)` to create a new message.
  */
 export const UnconsolidateResponseSchema: GenMessage<UnconsolidateResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 38);
+  messageDesc(file_memevo_v1_memory_service, 40);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkRequest
@@ -1560,7 +1628,7 @@ export type DeclareFrameworkRequest = Message<"memevo.v1.DeclareFrameworkRequest
  * Use `create(DeclareFrameworkRequestSchema)` to create a new message.
  */
 export const DeclareFrameworkRequestSchema: GenMessage<DeclareFrameworkRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 39);
+  messageDesc(file_memevo_v1_memory_service, 41);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkResponse
@@ -1586,7 +1654,7 @@ export type DeclareFrameworkResponse = Message<"memevo.v1.DeclareFrameworkRespon
  * Use `create(DeclareFrameworkResponseSchema)` to create a new message.
  */
 export const DeclareFrameworkResponseSchema: GenMessage<DeclareFrameworkResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 40);
+  messageDesc(file_memevo_v1_memory_service, 42);
 
 /**
  * @generated from message memevo.v1.GetPolicyRequest
@@ -1599,7 +1667,7 @@ export type GetPolicyRequest = Message<"memevo.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 41);
+  messageDesc(file_memevo_v1_memory_service, 43);
 
 /**
  * @generated from message memevo.v1.GetPolicyResponse
@@ -1616,7 +1684,7 @@ export type GetPolicyResponse = Message<"memevo.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 42);
+  messageDesc(file_memevo_v1_memory_service, 44);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyRequest
@@ -1642,7 +1710,7 @@ export type UpdatePolicyRequest = Message<"memevo.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 43);
+  messageDesc(file_memevo_v1_memory_service, 45);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyResponse
@@ -1661,7 +1729,7 @@ export type UpdatePolicyResponse = Message<"memevo.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 44);
+  messageDesc(file_memevo_v1_memory_service, 46);
 
 /**
  * @generated from message memevo.v1.GetStatsRequest
@@ -1674,7 +1742,7 @@ export type GetStatsRequest = Message<"memevo.v1.GetStatsRequest"> & {
  * Use `create(GetStatsRequestSchema)` to create a new message.
  */
 export const GetStatsRequestSchema: GenMessage<GetStatsRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 45);
+  messageDesc(file_memevo_v1_memory_service, 47);
 
 /**
  * Memories in one (state, kind) cell.
@@ -1703,7 +1771,7 @@ export type StateKindCount = Message<"memevo.v1.StateKindCount"> & {
  * Use `create(StateKindCountSchema)` to create a new message.
  */
 export const StateKindCountSchema: GenMessage<StateKindCount> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 46);
+  messageDesc(file_memevo_v1_memory_service, 48);
 
 /**
  * The ANN index's status.
@@ -1745,7 +1813,7 @@ export type IndexStats = Message<"memevo.v1.IndexStats"> & {
  * Use `create(IndexStatsSchema)` to create a new message.
  */
 export const IndexStatsSchema: GenMessage<IndexStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 47);
+  messageDesc(file_memevo_v1_memory_service, 49);
 
 /**
  * @generated from message memevo.v1.GetStatsResponse
@@ -1830,7 +1898,7 @@ export type GetStatsResponse = Message<"memevo.v1.GetStatsResponse"> & {
  * Use `create(GetStatsResponseSchema)` to create a new message.
  */
 export const GetStatsResponseSchema: GenMessage<GetStatsResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 48);
+  messageDesc(file_memevo_v1_memory_service, 50);
 
 /**
  * @generated from message memevo.v1.SetExperimentRequest
@@ -1857,7 +1925,7 @@ export type SetExperimentRequest = Message<"memevo.v1.SetExperimentRequest"> & {
  * Use `create(SetExperimentRequestSchema)` to create a new message.
  */
 export const SetExperimentRequestSchema: GenMessage<SetExperimentRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 49);
+  messageDesc(file_memevo_v1_memory_service, 51);
 
 /**
  * @generated from message memevo.v1.SetExperimentResponse
@@ -1876,7 +1944,7 @@ export type SetExperimentResponse = Message<"memevo.v1.SetExperimentResponse"> &
  * Use `create(SetExperimentResponseSchema)` to create a new message.
  */
 export const SetExperimentResponseSchema: GenMessage<SetExperimentResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 50);
+  messageDesc(file_memevo_v1_memory_service, 52);
 
 /**
  * @generated from message memevo.v1.PromoteArmRequest
@@ -1902,7 +1970,7 @@ export type PromoteArmRequest = Message<"memevo.v1.PromoteArmRequest"> & {
  * Use `create(PromoteArmRequestSchema)` to create a new message.
  */
 export const PromoteArmRequestSchema: GenMessage<PromoteArmRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 51);
+  messageDesc(file_memevo_v1_memory_service, 53);
 
 /**
  * @generated from message memevo.v1.PromoteArmResponse
@@ -1928,7 +1996,7 @@ export type PromoteArmResponse = Message<"memevo.v1.PromoteArmResponse"> & {
  * Use `create(PromoteArmResponseSchema)` to create a new message.
  */
 export const PromoteArmResponseSchema: GenMessage<PromoteArmResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 52);
+  messageDesc(file_memevo_v1_memory_service, 54);
 
 /**
  * How a write was applied.
@@ -2209,6 +2277,17 @@ export const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof UnconsolidateRequestSchema;
     output: typeof UnconsolidateResponseSchema;
+  },
+  /**
+   * Undo a supersession (the memory is current again, its successor stays) or a soft conflict
+   * (possibly_outdated_by cleared): for a plain-text statement that perception read as another slot's.
+   *
+   * @generated from rpc memevo.v1.MemoryService.Restore
+   */
+  restore: {
+    methodKind: "unary";
+    input: typeof RestoreRequestSchema;
+    output: typeof RestoreResponseSchema;
   },
   /**
    * Declare a new cognitive-framework version; older memories are flagged for re-interpretation.

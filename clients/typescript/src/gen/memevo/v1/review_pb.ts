@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/review.proto.
  */
 export const file_memevo_v1_review: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1ldm8vdjEvcmV2aWV3LnByb3RvEgltZW1ldm8udjEiuAEKCFByb3Bvc2FsEgoKAmlkGAEgASgJEiUKBGtpbmQYAiABKA4yFy5tZW1ldm8udjEuUHJvcG9zYWxLaW5kEiMKCG1lbW9yaWVzGAMgAygLMhEubWVtZXZvLnYxLk1lbW9yeRIOCgZyZWFzb24YBCABKAkSFgoOc3VnZ2VzdGVkX3RleHQYBSABKAkSLAoIZGVhZGxpbmUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoABCghEZWNpc2lvbhITCgtwcm9wb3NhbF9pZBgBIAEoCRIjCgd2ZXJkaWN0GAIgASgOMhIubWVtZXZvLnYxLlZlcmRpY3QSGAoQYWJzdHJhY3Rpb25fdGV4dBgDIAEoCRISCgptZW1vcnlfaWRzGAQgAygEEgwKBG5vdGUYBSABKAkqhAEKDFByb3Bvc2FsS2luZBIdChlQUk9QT1NBTF9LSU5EX1VOU1BFQ0lGSUVEEAASHQoZUFJPUE9TQUxfS0lORF9DT05TT0xJREFURRABEhcKE1BST1BPU0FMX0tJTkRfRVZJQ1QQAhIdChlQUk9QT1NBTF9LSU5EX1JFSU5URVJQUkVUEAMqXgoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASEgoOVkVSRElDVF9BQ0NFUFQQARISCg5WRVJESUNUX1JFSkVDVBACEhIKDlZFUkRJQ1RfTU9ESUZZEANiBnByb3RvMw", [file_google_protobuf_timestamp, file_memevo_v1_memory]);
+  fileDesc("ChZtZW1ldm8vdjEvcmV2aWV3LnByb3RvEgltZW1ldm8udjEiuAEKCFByb3Bvc2FsEgoKAmlkGAEgASgJEiUKBGtpbmQYAiABKA4yFy5tZW1ldm8udjEuUHJvcG9zYWxLaW5kEiMKCG1lbW9yaWVzGAMgAygLMhEubWVtZXZvLnYxLk1lbW9yeRIOCgZyZWFzb24YBCABKAkSFgoOc3VnZ2VzdGVkX3RleHQYBSABKAkSLAoIZGVhZGxpbmUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoABCghEZWNpc2lvbhITCgtwcm9wb3NhbF9pZBgBIAEoCRIjCgd2ZXJkaWN0GAIgASgOMhIubWVtZXZvLnYxLlZlcmRpY3QSGAoQYWJzdHJhY3Rpb25fdGV4dBgDIAEoCRISCgptZW1vcnlfaWRzGAQgAygEEgwKBG5vdGUYBSABKAkqoQEKDFByb3Bvc2FsS2luZBIdChlQUk9QT1NBTF9LSU5EX1VOU1BFQ0lGSUVEEAASHQoZUFJPUE9TQUxfS0lORF9DT05TT0xJREFURRABEhcKE1BST1BPU0FMX0tJTkRfRVZJQ1QQAhIdChlQUk9QT1NBTF9LSU5EX1JFSU5URVJQUkVUEAMSGwoXUFJPUE9TQUxfS0lORF9TVVBFUlNFREUQBCpeCgdWZXJkaWN0EhcKE1ZFUkRJQ1RfVU5TUEVDSUZJRUQQABISCg5WRVJESUNUX0FDQ0VQVBABEhIKDlZFUkRJQ1RfUkVKRUNUEAISEgoOVkVSRElDVF9NT0RJRlkQA2IGcHJvdG8z", [file_google_protobuf_timestamp, file_memevo_v1_memory]);
 
 /**
  * One decision the sidecar asks a reviewer to take.
@@ -150,6 +150,15 @@ export enum ProposalKind {
    * @generated from enum value: PROPOSAL_KIND_REINTERPRET = 3;
    */
   REINTERPRET = 3,
+
+  /**
+   * Does the newer memory (memories[1]) replace the older one (memories[0])? A soft conflict perception could
+   * not settle. ACCEPT supersedes the older one; REJECT clears its doubt (both stay current). Offered only to
+   * reviewers that name this kind; undecided at the deadline, the doubt stays and the proposal is offered again.
+   *
+   * @generated from enum value: PROPOSAL_KIND_SUPERSEDE = 4;
+   */
+  SUPERSEDE = 4,
 }
 
 /**
