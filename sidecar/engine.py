@@ -158,7 +158,6 @@ class Engine:
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
         self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy), self.columns)
-        self.perceiver.neighbours = self._neighbours
         self.params = params_from_policy(self.policy)
         """The kernels' matrix of the current policy (rebuilt when the policy changes)."""
         self.lexical = NamespacedLexicalIndex()
@@ -178,11 +177,6 @@ class Engine:
             self._load_columns()
         self._reconcile_index()
         self.index.start(lambda: self.store.last_sequence)
-
-    def _neighbours(self, unit: npt.NDArray[np.float32], count: int) -> tuple[list[int], list[float]]:
-        """The ``count`` nearest stored vectors of ``unit`` (graph and fresh tail): ids and cosines."""
-        found = self.index.search(unit.reshape(1, -1), count)
-        return [int(i) for i in found.ids.tolist()], [float(x) for x in found.similarities.tolist()]
 
     # ---- start-up ---------------------------------------------------------------------------
 

@@ -16,9 +16,11 @@ evidence is the namespace's own data, read at write time:
   that attribute, and the span where the value was is its value. More keyed
   facts, more templates: the inference improves as keys accumulate.
 - **Same template, one span different** (:func:`differing_spans`): two
-  statements of one entity (or two texts without an entity) that differ in a
-  single short span are two values of one slot ("Escalations about X go to
-  Ana." / "... go to Bo.") — which needs no key at all.
+  statements of one entity that differ in a single short span are two values
+  of one slot ("Escalations about X go to Ana." / "... go to Bo.") — which
+  needs no key at all. Two texts without an entity are compared when they
+  share everything but their ending (``conflicts.head_keys``: "Who chairs
+  the board? Maria Silva" / "... Tom Berg").
 - **Vectors** (:class:`AttributeCentroids`): how near a text lies to each
   attribute's keyed facts (centred means per entity type), for statements no
   template covers; weaker evidence, used for soft conflicts.
@@ -115,8 +117,8 @@ class EntityNames:
         if entity in self._names:
             return
         name = name_of(entity)
-        if not name:
-            return
+        if not any(word.isalpha() for word in name):
+            return  # "entity:42": a number in a text is no evidence that it names this entity
         self._names[entity] = name
         self._by_first.setdefault(name[0], []).append(entity)
         for word in set(name):
@@ -150,6 +152,7 @@ class EntityNames:
                     owners is not None
                     and len(owners) == 1
                     and len(word) >= NAME_WORD_MIN_CHARS
+                    and word.isalpha()
                     and cased[:1].isupper()
                     and not cased.isupper()
                 ):

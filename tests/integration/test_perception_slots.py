@@ -250,3 +250,19 @@ def test_restore_clears_a_doubt_through_the_python_client(shared_sidecar: Sideca
         cleared = client.restore(older.id, reason="both hold")
         assert cleared.possibly_outdated_by is None
         assert client.recall(vector=base.astype(np.float32), namespace=ns, k=2)[0].memory.id == older.id
+
+
+def test_texts_without_an_entity_said_as_of_one_moment_stay_apart(service: Any) -> None:
+    ns = "slots-no-entity-same-time"
+    vectors = near(11, 4)
+    batch = [memory(f"Release checklist, step {n}: tag the build", vectors[n - 3], namespace=ns, kind=FACT,
+                    valid_from=at(1_000)) for n in (3, 4)]  # fmt: skip
+    written = service.RememberBatch(memory_service_pb2.RememberBatchRequest(memories=batch)).results
+    kept = get(service, written[0].memory.id)
+    assert kept.state == ACTIVE, "one moment: neither is the newer value of the other"
+    assert kept.possibly_outdated_by == 0
+    old = remember(service, "How many titles has the club won? 23", vectors[2], namespace=ns, kind=FACT,
+                   valid_from=at(1_000))  # fmt: skip
+    new = remember(service, "How many titles has the club won? 24", vectors[3], namespace=ns, kind=FACT,
+                   valid_from=at(2_000))  # fmt: skip
+    assert get(service, old.memory.id).superseded_by == new.memory.id, "a count said later is a newer value"

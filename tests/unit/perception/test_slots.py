@@ -136,3 +136,9 @@ def test_known_values_name_their_attribute_once_seen_twice() -> None:
     values.learn(["go"], "language")
     values.learn(["go"], "language")
     assert values.match([*tokens, "and", "go"]) is None, "two attributes' values in one text: neither"
+
+
+def test_a_number_never_names_an_entity() -> None:
+    known = names("entity:12", "ticket:abc-7")
+    assert known.mentions("a note on topic 12, number 77") == []
+    assert [m.entity for m in known.mentions("closed abc 7 today")] == ["ticket:abc-7"]
