@@ -451,13 +451,3 @@ class AttributeCentroids:
         own = names.index(attribute)
         others = np.delete(scores, own)
         return float(scores[own] - others.max())
-
-    def best(self, kind: str, unit: npt.NDArray[np.float32]) -> tuple[str, float] | None:
-        """The attribute ``unit`` lies nearest to, and its margin over the next; None without two attributes."""
-        table = self._table(kind)
-        if table is None:
-            return None
-        names, directions, centre = table
-        scores = directions @ (unit - centre)
-        order = np.argsort(-scores)
-        return names[int(order[0])], float(scores[order[0]] - scores[order[1]])

@@ -83,16 +83,15 @@ def test_centroids_say_which_attribute_a_vector_is_nearer() -> None:
     rng = np.random.default_rng(0)
     port, owner = rng.standard_normal(16), rng.standard_normal(16)
     centroids = AttributeCentroids()
-    assert centroids.best("service", port.astype(np.float32)) is None
+    assert centroids.margin("service", "port", port.astype(np.float32)) is None, "no keyed facts yet"
     for _ in range(5):
         for attribute, direction in (("port", port), ("owner", owner)):
             vector = direction + 0.3 * rng.standard_normal(16)
             centroids.add("service", attribute, (vector / np.linalg.norm(vector)).astype(np.float32))
     unit = (port / np.linalg.norm(port)).astype(np.float32)
-    best = centroids.best("service", unit)
-    assert best is not None
-    assert best[0] == "port"
-    assert best[1] > 0
+    own = centroids.margin("service", "port", unit)
+    assert own is not None
+    assert own > 0
     margin = centroids.margin("service", "owner", unit)
     assert margin is not None
     assert margin < 0
