@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memevo.sidecar.perception.conflicts import dedup_key, entity_prefix, fact_key, normalise_text
+from memevo.sidecar.perception.conflicts import dedup_key, entity_prefix, fact_key
+from memevo.sidecar.perception.slots import normalise_text
 from memevo.v1 import memory_pb2
 
 
