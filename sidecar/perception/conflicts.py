@@ -180,6 +180,12 @@ def unit_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return out
 
 
+def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """One vector scaled to length 1, in float32 (a zero vector stays zero)."""
+    unit: npt.NDArray[np.float32] = (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
+    return unit
+
+
 class RecentVectors:
     """Unit vectors of recently stored memories, by id: a direct-mapped ring over the dense ids.
 
@@ -273,7 +279,7 @@ class _Slots:
             self.templates.learn(masked(tokens, mentions, record.entity), value, record.fact.attribute)
             self.values.learn(value, record.fact.attribute)
             if vector is not None:
-                unit = vector.astype(np.float32) / max(float(np.linalg.norm(vector)), 1e-12)
+                unit = _unit(vector)
                 self.centroids.add(type_of(record.entity), record.fact.attribute, unit)
 
     def agrees(self, kind: str, attribute: str, unit: npt.NDArray[np.float32]) -> bool:
@@ -307,13 +313,6 @@ class _Slot:
     tokens: list[str]
     """Its words with its entity's name masked."""
     unit: npt.NDArray[np.float32]
-
-
-def slot_of(record: memory_pb2.Memory) -> tuple[str, str]:
-    """The (entity, attribute) a memory is about: declared, else inferred; empty strings where unknown."""
-    entity = record.entity or record.inferred.entity
-    attribute = record.fact.attribute or (record.inferred.attribute if record.entity or record.inferred.entity else "")
-    return entity, attribute
 
 
 class Perceiver:
@@ -787,7 +786,7 @@ class Perceiver:
         slots: _Slots,
     ) -> None:
         """Infer the slot of an unkeyed statement about ``entity`` and settle it against the slot's holders."""
-        unit = (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
+        unit = _unit(vector)
         mentions = slots.names.mentions(record.content, only=entity)
         tokens = masked(words(record.content), mentions, entity)
         kind = type_of(entity)
@@ -859,7 +858,7 @@ class Perceiver:
         if record.kind not in SLOT_KINDS or self.settings.is_multi_valued(record.namespace, record.fact.attribute):
             return
         slots = self._namespace(txn, record.namespace)
-        unit = (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
+        unit = _unit(vector)
         entity, attribute = record.entity, record.fact.attribute
         tokens = masked(words(record.content), slots.names.mentions(record.content, only=entity), entity)
         kind = type_of(entity)
@@ -905,7 +904,7 @@ class Perceiver:
         ids = list(dict.fromkeys(key_u64(raw) for raw in found if raw is not None))
         if not ids:
             return
-        unit = (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
+        unit = _unit(vector)
         present, matrix = self._unit_vectors(txn, ids, 0)
         similarities = (matrix @ unit).tolist() if present else []
         for memory_id, similarity in zip(present, similarities, strict=True):
