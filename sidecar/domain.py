@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memevo.v1 import memory_pb2, memory_service_pb2
+
+if TYPE_CHECKING:
+    from .idempotency import RequestKey
 
 DEFAULT_NAMESPACE = "default"
 
@@ -63,8 +67,8 @@ class NewMemory:
     reasoning_ids: tuple[int, ...] = ()
     reasoning_text: str = ""
     task_signature: str = ""
-    request_id: str = ""
-    """Per-item idempotency key (streams); empty when none."""
+    request: RequestKey | None = None
+    """Per-item idempotency key (Remember, streams); None when the item has no request id."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import struct
 import sys
 import threading
 import uuid
@@ -33,6 +32,7 @@ from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhau
 from .evaluation.scoring import clock_for, score
 from .experiments.arms import Experiments
 from .governance.abstraction import ChatAbstractor
+from .idempotency import RequestKey, drop_unscoped_records, id_of
 from .perception.conflicts import Perceiver, fact_key
 from .perception.feedback import (
     Demotion,
@@ -53,7 +53,6 @@ from .store.rocks import (
     CF_MEMORIES,
     CF_MEMORY_EVENTS,
     CF_META,
-    CF_REQUESTS,
     CF_RETRIEVALS,
     CF_VECTORS,
     META_FRAMEWORK,
@@ -67,21 +66,8 @@ from .store.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
 
-_ID_LIST = struct.Struct(">Q")
 RECENT_TEXTS = 1024
 """Texts of the latest memories kept while the word index is rebuilt, for the reasoning contexts that name them."""
-
-
-def _pack_ids(ids: Sequence[int]) -> bytes:
-    return b"".join(_ID_LIST.pack(i) for i in ids)
-
-
-def _unpack_ids(raw: bytes) -> list[int]:
-    return [key_u64(raw[i : i + 8]) for i in range(0, len(raw), 8)]
-
-
-def _request_key(rpc: str, request_id: str) -> bytes:
-    return f"{rpc}\0{request_id}".encode()
 
 
 _OUTCOMES = {
@@ -103,6 +89,10 @@ class Written:
     replayed: bool
     affected: tuple[int, ...] = ()
     """Other memories the write changed (superseded, back-dated neighbours, soft conflicts)."""
+
+    def result(self) -> memory_service_pb2.WriteResult:
+        """The WriteResult a client receives (and a request id keeps for replays)."""
+        return memory_service_pb2.WriteResult(memory=self.memory, outcome=self.outcome, affected_ids=self.affected)  # type: ignore[arg-type]
 
 
 class ScoredPool:
@@ -173,6 +163,7 @@ class Engine:
         """The online experiment, if one runs: which policy ranks which retrieval, outcomes per arm."""
         self._scoring = threading.local()
         self._closed = False
+        drop_unscoped_records(self.store)
         if not self._restore_snapshot():
             self._load_columns()
         self._reconcile_index()
@@ -285,24 +276,23 @@ class Engine:
         self,
         items: Sequence[NewMemory],
         *,
-        batch_request_id: str = "",
+        batch: RequestKey | None = None,
         turn: int | None = None,
         rpc: str = "remember",
     ) -> list[Written]:
         """Store items durably in one atomic write; returns one result per item, in order.
 
-        ``batch_request_id`` makes the whole call idempotent; an item's own
-        ``request_id`` makes that item idempotent (streams). Raises
-        ResourceExhausted under back-pressure and StorageError when RocksDB fails.
+        ``batch`` makes the whole call idempotent; an item's own ``request``
+        makes that item idempotent (Remember, streams). Raises RequestIdReused
+        when a key comes back with another payload, ResourceExhausted under
+        back-pressure and StorageError when RocksDB fails.
         """
         if self._closed:
             raise Unavailable("the sidecar is shutting down", reason="SHUTTING_DOWN")
         self.check_capacity(len(items))
         vectors = self.vectors_for(items)
         contexts = self._context_texts(items)
-        written = self.store.apply(
-            lambda txn: self._remember_mutation(txn, items, vectors, contexts, batch_request_id, turn, rpc)
-        )
+        written = self.store.apply(lambda txn: self._remember_mutation(txn, items, vectors, contexts, batch, turn, rpc))
         self._overlay_all([w.memory for w in written])
         self.fill_scores([w.memory for w in written])
         return written
@@ -313,7 +303,7 @@ class Engine:
         vectors = self.vectors_for(items)
         contexts = self._context_texts(items)
         return self.store.submit(
-            lambda txn: self._remember_mutation(txn, items, vectors, contexts, "", turn, "remember")
+            lambda txn: self._remember_mutation(txn, items, vectors, contexts, None, turn, "remember")
         )
 
     def _remember_mutation(
@@ -322,14 +312,14 @@ class Engine:
         items: Sequence[NewMemory],
         vectors: npt.NDArray[np.float32],
         contexts: Mapping[int, tuple[str, str]],
-        batch_request_id: str,
+        batch: RequestKey | None,
         turn: int | None,
         rpc: str,
     ) -> list[Written]:
-        if batch_request_id:
-            previous = txn.get(CF_REQUESTS, _request_key(rpc, batch_request_id))
+        if batch is not None:
+            previous = batch.previous(txn)
             if previous is not None:
-                return [Written(m, memory_service_pb2.WRITE_OUTCOME_CREATED, True) for m in self._replay(previous)]
+                return self._replayed_writes(txn, memory_service_pb2.RememberBatchResponse.FromString(previous).results)
         now = now_s()
         written: list[Written] = []
         fresh_ids: list[int] = []
@@ -338,11 +328,10 @@ class Engine:
         confirmed: list[int] = []
         new_strategies: list[memory_pb2.Memory] = []
         for row, item in enumerate(items):
-            if item.request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("remember", item.request_id))
+            if item.request is not None:
+                previous = item.request.previous(txn)
                 if previous is not None:
-                    replayed = self._replay(previous, pending=txn)
-                    written.append(Written(replayed[0], memory_service_pb2.WRITE_OUTCOME_CREATED, True))
+                    written += self._replayed_writes(txn, [memory_service_pb2.WriteResult.FromString(previous)])
                     continue
             memory_id = txn.allocate_id()
             record = self._new_record(item, memory_id, now, turn)
@@ -353,10 +342,10 @@ class Engine:
             if decision.confirm is not None:
                 txn.release_id(memory_id)
                 confirmed.append(decision.confirm.id)
-                if item.request_id:
-                    txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([decision.confirm.id]))
                 affected = tuple(o.id for o, _, _ in decision.updated if o.id != decision.confirm.id)
                 written.append(Written(decision.confirm, memory_service_pb2.WRITE_OUTCOME_CONFIRMED, False, affected))
+                if item.request is not None:
+                    item.request.record(txn, written[-1].result().SerializeToString())
                 continue
             self._claim_room(txn, len(items))
             self.save(
@@ -366,22 +355,23 @@ class Engine:
                 reason=rpc,
                 turn=turn,
                 related=list(record.supersedes),
-                request_id=item.request_id or batch_request_id,
+                request_id=id_of(item.request or batch),
             )
             txn.put(CF_VECTORS, u64_key(memory_id), vectors[row].astype("<f4").tobytes())
             self.perceiver.register(txn, record, vectors[row])
-            if item.request_id:
-                txn.put(CF_REQUESTS, _request_key("remember", item.request_id), _pack_ids([memory_id]))
             affected = tuple(o.id for o, _, _ in decision.updated)
             written.append(Written(record, _OUTCOMES[decision.outcome], False, affected))
+            if item.request is not None:
+                item.request.record(txn, written[-1].result().SerializeToString())
             fresh_ids.append(memory_id)
             fresh_rows.append(row)
             changed[memory_id] = record
             if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
                 new_strategies.append(record)
                 txn.add_pending("strategies", (record.namespace, record.task_signature), memory_id)
-        if batch_request_id:
-            txn.put(CF_REQUESTS, _request_key(rpc, batch_request_id), _pack_ids([w.memory.id for w in written]))
+        if batch is not None:
+            answer = memory_service_pb2.RememberBatchResponse(results=[w.result() for w in written])
+            batch.record(txn, answer.SerializeToString())
         ids = np.asarray(fresh_ids, dtype=np.int64)
         fresh_vectors = vectors[fresh_rows]
 
@@ -482,23 +472,20 @@ class Engine:
         if event.memory_id:
             txn.put(CF_MEMORY_EVENTS, u64_key(event.memory_id) + u64_key(event.sequence), b"")
 
-    def _replay(self, packed: bytes, pending: Txn | None = None) -> list[memory_pb2.Memory]:
-        out = []
-        for memory_id in _unpack_ids(packed):
-            raw = (
-                pending.get(CF_MEMORIES, u64_key(memory_id))
-                if pending
-                else self.store.get(CF_MEMORIES, u64_key(memory_id))
-            )
-            record = memory_pb2.Memory()
-            if raw is None:
-                # Forgotten since: answer with its id and EVICTED state, as the first call's result.
-                record.id = memory_id
-                record.state = memory_pb2.MEMORY_STATE_EVICTED
-            else:
-                record.ParseFromString(raw)
-            out.append(record)
-        return out
+    def _replayed_writes(self, txn: Txn, results: Iterable[memory_service_pb2.WriteResult]) -> list[Written]:
+        """The first call's results again, flagged as replayed (see :meth:`replayed_memory`)."""
+        return [Written(self.replayed_memory(txn, r.memory), r.outcome, True, tuple(r.affected_ids)) for r in results]
+
+    @staticmethod
+    def replayed_memory(txn: Txn, record: memory_pb2.Memory) -> memory_pb2.Memory:
+        """A memory of a first call's response, as a replay shows it: as it was then, unless forgotten since.
+
+        A forgotten memory's text must not come back through a replay: it is answered with
+        its id, namespace and EVICTED state only.
+        """
+        if not record.id or txn.get(CF_MEMORIES, u64_key(record.id)) is not None:
+            return record
+        return memory_pb2.Memory(id=record.id, namespace=record.namespace, state=memory_pb2.MEMORY_STATE_EVICTED)
 
     def _context_texts(self, items: Sequence[NewMemory]) -> dict[int, tuple[str, str]]:
         """The namespaces and texts of the memories the items' reasoning contexts name (those word search counts,
@@ -554,17 +541,17 @@ class Engine:
         *,
         reason: str,
         keep_history: bool,
-        request_id: str = "",
+        request: RequestKey | None = None,
         turn: int | None = None,
     ) -> tuple[list[int], list[int]]:
         """Delete memories (tombstone event) or mark them OBSOLETE; returns (forgotten, missing)."""
+        request_id = id_of(request)
 
         def mutation(txn: Txn) -> tuple[list[int], list[int]]:
-            if request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("forget", request_id))
-                if previous is not None:
-                    response = memory_service_pb2.ForgetResponse.FromString(previous)
-                    return list(response.forgotten_ids), list(response.missing_ids)
+            previous = request.previous(txn) if request is not None else None
+            if previous is not None:
+                response = memory_service_pb2.ForgetResponse.FromString(previous)
+                return list(response.forgotten_ids), list(response.missing_ids)
             now = now_s()
             forgotten: list[int] = []
             missing: list[int] = []
@@ -588,9 +575,9 @@ class Engine:
                 self.perceiver.release_current(txn, record)
                 forgotten.append(memory_id)
                 changed.append(record)
-            if request_id:
+            if request is not None:
                 response = memory_service_pb2.ForgetResponse(forgotten_ids=forgotten, missing_ids=missing)
-                txn.put(CF_REQUESTS, _request_key("forget", request_id), response.SerializeToString())
+                request.record(txn, response.SerializeToString())
 
             def publish() -> None:
                 for record in changed:
@@ -832,17 +819,17 @@ class Engine:
         reward: float | None,
         retrieval_id: str,
         note: str,
-        request_id: str = "",
+        request: RequestKey | None = None,
         turn: int | None = None,
     ) -> int:
         """Apply outcome feedback to the used memories; returns how many were updated."""
         success, failure = outcome_weights(outcome, reward)
+        request_id = id_of(request)
 
         def mutation(txn: Txn) -> int:
-            if request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("outcome", request_id))
-                if previous is not None:
-                    return int(previous.decode())
+            previous = request.previous(txn) if request is not None else None
+            if previous is not None:
+                return memory_service_pb2.ReportOutcomeResponse.FromString(previous).updated_count
             if retrieval_id:
                 self.experiments.on_outcome(txn, retrieval_id, success, failure)
             now = now_s()
@@ -888,8 +875,10 @@ class Engine:
                     )
                     self.save(txn, record, before=record.state, reason=why, turn=turn, related=[change.demoted_by])
                     changed[record.id] = record
-            if request_id:
-                txn.put(CF_REQUESTS, _request_key("outcome", request_id), str(len(updated)).encode())
+            if request is not None:
+                request.record(
+                    txn, memory_service_pb2.ReportOutcomeResponse(updated_count=len(updated)).SerializeToString()
+                )
 
             def publish() -> None:
                 for record in changed.values():
@@ -925,19 +914,19 @@ class Engine:
         new_id: int = 0,
         new_item: NewMemory | None = None,
         reason: str,
-        request_id: str = "",
+        request: RequestKey | None = None,
         turn: int | None = None,
     ) -> tuple[memory_pb2.Memory, memory_pb2.Memory]:
         """Make ``old_id`` OBSOLETE in favour of an existing memory or a new one; returns (old, new)."""
         vectors = self.vectors_for([new_item]) if new_item is not None else None
         contexts = self._context_texts([new_item]) if new_item is not None else {}
+        request_id = id_of(request)
 
         def mutation(txn: Txn) -> tuple[memory_pb2.Memory, memory_pb2.Memory]:
-            if request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("supersede", request_id))
-                if previous is not None:
-                    pair = self._replay(previous, pending=txn)
-                    return pair[0], pair[1]
+            previous = request.previous(txn) if request is not None else None
+            if previous is not None:
+                answer = memory_service_pb2.SupersedeResponse.FromString(previous)
+                return self.replayed_memory(txn, answer.old_memory), self.replayed_memory(txn, answer.new_memory)
             now = now_s()
             old = self._live(txn, old_id, "old_id")
             if old.state == memory_pb2.MEMORY_STATE_OBSOLETE:
@@ -991,8 +980,10 @@ class Engine:
             ):
                 key = fact_key(new.namespace, new.entity, new.fact.attribute)
                 txn.put(CF_FACTS, key, u64_key(new.id))
-            if request_id:
-                txn.put(CF_REQUESTS, _request_key("supersede", request_id), _pack_ids([old.id, new.id]))
+            if request is not None:
+                request.record(
+                    txn, memory_service_pb2.SupersedeResponse(old_memory=old, new_memory=new).SerializeToString()
+                )
 
             def publish() -> None:
                 self.columns.set_record(old)
@@ -1007,7 +998,7 @@ class Engine:
         return self.store.apply(mutation)
 
     def restore(
-        self, memory_id: int, *, reason: str = "", request_id: str = "", turn: int | None = None
+        self, memory_id: int, *, reason: str = "", request: RequestKey | None = None, turn: int | None = None
     ) -> memory_pb2.Memory:
         """Undo a supersession (the memory is current again) or a doubt (``possibly_outdated_by`` cleared).
 
@@ -1016,11 +1007,12 @@ class Engine:
         or when its fact key has another current value (supersede that one instead).
         """
 
+        request_id = id_of(request)
+
         def mutation(txn: Txn) -> memory_pb2.Memory:
-            if request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("restore", request_id))
-                if previous is not None:
-                    return self._replay(previous, pending=txn)[0]
+            previous = request.previous(txn) if request is not None else None
+            if previous is not None:
+                return self.replayed_memory(txn, memory_service_pb2.RestoreResponse.FromString(previous).memory)
             now = now_s()
             record = self._live(txn, memory_id, "memory_id")
             before = record.state
@@ -1060,8 +1052,8 @@ class Engine:
             record.updated_at.CopyFrom(to_timestamp(now))
             related = [c.id for c in changed[1:]]
             self.save(txn, record, before=before, reason=why, turn=turn, related=related, request_id=request_id)
-            if request_id:
-                txn.put(CF_REQUESTS, _request_key("restore", request_id), _pack_ids([record.id]))
+            if request is not None:
+                request.record(txn, memory_service_pb2.RestoreResponse(memory=record).SerializeToString())
 
             def publish() -> None:
                 self.columns.set_records(changed)
@@ -1111,7 +1103,7 @@ class Engine:
 
     # ---- policy and framework ----------------------------------------------------------------
 
-    def update_policy(self, policy: policy_pb2.Policy, *, request_id: str = "") -> policy_pb2.Policy:
+    def update_policy(self, policy: policy_pb2.Policy, *, request: RequestKey | None = None) -> policy_pb2.Policy:
         """Validate and store a new policy (INVALID_ARGUMENT naming every bad field); returns it."""
         problems = validate_policy(policy)
         if problems:
@@ -1120,10 +1112,9 @@ class Engine:
             policy.name = "custom"
 
         def mutation(txn: Txn) -> policy_pb2.Policy:
-            if request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("policy", request_id))
-                if previous is not None:
-                    return policy_pb2.Policy.FromString(previous)
+            previous = request.previous(txn) if request is not None else None
+            if previous is not None:
+                return policy_pb2.Policy.FromString(previous)
             txn.put(CF_META, META_POLICY, policy.SerializeToString())
             self.emit(
                 txn,
@@ -1135,8 +1126,8 @@ class Engine:
                     detail=policy.name,
                 ),
             )
-            if request_id:
-                txn.put(CF_REQUESTS, _request_key("policy", request_id), policy.SerializeToString())
+            if request is not None:
+                request.record(txn, policy.SerializeToString())
 
             def publish() -> None:
                 self.policy = policy
@@ -1149,16 +1140,16 @@ class Engine:
         return self.store.apply(mutation)
 
     def declare_framework(
-        self, version: str, description: str, *, request_id: str = "", turn: int | None = None
+        self, version: str, description: str, *, request: RequestKey | None = None, turn: int | None = None
     ) -> tuple[str, int]:
         """Make ``version`` current; returns (previous version, memories formed under other versions)."""
+        request_id = id_of(request)
 
         def mutation(txn: Txn) -> tuple[str, int]:
-            if request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("framework", request_id))
-                if previous is not None:
-                    answer = memory_service_pb2.DeclareFrameworkResponse.FromString(previous)
-                    return answer.previous_version, answer.flagged_count
+            previous = request.previous(txn) if request is not None else None
+            if previous is not None:
+                answer = memory_service_pb2.DeclareFrameworkResponse.FromString(previous)
+                return answer.previous_version, answer.flagged_count
             before = self.framework_version
             flagged = self.count_other_frameworks(version)
             txn.put(CF_META, META_FRAMEWORK, version.encode())
@@ -1174,9 +1165,9 @@ class Engine:
                     turn=turn or 0,
                 ),
             )
-            if request_id:
+            if request is not None:
                 answer = memory_service_pb2.DeclareFrameworkResponse(previous_version=before, flagged_count=flagged)
-                txn.put(CF_REQUESTS, _request_key("framework", request_id), answer.SerializeToString())
+                request.record(txn, answer.SerializeToString())
 
             def publish() -> None:
                 self.framework_version = version

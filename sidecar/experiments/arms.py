@@ -35,8 +35,9 @@ import numpy.typing as npt
 from memevo.v1 import memory_service_pb2, policy_pb2
 
 from ..errors import InvalidArgument, NotFound
+from ..idempotency import RequestKey
 from ..policy import params_from_policy, validate_policy
-from ..store.rocks import CF_META, CF_REQUESTS, RocksStore, Txn
+from ..store.rocks import CF_META, RocksStore, Txn
 
 if TYPE_CHECKING:
     from ..domain import RecallQuery
@@ -249,17 +250,16 @@ class Experiments:
 
     # ---- changes ---------------------------------------------------------------------------
 
-    def set(self, experiment: policy_pb2.Experiment, *, request_id: str = "") -> policy_pb2.Experiment:
+    def set(self, experiment: policy_pb2.Experiment, *, request: RequestKey | None = None) -> policy_pb2.Experiment:
         """Replace the running experiment (no arms: end it); INVALID_ARGUMENT naming every bad field."""
         problems = validate_experiment(experiment)
         if problems:
             raise InvalidArgument(problems)
 
         def mutation(txn: Txn) -> policy_pb2.Experiment:
-            if request_id:
-                previous = txn.get(CF_REQUESTS, _request_key("experiment", request_id))
-                if previous is not None:
-                    return policy_pb2.Experiment.FromString(previous)
+            previous = request.previous(txn) if request is not None else None
+            if previous is not None:
+                return policy_pb2.Experiment.FromString(previous)
             generation = self._generation + 1
             running = _resolve(experiment, generation)
             if running is None:
@@ -267,8 +267,8 @@ class Experiments:
             else:
                 txn.put(CF_META, META_EXPERIMENT, experiment.SerializeToString())
             txn.put(CF_META, META_EXPERIMENT_COUNTS, self._encode(generation, running.counts if running else {}))
-            if request_id:
-                txn.put(CF_REQUESTS, _request_key("experiment", request_id), experiment.SerializeToString())
+            if request is not None:
+                request.record(txn, experiment.SerializeToString())
 
             def publish() -> None:
                 with self._lock:
@@ -281,17 +281,16 @@ class Experiments:
         return self._store.apply(mutation)
 
     def promote(
-        self, engine: Engine, arm_name: str, *, request_id: str = ""
+        self, engine: Engine, arm_name: str, *, request: RequestKey | None = None
     ) -> tuple[policy_pb2.Policy, policy_pb2.ExperimentStats]:
         """Make ``arm_name``'s policy the data directory's and end the experiment; returns (policy, final stats).
 
-        NOT_FOUND when no running arm has that name (unless ``request_id`` repeats a promotion that worked).
+        NOT_FOUND when no running arm has that name (unless ``request`` repeats a promotion that worked).
         """
-        if request_id:
-            previous = self._store.get(CF_REQUESTS, _request_key("promote", request_id))
-            if previous is not None:
-                answer = memory_service_pb2.PromoteArmResponse.FromString(previous)
-                return answer.policy, answer.final_stats
+        previous = request.previous(self._store) if request is not None else None
+        if previous is not None:
+            answer = memory_service_pb2.PromoteArmResponse.FromString(previous)
+            return answer.policy, answer.final_stats
         running = self._running
         arm = None if running is None else next((a for a in running.arms if a.name == arm_name), None)
         if arm is None:
@@ -303,25 +302,21 @@ class Experiments:
         final = self.snapshot() or policy_pb2.ExperimentStats()
         policy = policy_pb2.Policy()
         policy.CopyFrom(arm.policy)
-        policy = engine.update_policy(policy, request_id=f"promote:{request_id}" if request_id else "")
+        policy = engine.update_policy(policy, request=request.derived("promote-policy") if request else None)
         self.set(policy_pb2.Experiment())
-        if request_id:
-            self._remember_promotion(request_id, policy, final)
+        if request is not None:
+            self._remember_promotion(request, policy, final)
         return policy, final
 
     def _remember_promotion(
-        self, request_id: str, policy: policy_pb2.Policy, final: policy_pb2.ExperimentStats
+        self, request: RequestKey, policy: policy_pb2.Policy, final: policy_pb2.ExperimentStats
     ) -> None:
         answer = memory_service_pb2.PromoteArmResponse(policy=policy, final_stats=final)
 
         def mutation(txn: Txn) -> None:
-            txn.put(CF_REQUESTS, _request_key("promote", request_id), answer.SerializeToString())
+            request.record(txn, answer.SerializeToString())
 
         self._store.apply(mutation)
-
-
-def _request_key(rpc: str, request_id: str) -> bytes:
-    return f"{rpc}\0{request_id}".encode()
 
 
 @dataclass

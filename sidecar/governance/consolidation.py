@@ -29,11 +29,12 @@ from memevo.kernels.clusters import components, link_neighbours
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2
 
 from ..domain import now_s, to_timestamp
-from ..engine import Engine, _pack_ids, _request_key, _unpack_ids
+from ..engine import Engine
 from ..errors import FailedPrecondition, InvalidArgument, NotFound
+from ..idempotency import RequestKey, id_of
 from ..policy import ConsolidationSettings
 from ..retrieval.lexical import searchable_text
-from ..store.rocks import CF_MEMORIES, CF_META, CF_REQUESTS, CF_VECTORS, Txn, key_u64, u64_key
+from ..store.rocks import CF_MEMORIES, CF_META, CF_VECTORS, Txn, key_u64, u64_key
 from ..store.vector_index import normalize_rows
 
 log = logging.getLogger(__name__)
@@ -307,7 +308,7 @@ def consolidate(
     return engine.store.apply(mutation)
 
 
-def unconsolidate(engine: Engine, abstraction_id: int, *, request_id: str = "") -> list[int]:
+def unconsolidate(engine: Engine, abstraction_id: int, *, request: RequestKey | None = None) -> list[int]:
     """Undo a consolidation: the members become ACTIVE again, the abstraction OBSOLETE; returns the members' ids.
 
     NotFound when the memory does not exist; FailedPrecondition when it is no
@@ -316,11 +317,12 @@ def unconsolidate(engine: Engine, abstraction_id: int, *, request_id: str = "") 
     if abstraction_id <= 0:
         raise InvalidArgument.field("abstraction_id", "required: the id of an ABSTRACTION memory")
 
+    request_id = id_of(request)
+
     def mutation(txn: Txn) -> list[int]:
-        if request_id:
-            previous = txn.get(CF_REQUESTS, _request_key("unconsolidate", request_id))
-            if previous is not None:
-                return _unpack_ids(previous)
+        previous = request.previous(txn) if request is not None else None
+        if previous is not None:
+            return list(memory_service_pb2.UnconsolidateResponse.FromString(previous).restored_ids)
         raw = txn.get(CF_MEMORIES, u64_key(abstraction_id))
         if raw is None:
             raise NotFound(
@@ -374,8 +376,8 @@ def unconsolidate(engine: Engine, abstraction_id: int, *, request_id: str = "") 
             request_id=request_id,
             event_type=events_pb2.CHANGE_EVENT_TYPE_UNCONSOLIDATED,
         )
-        if request_id:
-            txn.put(CF_REQUESTS, _request_key("unconsolidate", request_id), _pack_ids(restored_ids))
+        if request is not None:
+            request.record(txn, memory_service_pb2.UnconsolidateResponse(restored_ids=restored_ids).SerializeToString())
 
         def publish() -> None:
             for member in restored:

@@ -310,6 +310,27 @@ def caller_scope(tokens: TokenTable | None, context: grpc.ServicerContext) -> Sc
     return scope
 
 
+def caller_identity(tokens: TokenTable | None, context: grpc.ServicerContext) -> str:
+    """Who called, for scoping request ids: a digest of the bearer token, else of the client certificate.
+
+    "" when the sidecar authenticates nobody (then every caller is the same trusted one). A digest
+    under its own label, so the stored value is not the one tokens are looked up by.
+    """
+    label = hashlib.sha256(b"memevo request scope\0")
+    if tokens:
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and isinstance(value, str) and value.startswith(BEARER):
+                label.update(b"token\0" + value[len(BEARER) :].encode())
+                return label.hexdigest()[:32]
+        return ""
+    peers = context.peer_identities()
+    if not peers:
+        return ""
+    for peer in peers:
+        label.update(b"peer\0" + peer + b"\0")
+    return label.hexdigest()[:32]
+
+
 def ids_of(field: str, ids: Sequence[int]) -> list[tuple[str, int]]:
     """(field[i], id) pairs for :func:`authorize`."""
     return [(f"{field}[{i}]", int(memory_id)) for i, memory_id in enumerate(ids)]

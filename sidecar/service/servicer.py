@@ -27,6 +27,7 @@ from ..experiments.arms import observed_retrieval
 from ..governance.consolidation import MAX_TAIL_FOR_PASS, unconsolidate
 from ..governance.daemon import GovernanceDaemon
 from ..governance.review import ReviewBroker
+from ..idempotency import RequestKey
 from ..perception.feedback import is_finite_reward
 from ..priority import lower_thread_priority
 from ..retrieval.context import build_context
@@ -34,7 +35,7 @@ from ..retrieval.hints import LANGUAGES
 from ..retrieval.recall import Recaller
 from ..store.vector_index import normalize_rows
 from . import validation
-from .auth import Scope, TokenTable, authorize, caller_scope, ids_of
+from .auth import PermissionDenied, Scope, TokenTable, authorize, caller_identity, caller_scope, ids_of
 from .validation import Violations
 
 log = logging.getLogger(__name__)
@@ -63,9 +64,10 @@ def to_status(error: MemevoError) -> grpc.Status:
     packed = any_pb2.Any()
     packed.Pack(info)
     details.append(packed)
-    if isinstance(error, InvalidArgument) and error.violations:
+    violations: list[tuple[str, str]] = getattr(error, "violations", [])
+    if violations:
         bad = error_details_pb2.BadRequest()
-        for name, description in error.violations:
+        for name, description in violations:
             bad.field_violations.add(field=name, description=description)
         packed = any_pb2.Any()
         packed.Pack(bad)
@@ -116,12 +118,6 @@ def streaming(
             context.abort_with_status(_internal_status(exc))
 
     return wrapper
-
-
-def _write_result(written: Written) -> memory_service_pb2.WriteResult:
-    return memory_service_pb2.WriteResult(
-        memory=written.memory, outcome=cast(Any, written.outcome), affected_ids=written.affected
-    )
 
 
 CALL_END_MARGIN_S = 0.05
@@ -201,7 +197,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         authorize(scope, self.engine.columns, namespaces=namespaces, ids=ids, sidecar_wide=sidecar_wide)
         return scope
 
-    def _memory(self, v: Violations, field: str, memory: Any, request_id: str = "") -> NewMemory | None:
+    def _memory(self, v: Violations, field: str, memory: Any) -> NewMemory | None:
         return validation.memory_input(
             v,
             field,
@@ -209,8 +205,40 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             dimension=self.engine.dimension,
             limits=self.engine.limits,
             has_embedder=self.engine.embedder is not None,
-            request_id=request_id,
         )
+
+    def _request_key(
+        self,
+        context: grpc.ServicerContext,
+        rpc: str,
+        request_id: str,
+        asked: Any,
+        *,
+        namespace: str = "",
+        field: str = "request_id",
+        caller: str | None = None,
+    ) -> RequestKey | None:
+        """The idempotency key of a call (None without a request id), scoped to its caller and namespace.
+
+        ``asked`` is the message whose content must match for a replay (the request, or one item of it).
+        """
+        if caller is None:
+            caller = caller_identity(self.tokens, context)
+        return RequestKey.of(rpc, request_id, asked, caller=caller, namespace=namespace, field=field)
+
+    @staticmethod
+    def _replayable(scope: Scope, field: str, written: Sequence[Written]) -> None:
+        """PERMISSION_DENIED when a replay would show a memory of a namespace the caller may not read.
+
+        The key already holds the caller and namespace; this guards a token whose scope was narrowed since.
+        """
+        for w in written:
+            if w.replayed and not scope.allows(w.memory.namespace):
+                raise PermissionDenied(
+                    f"{field}: the first call's result lies in a namespace this token may not read "
+                    f"(allowed: {scope.describe()})",
+                    metadata={"field": field, "allowed_namespaces": scope.describe()},
+                )
 
     def _recall_query(self, v: Violations, request: memory_service_pb2.RecallRequest) -> RecallQuery:
         """Validate a recall (raising every violation in ``v`` too) and embed its text if needed."""
@@ -241,9 +269,12 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
         assert item is not None
-        self._authorize(context, namespaces=[("memory.namespace", item.namespace)])
-        written = self.engine.remember([item], batch_request_id=request.request_id, turn=turn, rpc="remember")
-        return memory_service_pb2.RememberResponse(result=_write_result(written[0]), replayed=written[0].replayed)
+        scope = self._authorize(context, namespaces=[("memory.namespace", item.namespace)])
+        # Keyed like a stream item, so a client may retry a streamed item with Remember and the reverse.
+        key = self._request_key(context, "remember", request.request_id, request.memory, namespace=item.namespace)
+        written = self.engine.remember([dataclasses.replace(item, request=key)], turn=turn, rpc="remember")
+        self._replayable(scope, "request_id", written)
+        return memory_service_pb2.RememberResponse(result=written[0].result(), replayed=written[0].replayed)
 
     @unary
     def RememberBatch(
@@ -260,15 +291,16 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         v.raise_if_any()
         items = [self._memory(v, f"memories[{i}]", m) for i, m in enumerate(request.memories)]
         v.raise_if_any()
-        self._authorize(
-            context,
-            namespaces=((f"memories[{i}].namespace", m.namespace) for i, m in enumerate(cast(list[NewMemory], items))),
+        valid = cast(list[NewMemory], items)
+        scope = self._authorize(
+            context, namespaces=((f"memories[{i}].namespace", m.namespace) for i, m in enumerate(valid))
         )
-        written = self.engine.remember(
-            cast(list[NewMemory], items), batch_request_id=request.request_id, turn=turn, rpc="batch"
-        )
+        namespaces = ",".join(sorted({m.namespace for m in valid}))
+        key = self._request_key(context, "batch", request.request_id, request, namespace=namespaces)
+        written = self.engine.remember(valid, batch=key, turn=turn, rpc="batch")
+        self._replayable(scope, "request_id", written)
         return memory_service_pb2.RememberBatchResponse(
-            results=[_write_result(w) for w in written], replayed=any(w.replayed for w in written)
+            results=[w.result() for w in written], replayed=any(w.replayed for w in written)
         )
 
     @unary
@@ -310,6 +342,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             return total
 
         scope = self._authorize(context)
+        caller = caller_identity(self.tokens, context)
         position = 0
         """Stream position (items, not messages) of the next item."""
 
@@ -336,11 +369,21 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             for entry in entries:
                 if not entry.HasField("memory"):
                     v.add(f"[{position}].memory", "required")
-                item = self._memory(v, f"[{position}].memory", entry.memory, entry.request_id)
+                item = self._memory(v, f"[{position}].memory", entry.memory)
                 validation.check_request_id(v, f"[{position}].request_id", entry.request_id)
                 if v.items:
                     raise refuse(InvalidArgument(v.items), position)
                 assert item is not None
+                key = self._request_key(
+                    context,
+                    "remember",
+                    entry.request_id,
+                    entry.memory,
+                    namespace=item.namespace,
+                    field=f"[{position}].request_id",
+                    caller=caller,
+                )
+                item = dataclasses.replace(item, request=key)
                 try:
                     self._authorize(
                         context, namespaces=[(f"[{position}].memory.namespace", item.namespace)], scope=scope
@@ -360,6 +403,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         flush()
         response = memory_service_pb2.RememberStreamResponse()
         for future in futures:
+            self._replayable(scope, "request_id", future.result())
             for written in future.result():
                 response.ids.append(written.memory.id)
                 if written.replayed:
@@ -385,7 +429,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             ids,
             reason=request.reason,
             keep_history=request.keep_history,
-            request_id=request.request_id,
+            request=self._request_key(context, "forget", request.request_id, request),
             turn=turn,
         )
         return memory_service_pb2.ForgetResponse(forgotten_ids=forgotten, missing_ids=missing)
@@ -540,7 +584,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             reward=reward,
             retrieval_id=request.retrieval_id,
             note=request.note,
-            request_id=request.request_id,
+            request=self._request_key(context, "outcome", request.request_id, request),
             turn=turn,
         )
         # New evidence: a group rejected or left open before may be worth proposing again.
@@ -604,7 +648,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             new_id=request.new_id,
             new_item=item,
             reason=request.reason,
-            request_id=request.request_id,
+            request=self._request_key(
+                context, "supersede", request.request_id, request, namespace=item.namespace if item else ""
+            ),
             turn=turn,
         )
         return memory_service_pb2.SupersedeResponse(old_memory=old, new_memory=new)
@@ -695,7 +741,11 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_request_id(v, "request_id", request.request_id)
         v.raise_if_any()
         self._authorize(context, ids=[("abstraction_id", int(request.abstraction_id))])
-        restored = unconsolidate(self.engine, request.abstraction_id, request_id=request.request_id)
+        restored = unconsolidate(
+            self.engine,
+            request.abstraction_id,
+            request=self._request_key(context, "unconsolidate", request.request_id, request),
+        )
         return memory_service_pb2.UnconsolidateResponse(restored_ids=restored)
 
     @unary
@@ -710,7 +760,12 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
         v.raise_if_any()
         self._authorize(context, ids=[("memory_id", request.memory_id)])
-        record = self.engine.restore(request.memory_id, reason=request.reason, request_id=request.request_id, turn=turn)
+        record = self.engine.restore(
+            request.memory_id,
+            reason=request.reason,
+            request=self._request_key(context, "restore", request.request_id, request),
+            turn=turn,
+        )
         self.engine.fill_scores([record])
         return memory_service_pb2.RestoreResponse(memory=record)
 
@@ -728,7 +783,10 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         v.raise_if_any()
         self._authorize(context, sidecar_wide="DeclareFramework")
         previous, flagged = self.engine.declare_framework(
-            request.version, request.description, request_id=request.request_id, turn=turn
+            request.version,
+            request.description,
+            request=self._request_key(context, "framework", request.request_id, request),
+            turn=turn,
         )
         if previous != request.version:
             self.review.propose_reinterpretation(request.version)
@@ -758,7 +816,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_request_id(v, "request_id", request.request_id)
         v.raise_if_any()
         self._authorize(context, sidecar_wide="UpdatePolicy")
-        policy = self.engine.update_policy(request.policy, request_id=request.request_id)
+        policy = self.engine.update_policy(
+            request.policy, request=self._request_key(context, "policy", request.request_id, request)
+        )
         return memory_service_pb2.UpdatePolicyResponse(policy=policy)
 
     @unary
@@ -769,7 +829,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_request_id(v, "request_id", request.request_id)
         v.raise_if_any()
         self._authorize(context, sidecar_wide="SetExperiment")
-        experiment = self.engine.experiments.set(request.experiment, request_id=request.request_id)
+        experiment = self.engine.experiments.set(
+            request.experiment, request=self._request_key(context, "experiment", request.request_id, request)
+        )
         return memory_service_pb2.SetExperimentResponse(experiment=experiment)
 
     @unary
@@ -782,7 +844,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_request_id(v, "request_id", request.request_id)
         v.raise_if_any()
         self._authorize(context, sidecar_wide="PromoteArm")
-        policy, final = self.engine.experiments.promote(self.engine, request.arm, request_id=request.request_id)
+        policy, final = self.engine.experiments.promote(
+            self.engine, request.arm, request=self._request_key(context, "promote", request.request_id, request)
+        )
         return memory_service_pb2.PromoteArmResponse(policy=policy, final_stats=final)
 
 

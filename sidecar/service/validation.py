@@ -30,6 +30,9 @@ MAX_METADATA_ENTRIES = 32
 MAX_METADATA_BYTES = 4096
 MAX_NOTE_BYTES = 4096
 MAX_FRAMEWORK_BYTES = 64
+MAX_REASONING_IDS = 1024
+"""Ids a reasoning context may name: a working memory's worth (a turn names a few; word search reads the first 4).
+Unbounded, one write of millions of ids made a record of tens of megabytes and took seconds to commit."""
 # Protobuf Timestamp's own range: 0001-01-01 to 9999-12-31.
 MIN_TIMESTAMP_S = -62_135_596_800
 MAX_TIMESTAMP_S = 253_402_300_799
@@ -137,7 +140,6 @@ def memory_input(
     dimension: int,
     limits: Limits,
     has_embedder: bool,
-    request_id: str = "",
 ) -> NewMemory | None:
     """Validate one MemoryInput; violations are named under ``field`` (e.g. "memories[3]")."""
     start = len(v.items)
@@ -195,7 +197,10 @@ def memory_input(
             )
     check_text(v, f"{field}.framework_version", memory.framework_version, MAX_FRAMEWORK_BYTES)
     check_text(v, f"{field}.reasoning_context.text", memory.reasoning_context.text, MAX_NOTE_BYTES)
-    if any(i == 0 for i in memory.reasoning_context.memory_ids):
+    reasoning_ids = memory.reasoning_context.memory_ids
+    if len(reasoning_ids) > MAX_REASONING_IDS:
+        v.add(f"{field}.reasoning_context.memory_ids", f"{len(reasoning_ids)} ids; at most {MAX_REASONING_IDS}")
+    elif any(i == 0 for i in reasoning_ids):
         v.add(f"{field}.reasoning_context.memory_ids", "0 is not a memory id")
     if len(v.items) > start:
         return None
@@ -218,7 +223,6 @@ def memory_input(
         reasoning_ids=tuple(memory.reasoning_context.memory_ids),
         reasoning_text=memory.reasoning_context.text,
         task_signature=memory.task_signature,
-        request_id=request_id,
     )
 
 

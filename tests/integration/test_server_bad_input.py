@@ -19,6 +19,8 @@ pytestmark = pytest.mark.integration
 
 MAX_CONTENT_BYTES = 64
 MAX_BATCH_ITEMS = 5
+MAX_REASONING_IDS = 1024
+"""The documented bound of reasoning_context.memory_ids (memory.proto)."""
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +95,11 @@ BAD_MEMORIES = [
     ),
     pytest.param(memory("x", vec(1), namespace="no spaces allowed"), "memory.namespace", id="bad-namespace"),
     pytest.param(memory("text only, no embedder"), "memory.vector", id="text-without-embedder"),
+    pytest.param(
+        memory("x", vec(1), reasoning_context=memory_pb2.ReasoningContext(memory_ids=range(1, MAX_REASONING_IDS + 2))),
+        "memory.reasoning_context.memory_ids",
+        id="reasoning-ids-over-limit",
+    ),
 ]
 
 
@@ -126,6 +133,15 @@ def test_good_memory_is_accepted(shared_sidecar: Sidecar) -> None:
     )
     assert response.result.memory.id > 0
     assert counts(service) == (before_sequence + 1, before_total + 1)
+
+
+def test_reasoning_context_at_its_limit_is_accepted(shared_sidecar: Sidecar) -> None:
+    service = stub(shared_sidecar.unix_target)
+    context = memory_pb2.ReasoningContext(memory_ids=range(1, MAX_REASONING_IDS + 1))
+    response = service.Remember(
+        memory_service_pb2.RememberRequest(memory=memory("at the limit", vec(2), reasoning_context=context))
+    )
+    assert len(response.result.memory.reasoning_context.memory_ids) == MAX_REASONING_IDS
 
 
 def test_content_over_limit(limited_sidecar: Sidecar) -> None:

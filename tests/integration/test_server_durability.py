@@ -365,15 +365,16 @@ def test_request_id_is_remembered_across_sigkill(data_dir: Path) -> None:
         service = stub(second.tcp_target)
         before = counts(service)
         assert before[1] == 4
-        # The retry may even carry different content: the first call's result wins, nothing is written.
         retry = service.Remember(
             memory_service_pb2.RememberRequest(
-                memory=memory("pay invoice 7", pack(vectors(1, seed=43)[0])), request_id="X"
+                memory=memory("pay invoice 7", pack(vectors(1, seed=41)[0])), request_id="X"
             )
         )
         assert retry.replayed
-        assert retry.result.memory.id == original.result.memory.id
-        assert retry.result.memory.content == "pay invoice 7"
+        # The first call's result; only the scores, which move with time, are as of now.
+        retry.result.memory.ClearField("scores")
+        original.result.memory.ClearField("scores")
+        assert retry.result == original.result
         batch_retry = service.RememberBatch(
             memory_service_pb2.RememberBatchRequest(
                 memories=[memory(f"b{i}", pack(row)) for i, row in enumerate(vectors(3, seed=42))],

@@ -172,7 +172,9 @@ class ReasoningContext(_message.Message):
     """A short free-text description of the context. Default: empty. At most 4 KiB."""
     @_builtins.property
     def memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none."""
+        """Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none.
+        At most 1,024 ids (INVALID_ARGUMENT beyond); 0 is not an id.
+        """
 
     def __init__(
         self,

@@ -180,7 +180,10 @@ class RememberResponse(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
     replayed: _builtins.bool
-    """True when request_id matched an earlier call and this is that call's result."""
+    """True when request_id matched an earlier call and this is that call's result: the same memory
+    (as first stored; EVICTED with only id and namespace if forgotten since), outcome and
+    affected_ids. Its scores are computed as of this answer.
+    """
     @_builtins.property
     def result(self) -> Global___WriteResult: ...
     def __init__(
@@ -236,7 +239,10 @@ class RememberBatchResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
     replayed: _builtins.bool
-    """True when request_id matched an earlier call and this is that call's result."""
+    """True when request_id matched an earlier call and these are that call's results: the same
+    memories (as first stored; EVICTED with only id and namespace if forgotten since), outcomes and
+    affected_ids. Their scores are computed as of this answer.
+    """
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteResult]:
         """One result per input, in input order."""

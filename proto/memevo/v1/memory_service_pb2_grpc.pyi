@@ -32,8 +32,11 @@ class MemoryServiceStub:
     INVALID_ARGUMENT (a field is wrong; nothing was written), NOT_FOUND,
     FAILED_PRECONDITION, RESOURCE_EXHAUSTED (a limit or back-pressure; retry later),
     UNIMPLEMENTED (not built yet), UNAVAILABLE (shutting down; retry).
-    Mutating requests take an optional request_id: a retry with the same id
-    returns the first call's result and writes nothing twice.
+    Mutating requests take an optional request_id: a retry of the same request with the same id
+    returns the first call's result and writes nothing twice. An id is scoped to its caller (the
+    bearer token or client certificate) and to the namespace written, so callers never see each
+    other's results; the same id with a different request (any field but turn) is refused with
+    ALREADY_EXISTS (ErrorInfo reason REQUEST_ID_REUSED, BadRequest naming request_id) and writes nothing.
     """
 
     @_typing.overload
@@ -98,8 +101,11 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     INVALID_ARGUMENT (a field is wrong; nothing was written), NOT_FOUND,
     FAILED_PRECONDITION, RESOURCE_EXHAUSTED (a limit or back-pressure; retry later),
     UNIMPLEMENTED (not built yet), UNAVAILABLE (shutting down; retry).
-    Mutating requests take an optional request_id: a retry with the same id
-    returns the first call's result and writes nothing twice.
+    Mutating requests take an optional request_id: a retry of the same request with the same id
+    returns the first call's result and writes nothing twice. An id is scoped to its caller (the
+    bearer token or client certificate) and to the namespace written, so callers never see each
+    other's results; the same id with a different request (any field but turn) is refused with
+    ALREADY_EXISTS (ErrorInfo reason REQUEST_ID_REUSED, BadRequest naming request_id) and writes nothing.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -160,8 +166,11 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
     INVALID_ARGUMENT (a field is wrong; nothing was written), NOT_FOUND,
     FAILED_PRECONDITION, RESOURCE_EXHAUSTED (a limit or back-pressure; retry later),
     UNIMPLEMENTED (not built yet), UNAVAILABLE (shutting down; retry).
-    Mutating requests take an optional request_id: a retry with the same id
-    returns the first call's result and writes nothing twice.
+    Mutating requests take an optional request_id: a retry of the same request with the same id
+    returns the first call's result and writes nothing twice. An id is scoped to its caller (the
+    bearer token or client certificate) and to the namespace written, so callers never see each
+    other's results; the same id with a different request (any field but turn) is refused with
+    ALREADY_EXISTS (ErrorInfo reason REQUEST_ID_REUSED, BadRequest naming request_id) and writes nothing.
     """
 
     @_abc_1.abstractmethod

@@ -280,6 +280,7 @@ func (x *Fact) GetValue() string {
 type ReasoningContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none.
+	// At most 1,024 ids (INVALID_ARGUMENT beyond); 0 is not an id.
 	MemoryIds []uint64 `protobuf:"varint,1,rep,packed,name=memory_ids,json=memoryIds,proto3" json:"memory_ids,omitempty"`
 	// A short free-text description of the context. Default: empty. At most 4 KiB.
 	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`

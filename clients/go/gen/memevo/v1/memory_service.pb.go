@@ -322,7 +322,9 @@ func (x *RememberRequest) GetTurn() int64 {
 type RememberResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Result *WriteResult           `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
-	// True when request_id matched an earlier call and this is that call's result.
+	// True when request_id matched an earlier call and this is that call's result: the same memory
+	// (as first stored; EVICTED with only id and namespace if forgotten since), outcome and
+	// affected_ids. Its scores are computed as of this answer.
 	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -439,7 +441,9 @@ type RememberBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per input, in input order.
 	Results []*WriteResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	// True when request_id matched an earlier call and this is that call's result.
+	// True when request_id matched an earlier call and these are that call's results: the same
+	// memories (as first stored; EVICTED with only id and namespace if forgotten since), outcomes and
+	// affected_ids. Their scores are computed as of this answer.
 	Replayed      bool `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -51,8 +51,11 @@ const (
 // INVALID_ARGUMENT (a field is wrong; nothing was written), NOT_FOUND,
 // FAILED_PRECONDITION, RESOURCE_EXHAUSTED (a limit or back-pressure; retry later),
 // UNIMPLEMENTED (not built yet), UNAVAILABLE (shutting down; retry).
-// Mutating requests take an optional request_id: a retry with the same id
-// returns the first call's result and writes nothing twice.
+// Mutating requests take an optional request_id: a retry of the same request with the same id
+// returns the first call's result and writes nothing twice. An id is scoped to its caller (the
+// bearer token or client certificate) and to the namespace written, so callers never see each
+// other's results; the same id with a different request (any field but turn) is refused with
+// ALREADY_EXISTS (ErrorInfo reason REQUEST_ID_REUSED, BadRequest naming request_id) and writes nothing.
 type MemoryServiceClient interface {
 	// Store one memory. Acknowledged once durable (fsynced) in the data directory.
 	Remember(ctx context.Context, in *RememberRequest, opts ...grpc.CallOption) (*RememberResponse, error)
@@ -346,8 +349,11 @@ func (c *memoryServiceClient) PromoteArm(ctx context.Context, in *PromoteArmRequ
 // INVALID_ARGUMENT (a field is wrong; nothing was written), NOT_FOUND,
 // FAILED_PRECONDITION, RESOURCE_EXHAUSTED (a limit or back-pressure; retry later),
 // UNIMPLEMENTED (not built yet), UNAVAILABLE (shutting down; retry).
-// Mutating requests take an optional request_id: a retry with the same id
-// returns the first call's result and writes nothing twice.
+// Mutating requests take an optional request_id: a retry of the same request with the same id
+// returns the first call's result and writes nothing twice. An id is scoped to its caller (the
+// bearer token or client certificate) and to the namespace written, so callers never see each
+// other's results; the same id with a different request (any field but turn) is refused with
+// ALREADY_EXISTS (ErrorInfo reason REQUEST_ID_REUSED, BadRequest naming request_id) and writes nothing.
 type MemoryServiceServer interface {
 	// Store one memory. Acknowledged once durable (fsynced) in the data directory.
 	Remember(context.Context, *RememberRequest) (*RememberResponse, error)

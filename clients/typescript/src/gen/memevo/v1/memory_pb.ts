@@ -54,6 +54,7 @@ export const FactSchema: GenMessage<Fact> = /*@__PURE__*/
 export type ReasoningContext = Message<"memevo.v1.ReasoningContext"> & {
   /**
    * Ids of the working-memory items that produced this memory (e.g. the turn a reply answers). Default: none.
+   * At most 1,024 ids (INVALID_ARGUMENT beyond); 0 is not an id.
    *
    * @generated from field: repeated uint64 memory_ids = 1;
    */

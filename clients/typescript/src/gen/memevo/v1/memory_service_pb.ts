@@ -98,7 +98,9 @@ export type RememberResponse = Message<"memevo.v1.RememberResponse"> & {
   result?: WriteResult | undefined;
 
   /**
-   * True when request_id matched an earlier call and this is that call's result.
+   * True when request_id matched an earlier call and this is that call's result: the same memory
+   * (as first stored; EVICTED with only id and namespace if forgotten since), outcome and
+   * affected_ids. Its scores are computed as of this answer.
    *
    * @generated from field: bool replayed = 2;
    */
@@ -157,7 +159,9 @@ export type RememberBatchResponse = Message<"memevo.v1.RememberBatchResponse"> &
   results: WriteResult[];
 
   /**
-   * True when request_id matched an earlier call and this is that call's result.
+   * True when request_id matched an earlier call and these are that call's results: the same
+   * memories (as first stored; EVICTED with only id and namespace if forgotten since), outcomes and
+   * affected_ids. Their scores are computed as of this answer.
    *
    * @generated from field: bool replayed = 2;
    */
@@ -2127,8 +2131,11 @@ export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
  * INVALID_ARGUMENT (a field is wrong; nothing was written), NOT_FOUND,
  * FAILED_PRECONDITION, RESOURCE_EXHAUSTED (a limit or back-pressure; retry later),
  * UNIMPLEMENTED (not built yet), UNAVAILABLE (shutting down; retry).
- * Mutating requests take an optional request_id: a retry with the same id
- * returns the first call's result and writes nothing twice.
+ * Mutating requests take an optional request_id: a retry of the same request with the same id
+ * returns the first call's result and writes nothing twice. An id is scoped to its caller (the
+ * bearer token or client certificate) and to the namespace written, so callers never see each
+ * other's results; the same id with a different request (any field but turn) is refused with
+ * ALREADY_EXISTS (ErrorInfo reason REQUEST_ID_REUSED, BadRequest naming request_id) and writes nothing.
  *
  * @generated from service memevo.v1.MemoryService
  */
