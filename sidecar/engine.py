@@ -173,13 +173,21 @@ class Engine:
 
     def _restore_snapshot(self) -> bool:
         """Take the columns, lexical index and strategies from a clean close's snapshot, if it is current."""
-        parts = snapshot.take(Path(self.config.data_dir), sequence=self.store.last_sequence, next_id=self.store.next_id)
-        if parts is None:
+        data_dir = Path(self.config.data_dir)
+        reader = snapshot.take(data_dir, sequence=self.store.last_sequence, next_id=self.store.next_id)
+        if reader is None:
+            return False
+        try:
+            columns = MemoryColumns.load_snapshot(reader.child("columns"))
+            lexical = NamespacedLexicalIndex.load_snapshot(reader.child("lexical"))
+            strategies = snapshot.KeyedLists.load_snapshot(reader.child("strategies"), width=2)
+        except Exception as exc:  # whatever does not fit: the scan rebuilds it all, nothing was installed yet
+            log.warning("start-up snapshot ignored (%s: %s): scanning RocksDB", type(exc).__name__, exc)
             return False
         # Update in place: the perceiver and others already hold these objects.
-        self.columns.__dict__.update(parts["columns"].__dict__)
-        self.lexical.__dict__.update(parts["lexical"].__dict__)
-        self.strategies.update(parts["strategies"])
+        self.columns.__dict__.update(columns.__dict__)
+        self.lexical.__dict__.update(lexical.__dict__)
+        self.strategies.update({(key[0], key[1]): ids for key, ids in strategies.items()})
         return True
 
     def _load_columns(self) -> None:
@@ -1339,7 +1347,11 @@ class Engine:
             Path(self.config.data_dir),
             sequence=self.store.last_sequence,
             next_id=self.store.next_id,
-            parts={"columns": self.columns, "lexical": self.lexical, "strategies": self.strategies},
+            parts={
+                "columns": self.columns,
+                "lexical": self.lexical,
+                "strategies": snapshot.KeyedLists(self.strategies.items()),
+            },
         )
         self.store.close()
         if self.embedder is not None:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 import snowballstemmer
 
 from memevo.kernels.lexical import Scratch, bm25, length_code
+from memevo.sidecar.store.snapshot import SnapshotError, SnapshotReader, SnapshotWriter
 from memevo.v1 import memory_pb2
 
 K1 = 1.2
@@ -200,6 +201,38 @@ class LexicalIndex:
                 ids.append(memory_id)
                 self._counts[token].append(min(count, 65_535))
 
+    def save_snapshot(self, writer: SnapshotWriter) -> None:
+        """Write the postings, lengths and totals (start-up snapshot; nothing may write meanwhile)."""
+        with self._lock:
+            words = list(self._ids)
+            writer.value("words", words)
+            writer.array_list("ids", [self._ids[word] for word in words], "Q")
+            writer.array_list("counts", [self._counts[word] for word in words], "H")
+            writer.ndarray("length", np.frombuffer(self._length, dtype=np.uint32))
+            writer.ndarray("length_code", np.frombuffer(self._length_code, dtype=np.uint8))
+            writer.value("documents", self._documents)
+            writer.value("total_length", self._total_length)
+
+    @classmethod
+    def load_snapshot(cls, reader: SnapshotReader) -> LexicalIndex:
+        """The index :meth:`save_snapshot` wrote; SnapshotError when its parts do not fit together."""
+        index = cls()
+        words = reader.strings("words")
+        ids, counts = reader.array_list("ids", "Q"), reader.array_list("counts", "H")
+        if not len(words) == len(ids) == len(counts) or any(len(i) != len(c) for i, c in zip(ids, counts, strict=True)):
+            raise SnapshotError("snapshot word index: words, postings and counts do not fit together")
+        index._ids = dict(zip(words, ids, strict=True))
+        index._counts = dict(zip(words, counts, strict=True))
+        if len(index._ids) != len(words):
+            raise SnapshotError("snapshot word index lists a word twice")
+        index._length = array("I", reader.ndarray("length", np.uint32).tobytes())
+        index._length_code = array("B", reader.ndarray("length_code", np.uint8).tobytes())
+        if len(index._length) != len(index._length_code):
+            raise SnapshotError("snapshot word index: lengths and their codes do not fit together")
+        index._documents = reader.value("documents", int)
+        index._total_length = reader.value("total_length", int)
+        return index
+
     def remove(self, memory_id: int) -> None:
         """Forget a deleted memory's length (its postings are filtered out by state)."""
         with self._lock:
@@ -315,6 +348,27 @@ class NamespacedLexicalIndex:
             if index is None:
                 index = self._indexes[namespace] = LexicalIndex()
             return index
+
+    def save_snapshot(self, writer: SnapshotWriter) -> None:
+        """Write each namespace's index (start-up snapshot; nothing may write meanwhile)."""
+        with self._lock:
+            indexes = list(self._indexes.items())
+        writer.value("namespaces", [namespace for namespace, _ in indexes])
+        for position, (_, index) in enumerate(indexes):
+            index.save_snapshot(writer.child(str(position)))
+
+    @classmethod
+    def load_snapshot(cls, reader: SnapshotReader) -> NamespacedLexicalIndex:
+        """The indexes :meth:`save_snapshot` wrote; SnapshotError when they do not fit together."""
+        namespaced = cls()
+        namespaces = reader.strings("namespaces")
+        namespaced._indexes = {
+            namespace: LexicalIndex.load_snapshot(reader.child(str(position)))
+            for position, namespace in enumerate(namespaces)
+        }
+        if len(namespaced._indexes) != len(namespaces):
+            raise SnapshotError("snapshot word index lists a namespace twice")
+        return namespaced
 
     def add(self, namespace: str, memory_id: int, text: str, context: str = "") -> None:
         """Index ``text`` (and its ``context`` at CONTEXT_WEIGHT) under ``memory_id`` in ``namespace``."""

@@ -13,7 +13,7 @@ import threading
 import time
 from array import array
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +28,7 @@ from memevo.kernels.params import (
 )
 from memevo.kernels.sweep import Terms, derive_terms
 from memevo.sidecar.retrieval.answer_type import tells_time, value_type
+from memevo.sidecar.store.snapshot import SnapshotError, SnapshotReader, SnapshotWriter
 from memevo.v1 import memory_pb2
 
 STATE_UNSPECIFIED = memory_pb2.MEMORY_STATE_UNSPECIFIED
@@ -79,6 +80,20 @@ class Interner:
     def string(self, code: int) -> str:
         """The string of ``code``."""
         return self._strings[code]
+
+    def strings(self) -> list[str]:
+        """Every string, in code order (a copy)."""
+        return list(self._strings)
+
+    @classmethod
+    def of(cls, strings: Sequence[str]) -> Interner:
+        """An interner holding ``strings`` as codes 0, 1, ... (ValueError on a repeat: codes would be ambiguous)."""
+        interner = cls()
+        interner._strings = list(strings)
+        interner._codes = {text: code for code, text in enumerate(interner._strings)}
+        if len(interner._codes) != len(interner._strings):
+            raise ValueError("an interner's strings must be distinct")
+        return interner
 
 
 FIELD_SEPARATOR = "\x1f"
@@ -257,6 +272,71 @@ class MemoryColumns:
             if old is not None:
                 column[: old.shape[0]] = old
             setattr(self, name, column)
+
+    _INTERNERS = ("namespaces", "entities", "frameworks", "signatures", "field_sets")
+    _SCALARS: ClassVar[dict[str, type | tuple[type, ...]]] = {
+        "vector_bytes": int,
+        "_size": int,
+        "_live": int,
+        "clock": str,
+        "epoch": (int, float),
+        "cost_budget_bytes": (int, float),
+        "writes": int,
+    }
+
+    def save_snapshot(self, writer: SnapshotWriter) -> None:
+        """Write every column, interner, id list and setting (start-up snapshot; nothing may write meanwhile)."""
+        for name in _COLUMN_SPECS:
+            writer.ndarray(name, getattr(self, name))
+        writer.ndarray("params", self.params)
+        for name in self._INTERNERS:
+            writer.value(name, getattr(self, name).strings())
+        for name in self._SCALARS:
+            writer.value(name, getattr(self, name))
+        tagged = sorted(self.tags)
+        writer.ndarray("tagged", np.asarray(tagged, dtype=np.int64))
+        writer.value("tags", [sorted(self.tags[memory_id]) for memory_id in tagged])
+        writer.ndarray("accessed", np.asarray(sorted(self.accessed), dtype=np.int64))
+        for name, lists in (("by_namespace", self._by_namespace), ("by_entity", self._by_entity)):
+            writer.ndarray(name + ".codes", np.asarray(list(lists), dtype=np.int64))
+            writer.array_list(name, list(lists.values()), "Q")
+
+    @classmethod
+    def load_snapshot(cls, reader: SnapshotReader) -> MemoryColumns:
+        """Columns as :meth:`save_snapshot` wrote them; SnapshotError when the parts do not fit together."""
+        columns = cls(16)
+        for name in cls._INTERNERS:
+            try:
+                setattr(columns, name, Interner.of(reader.strings(name)))
+            except ValueError as exc:
+                raise SnapshotError(f"snapshot interner {name}: {exc}") from exc
+        for name, kind in cls._SCALARS.items():
+            setattr(columns, name, reader.value(name, kind))
+        capacity = -1
+        for name, (dtype, _) in _COLUMN_SPECS.items():
+            column = reader.ndarray(name, dtype)
+            capacity = column.shape[0] if capacity < 0 else capacity
+            if column.shape[0] != capacity:
+                raise SnapshotError(f"snapshot column {name} holds {column.shape[0]} rows, not {capacity}")
+            setattr(columns, name, column)
+        if not 1 <= columns._size <= capacity or columns.clock not in REBASE_AFTER:
+            raise SnapshotError(f"snapshot columns: size {columns._size} of {capacity}, clock {columns.clock!r}")
+        columns.epoch = float(columns.epoch)
+        columns.cost_budget_bytes = float(columns.cost_budget_bytes)
+        columns.params = reader.ndarray("params", np.float64, ndim=2)
+        tagged = reader.ndarray("tagged", np.int64).tolist()
+        tags = reader.value("tags", list)
+        if len(tags) != len(tagged):
+            raise SnapshotError("snapshot tags do not fit their ids")
+        columns.tags = {memory_id: frozenset(map(str, names)) for memory_id, names in zip(tagged, tags, strict=True)}
+        columns.accessed = set(reader.ndarray("accessed", np.int64).tolist())
+        for name, attribute in (("by_namespace", "_by_namespace"), ("by_entity", "_by_entity")):
+            codes = reader.ndarray(name + ".codes", np.int64).tolist()
+            lists = reader.array_list(name, "Q")
+            if len(codes) != len(lists):
+                raise SnapshotError(f"snapshot {name} lists do not fit their codes")
+            setattr(columns, attribute, dict(zip(codes, lists, strict=True)))
+        return columns
 
     @property
     def size(self) -> int:

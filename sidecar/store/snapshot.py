@@ -2,31 +2,48 @@
 
 Opening a data directory otherwise parses every memory record in Python,
 tens of microseconds each: most of a minute for a million memories. A clean
-close pickles those structures together with the change-log sequence and the
+close writes those structures together with the change-log sequence and the
 next id they reflect; the next open uses the snapshot only when both still
 match RocksDB. The file is deleted as soon as it is read (used or not), so a
 later crash can never start from a stale snapshot: checkpoints of access
 statistics rewrite records without a new sequence number, and only a clean
 close writes a new snapshot after the last of them.
+
+The file holds data only, never code: whoever can write the data directory
+must not be able to run anything in the sidecar through it (a pickle could).
+Its layout::
+
+    MAGIC | header length (u64 little-endian) | header (JSON) | array bytes ... | SHA-256 of all that precedes
+
+The header carries the format, sequence and next id, the JSON values, and the
+name, dtype and shape of every array in the order their raw bytes follow.
+Only numeric dtypes are accepted. A file that is not of this format, whose
+checksum does not match, or whose parts do not fit together is ignored with
+a log line, and start-up scans RocksDB instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import logging
 import os
-import pickle
-import threading
+import struct
 import time
 from array import array
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "startup.snapshot"
-SNAPSHOT_FORMAT = 7
+SNAPSHOT_FORMAT = 8
 """Bump when a snapshotted structure changes shape or meaning: older snapshots are then ignored.
 
 3: the lexical index holds stemmed words.
@@ -36,36 +53,186 @@ SNAPSHOT_FORMAT = 7
 6: the word index keeps each length's one-byte code beside it.
 7: the columns say whether a memory is doubted (a soft conflict), and entity, fields and value shape count what
    perception inferred for plain-text statements.
+8: arrays and JSON with a checksum instead of a pickle (a pickle runs code when it is read).
 """
 
-_LOCK_TYPES = (type(threading.Lock()),)
-_RLOCK_TYPES = (type(threading.RLock()),)
+MAGIC = b"memevo-snapshot\n"
+_LENGTH = struct.Struct("<Q")
+_DIGEST_BYTES = 32
+_NUMERIC_KINDS = frozenset("biuf")
+"""Bool, signed, unsigned and float dtypes: the only ones a snapshot may hold (an object dtype could hold code)."""
+MAX_HEADER_BYTES = 1 << 31
+"""A header length above this is a damaged file, not one to allocate memory for."""
 
 
-class _Pickler(pickle.Pickler):
-    """Pickles locks as fresh, unlocked locks (the snapshot is taken with nothing running), arrays as raw bytes."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is array:
-            # The word index holds two small arrays per distinct word: rebuilding each from its bytes
-            # loads about twice as fast as the default reconstructor.
-            return array, (obj.typecode, obj.tobytes())
-        if isinstance(obj, _LOCK_TYPES):
-            return threading.Lock, ()
-        if isinstance(obj, _RLOCK_TYPES):
-            return threading.RLock, ()
-        return NotImplemented
+class SnapshotError(ValueError):
+    """The snapshot is damaged or does not fit the structures it should rebuild: start-up scans RocksDB instead."""
 
 
-def save(directory: Path, *, sequence: int, next_id: int, parts: dict[str, Any]) -> None:
-    """Write the snapshot atomically; on any failure log it and leave none (the next open scans RocksDB)."""
+class SnapshotWriter:
+    """Collects named arrays and JSON values under name prefixes; :func:`save` writes them."""
+
+    def __init__(self, arrays: list[tuple[str, npt.NDArray[Any]]] | None = None, prefix: str = "") -> None:
+        self._arrays: list[tuple[str, npt.NDArray[Any]]] = [] if arrays is None else arrays
+        self._values: dict[str, Any] = {}
+        self._prefix = prefix
+        self._children: dict[str, SnapshotWriter] = {}
+
+    def child(self, name: str) -> SnapshotWriter:
+        """A writer whose names live under ``name`` (a part of a part)."""
+        writer = SnapshotWriter(self._arrays, f"{self._prefix}{name}/")
+        self._children[name] = writer
+        return writer
+
+    def value(self, name: str, value: Any) -> None:
+        """Store a JSON-encodable value (numbers, strings, lists, dicts with string keys)."""
+        self._values[name] = value
+
+    def ndarray(self, name: str, values: npt.NDArray[Any]) -> None:
+        """Store a numeric NumPy array (its bytes, dtype and shape)."""
+        data = np.ascontiguousarray(values)
+        if data.dtype.kind not in _NUMERIC_KINDS:
+            raise TypeError(f"snapshot array {name} has dtype {data.dtype}; only numeric arrays are stored")
+        self._arrays.append((self._prefix + name, data))
+
+    def array_list(self, name: str, parts: Sequence[array[int]], typecode: str) -> None:
+        """Store a list of ``array.array`` of one typecode as one array of their items and one of their lengths."""
+        lengths = np.fromiter((len(part) for part in parts), dtype=np.int64, count=len(parts))
+        joined = array(typecode)
+        for part in parts:
+            joined.extend(part)
+        self.ndarray(name + ".lengths", lengths)
+        self.ndarray(name + ".items", np.frombuffer(joined, dtype=np.dtype(typecode)) if joined else np.zeros(0, "u1"))
+
+    def tree(self) -> dict[str, Any]:
+        """The JSON values of this part and its children, as the header stores them."""
+        return {"values": self._values, "children": {name: child.tree() for name, child in self._children.items()}}
+
+    def stored_arrays(self) -> list[tuple[str, npt.NDArray[Any]]]:
+        """Every array stored so far (all parts), in the order their bytes are written."""
+        return self._arrays
+
+
+class SnapshotReader:
+    """The arrays and JSON values of a verified snapshot, looked up by the names :class:`SnapshotWriter` gave."""
+
+    def __init__(self, arrays: dict[str, npt.NDArray[Any]], tree: Any, prefix: str = "") -> None:
+        if not isinstance(tree, dict) or not isinstance(tree.get("values"), dict):
+            raise SnapshotError(f"snapshot part {prefix or '/'} is not a mapping")
+        self._arrays = arrays
+        self._tree = tree
+        self._prefix = prefix
+
+    def child(self, name: str) -> SnapshotReader:
+        """The reader of :meth:`SnapshotWriter.child` ``name``."""
+        children = self._tree.get("children")
+        if not isinstance(children, dict) or name not in children:
+            raise SnapshotError(f"snapshot has no part {self._prefix}{name}")
+        return SnapshotReader(self._arrays, children[name], f"{self._prefix}{name}/")
+
+    def value(self, name: str, kind: type | tuple[type, ...]) -> Any:
+        """A JSON value, checked to be of ``kind`` (SnapshotError otherwise)."""
+        values = self._tree["values"]
+        if name not in values:
+            raise SnapshotError(f"snapshot has no value {self._prefix}{name}")
+        found = values[name]
+        if not isinstance(found, kind) or (isinstance(found, bool) and bool not in _kinds(kind)):
+            raise SnapshotError(f"snapshot value {self._prefix}{name} is a {type(found).__name__}")
+        return found
+
+    def strings(self, name: str) -> list[str]:
+        """A JSON list of strings."""
+        found = self.value(name, list)
+        if not all(isinstance(item, str) for item in found):
+            raise SnapshotError(f"snapshot value {self._prefix}{name} is not a list of strings")
+        return list(found)
+
+    def ndarray(self, name: str, dtype: npt.DTypeLike, *, ndim: int = 1) -> npt.NDArray[Any]:
+        """A stored array, checked to have ``dtype`` and ``ndim`` dimensions (SnapshotError otherwise)."""
+        found = self._arrays.get(self._prefix + name)
+        if found is None:
+            raise SnapshotError(f"snapshot has no array {self._prefix}{name}")
+        if found.dtype != np.dtype(dtype) or found.ndim != ndim:
+            raise SnapshotError(f"snapshot array {self._prefix}{name} is {found.dtype} {found.shape}")
+        return found
+
+    def array_list(self, name: str, typecode: str) -> list[array[int]]:
+        """The ``array.array`` list :meth:`SnapshotWriter.array_list` stored (one copy each, as appendable arrays)."""
+        lengths = self.ndarray(name + ".lengths", np.int64)
+        items = self._arrays.get(self._prefix + name + ".items")
+        total = int(lengths.sum()) if lengths.size else 0
+        if items is None or (lengths < 0).any() or (total and items.dtype != np.dtype(typecode)) or items.size != total:
+            raise SnapshotError(f"snapshot arrays {self._prefix}{name} do not fit their lengths")
+        raw = items.data.cast("B") if total else memoryview(b"")
+        width = array(typecode).itemsize
+        parts: list[array[int]] = []
+        start = 0
+        for length in lengths.tolist():
+            part = array(typecode)
+            end = start + length * width
+            part.frombytes(raw[start:end])
+            parts.append(part)
+            start = end
+        return parts
+
+
+def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+class KeyedLists:
+    """A mapping of string tuples to lists of ints (e.g. (namespace, task) -> ids), as one snapshot part."""
+
+    def __init__(self, items: Iterable[tuple[tuple[str, ...], Sequence[int]]]) -> None:
+        self.items = list(items)
+
+    def save_snapshot(self, writer: SnapshotWriter) -> None:
+        """Keys as JSON, lists as one array."""
+        writer.value("keys", [list(key) for key, _ in self.items])
+        writer.array_list("ids", [array("q", ids) for _, ids in self.items], "q")
+
+    @classmethod
+    def load_snapshot(cls, reader: SnapshotReader, *, width: int) -> dict[tuple[str, ...], list[int]]:
+        """The mapping :meth:`save_snapshot` wrote, each key ``width`` strings long."""
+        keys = reader.value("keys", list)
+        lists = reader.array_list("ids", "q")
+        if len(keys) != len(lists) or not all(
+            isinstance(key, list) and len(key) == width and all(isinstance(k, str) for k in key) for key in keys
+        ):
+            raise SnapshotError("snapshot keyed lists do not fit together")
+        return {tuple(key): list(ids) for key, ids in zip(keys, lists, strict=True)}
+
+
+class Snapshotted(Protocol):
+    """A structure start-up rebuilds, able to write itself into a snapshot part."""
+
+    def save_snapshot(self, writer: SnapshotWriter) -> None:
+        """Write every field the structure needs to be rebuilt as it is."""
+
+
+def save(directory: Path, *, sequence: int, next_id: int, parts: dict[str, Snapshotted]) -> None:
+    """Write the snapshot atomically, readable by its owner only; on any failure log it and leave none."""
     started = time.perf_counter()
     path = directory / SNAPSHOT_FILE
     tmp = directory / (SNAPSHOT_FILE + ".tmp")
     try:
-        with tmp.open("wb") as output:
-            header = {"format": SNAPSHOT_FORMAT, "sequence": sequence, "next_id": next_id}
-            _Pickler(output, protocol=5).dump((header, parts))
+        writer = SnapshotWriter()
+        for name, part in parts.items():
+            part.save_snapshot(writer.child(name))
+        header = {
+            "format": SNAPSHOT_FORMAT,
+            "sequence": sequence,
+            "next_id": next_id,
+            "arrays": [[name, data.dtype.str, list(data.shape)] for name, data in writer.stored_arrays()],
+            "parts": writer.tree(),
+        }
+        encoded = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "wb") as output:
+            digest = hashlib.sha256()
+            _write(output, digest, (MAGIC, _LENGTH.pack(len(encoded)), encoded))
+            _write(output, digest, (data.data.cast("B") for _, data in writer.stored_arrays() if data.size))
+            output.write(digest.digest())
             output.flush()
             os.fsync(output.fileno())
         os.replace(tmp, path)
@@ -77,23 +244,111 @@ def save(directory: Path, *, sequence: int, next_id: int, parts: dict[str, Any])
     log.info("start-up snapshot written in %.2f s", time.perf_counter() - started)
 
 
-def take(directory: Path, *, sequence: int, next_id: int) -> dict[str, Any] | None:
-    """The snapshot's parts if it matches ``sequence`` and ``next_id``, else None; the file is removed either way."""
+def _write(output: BinaryIO, digest: Any, chunks: Iterable[bytes | memoryview]) -> None:
+    for chunk in chunks:
+        digest.update(chunk)
+        output.write(chunk)
+
+
+def take(directory: Path, *, sequence: int, next_id: int) -> SnapshotReader | None:
+    """The snapshot if it is intact and matches ``sequence`` and ``next_id``, else None; the file is removed either way.
+
+    What it returns is verified (format, checksum, numeric arrays); the caller's rebuild may still raise
+    SnapshotError when the parts do not fit together, and must then scan RocksDB.
+    """
     path = directory / SNAPSHOT_FILE
+    started = time.perf_counter()
     try:
-        raw = path.read_bytes()
+        source = path.open("rb")
     except FileNotFoundError:
+        return None
+    try:
+        with source:
+            header, arrays = _read(source, os.fstat(source.fileno()).st_size)
+    except (OSError, SnapshotError, ValueError) as exc:
+        log.warning("start-up snapshot ignored (%s): scanning RocksDB", exc)
         return None
     finally:
         with contextlib.suppress(OSError):
             path.unlink()
-    try:
-        header, parts = pickle.load(io.BytesIO(raw))
-    except Exception as exc:
-        log.warning("start-up snapshot unreadable (%s): scanning RocksDB", exc)
-        return None
+    found = {key: header.get(key) for key in ("format", "sequence", "next_id")}
     wanted = {"format": SNAPSHOT_FORMAT, "sequence": sequence, "next_id": next_id}
-    if header != wanted:
-        log.info("start-up snapshot %s does not match the data directory %s: scanning RocksDB", header, wanted)
+    if found != wanted:
+        log.info("start-up snapshot %s does not match the data directory %s: scanning RocksDB", found, wanted)
         return None
-    return dict(parts)
+    try:
+        reader = SnapshotReader(arrays, header.get("parts"))
+    except SnapshotError as exc:
+        log.warning("start-up snapshot ignored (%s): scanning RocksDB", exc)
+        return None
+    log.info("start-up snapshot read and verified in %.2f s", time.perf_counter() - started)
+    return reader
+
+
+def _read(source: io.BufferedReader, file_bytes: int) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+    """Header and arrays of an open snapshot file of ``file_bytes``, each checked; SnapshotError if anything is off."""
+    digest = hashlib.sha256()
+    lead = _exactly(source, len(MAGIC) + _LENGTH.size, "its start")
+    if lead[: len(MAGIC)] != MAGIC:
+        raise SnapshotError("not a snapshot of this version of memevo (an older format, or another file)")
+    digest.update(lead)
+    (header_bytes,) = _LENGTH.unpack(lead[len(MAGIC) :])
+    if header_bytes > min(MAX_HEADER_BYTES, file_bytes):
+        raise SnapshotError(f"header length {header_bytes} is implausible")
+    encoded = _exactly(source, header_bytes, "its header")
+    digest.update(encoded)
+    try:
+        header = json.loads(encoded)
+    except ValueError as exc:
+        raise SnapshotError(f"header is not JSON: {exc}") from exc
+    if not isinstance(header, dict) or header.get("format") != SNAPSHOT_FORMAT:
+        found = header.get("format") if isinstance(header, dict) else None
+        raise SnapshotError(f"format {found}, this memevo reads {SNAPSHOT_FORMAT}")
+    manifest = header.get("arrays")
+    if not isinstance(manifest, list):
+        raise SnapshotError("header lists no arrays")
+    # Nothing is allocated for arrays the file cannot hold: a damaged shape must not exhaust memory.
+    remaining = file_bytes - len(lead) - header_bytes - _DIGEST_BYTES
+    arrays: dict[str, npt.NDArray[Any]] = {}
+    for entry in manifest:
+        name, dtype, shape = _describe(entry)
+        nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if nbytes > remaining or name in arrays:
+            raise SnapshotError(f"array {name} does not fit in the file, or is listed twice")
+        remaining -= nbytes
+        data = np.empty(shape, dtype=dtype)
+        if data.size:
+            view = data.data.cast("B")
+            if source.readinto(view) != view.nbytes:
+                raise SnapshotError(f"file ends inside array {name}")
+            digest.update(view)
+        arrays[name] = data
+    stored = source.read(_DIGEST_BYTES + 1)
+    if len(stored) != _DIGEST_BYTES:
+        raise SnapshotError("file is truncated or has bytes past its checksum")
+    if stored != digest.digest():
+        raise SnapshotError("checksum does not match its content (damaged or changed)")
+    return header, arrays
+
+
+def _describe(entry: Any) -> tuple[str, np.dtype[Any], list[int]]:
+    """The name, dtype and shape of one manifest entry, refusing anything but numeric dtypes."""
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and isinstance(entry[1], str)):
+        raise SnapshotError(f"bad array entry {str(entry)[:80]}")
+    name, dtype_text, shape = entry
+    try:
+        dtype = np.dtype(dtype_text)
+    except TypeError as exc:
+        raise SnapshotError(f"array {name} has an unknown dtype {dtype_text!r}") from exc
+    if dtype.kind not in _NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        raise SnapshotError(f"array {name} has dtype {dtype_text!r}; only numeric arrays are read")
+    if not (isinstance(shape, list) and all(type(n) is int and 0 <= n < 1 << 40 for n in shape)):
+        raise SnapshotError(f"array {name} has a bad shape {str(shape)[:80]}")
+    return name, dtype, shape
+
+
+def _exactly(source: io.BufferedReader, count: int, what: str) -> bytes:
+    data = source.read(count)
+    if len(data) != count:
+        raise SnapshotError(f"file ends inside {what}")
+    return data

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import pickle
+import stat
+import threading
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +18,8 @@ from memevo.sidecar.config import SidecarConfig
 from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
-from memevo.sidecar.store.snapshot import SNAPSHOT_FILE
+from memevo.sidecar.store import snapshot as snapshot_module
+from memevo.sidecar.store.snapshot import MAGIC, SNAPSHOT_FILE, SnapshotError
 from memevo.v1 import memory_pb2
 
 DIMENSION = 8
@@ -151,9 +157,130 @@ def test_a_corrupt_snapshot_falls_back_to_the_scan(tmp_path: Path) -> None:
     _fill(engine, 40)
     expected = _state(engine)
     engine.close()
-    (tmp_path / SNAPSHOT_FILE).write_bytes(b"not a pickle")
+    (tmp_path / SNAPSHOT_FILE).write_bytes(b"not a snapshot")
     reopened = Engine(_config(tmp_path))
     try:
         _assert_same(_state(reopened), expected)
     finally:
         reopened.close()
+
+
+def _assert_equal_fields(left: Any, right: Any, where: str) -> None:
+    """Every attribute of two objects equal, recursively: what a snapshot restores is what the close held."""
+    assert type(left) is type(right), where
+    if isinstance(left, np.ndarray):
+        assert left.dtype == right.dtype, where
+        assert left.shape == right.shape, where
+        assert np.array_equal(left, right, equal_nan=left.dtype.kind == "f"), where
+    elif isinstance(left, dict):
+        assert left.keys() == right.keys(), where
+        for key in left:
+            _assert_equal_fields(left[key], right[key], f"{where}[{key!r}]")
+    elif isinstance(left, (list, tuple)):
+        assert len(left) == len(right), where
+        for position, (a, b) in enumerate(zip(left, right, strict=True)):
+            _assert_equal_fields(a, b, f"{where}[{position}]")
+    elif isinstance(left, (int, float, str, bytes, set, frozenset, array, type(None))):
+        assert left == right, where
+    elif isinstance(left, type(threading.Lock())):
+        assert not right.locked(), where
+    else:
+        assert vars(left).keys() == vars(right).keys(), where
+        for name in vars(left):
+            _assert_equal_fields(vars(left)[name], vars(right)[name], f"{where}.{name}")
+
+
+def test_every_field_of_the_restored_structures_equals_what_the_close_held(tmp_path: Path) -> None:
+    engine = Engine(_config(tmp_path))
+    _fill(engine, 200)
+    engine.columns.record_access(np.asarray([3, 4], dtype=np.int64), 2_000.0, 9)  # not checkpointed: kept as is
+    engine.close()
+    held = {"columns": engine.columns, "lexical": engine.lexical, "strategies": engine.strategies}
+
+    restored = Engine(_config(tmp_path))
+    try:
+        got = {"columns": restored.columns, "lexical": restored.lexical, "strategies": restored.strategies}
+        _assert_equal_fields(held, got, "snapshot")
+    finally:
+        restored.close()
+
+
+def _snapshot_of_a_filled_engine(tmp_path: Path) -> dict[str, Any]:
+    engine = Engine(_config(tmp_path))
+    _fill(engine, 60)
+    expected = _state(engine)
+    engine.close()
+    return expected
+
+
+def _reopens_from_rocksdb(tmp_path: Path, expected: dict[str, Any]) -> None:
+    reopened = Engine(_config(tmp_path))
+    try:
+        _assert_same(_state(reopened), expected)
+    finally:
+        reopened.close()
+    assert not (tmp_path / (SNAPSHOT_FILE + ".tmp")).exists()
+
+
+class _RunsCode:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.marker,))
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+
+def test_a_pickle_in_place_of_the_snapshot_is_never_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="memevo.sidecar.store.snapshot")
+    expected = _snapshot_of_a_filled_engine(tmp_path)
+    marker = tmp_path / "code-ran"
+    (tmp_path / SNAPSHOT_FILE).write_bytes(pickle.dumps(({"format": 7}, _RunsCode(marker)), protocol=5))
+    _reopens_from_rocksdb(tmp_path, expected)
+    assert not marker.exists(), "reading the snapshot ran code written into the data directory"
+    assert "not a snapshot of this version" in caplog.text
+
+
+def _flip(raw: bytes, at: int) -> bytes:
+    return raw[:at] + bytes([raw[at] ^ 0x40]) + raw[at + 1 :]
+
+
+@pytest.mark.parametrize(
+    ("damage", "logged"),
+    [
+        pytest.param(lambda raw: _flip(raw, len(raw) - 1), "checksum", id="checksum-byte"),
+        pytest.param(lambda raw: _flip(raw, 100), "", id="header-byte"),
+        pytest.param(lambda raw: _flip(raw, len(raw) // 2), "checksum", id="array-byte"),
+        pytest.param(lambda raw: raw[: len(raw) - 40], "", id="truncated"),
+        pytest.param(lambda raw: raw + b"\0", "past its checksum", id="appended"),
+    ],
+)
+def test_a_damaged_snapshot_is_ignored_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: Any, logged: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="memevo.sidecar.store.snapshot")
+    expected = _snapshot_of_a_filled_engine(tmp_path)
+    path = tmp_path / SNAPSHOT_FILE
+    path.write_bytes(damage(path.read_bytes()))
+    _reopens_from_rocksdb(tmp_path, expected)
+    assert "start-up snapshot ignored" in caplog.text
+    assert logged in caplog.text
+
+
+def test_a_snapshot_with_a_non_numeric_array_is_refused_before_anything_is_allocated(tmp_path: Path) -> None:
+    expected = _snapshot_of_a_filled_engine(tmp_path)
+    path = tmp_path / SNAPSHOT_FILE
+    raw = path.read_bytes()
+    length = int.from_bytes(raw[len(MAGIC) : len(MAGIC) + 8], "little")
+    header = raw[len(MAGIC) + 8 : len(MAGIC) + 8 + length].replace(b'"|u1"', b'"|O"', 1)
+    body = MAGIC + len(header).to_bytes(8, "little") + header + raw[len(MAGIC) + 8 + length : -32]
+    path.write_bytes(body + hashlib.sha256(body).digest())  # a checksum that matches: the dtype alone must refuse
+    with pytest.raises(SnapshotError, match="only numeric"), path.open("rb") as source:
+        snapshot_module._read(source, len(body) + 32)
+    _reopens_from_rocksdb(tmp_path, expected)
+
+
+def test_the_snapshot_file_is_private_to_its_owner(tmp_path: Path) -> None:
+    engine = Engine(_config(tmp_path))
+    _fill(engine, 10)
+    engine.close()
+    assert stat.S_IMODE((tmp_path / SNAPSHOT_FILE).stat().st_mode) == 0o600
