@@ -46,6 +46,7 @@ from .policy import PerceptionSettings, default_policy, params_from_policy, vali
 from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context_text, searchable_text
 from .store import snapshot
 from .store.columns import STATE_EVICTED, MemoryColumns
+from .store.files import private_directory
 from .store.rocks import (
     CF_CHANGELOG,
     CF_FACT_VERSIONS,
@@ -125,7 +126,7 @@ class Engine:
         self.config = config
         self.limits = config.limits
         data_dir = Path(config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(data_dir)
         self.embedder: Embedder | None = make_embedder(config.embedder)
         if isinstance(self.embedder, LocalEmbedder):
             self.embedder.load()  # a broken install fails at start, and the first write does not pay the load

@@ -26,6 +26,7 @@ from ..config import SidecarConfig
 from ..engine import Engine
 from ..errors import FailedPrecondition
 from ..governance.daemon import GovernanceDaemon
+from ..store.files import restrict_new_files
 from .auth import EVERYTHING, AuthInterceptor, TokenTable, check_listen_policy, server_credentials
 from .metrics import Metrics, MetricsEndpoint, ObservingInterceptor, sweep_trigger
 from .servicer import MemoryServicer
@@ -104,6 +105,7 @@ class Sidecar:
         self.config = config
         self.tokens = table
         self.metrics = Metrics()
+        restrict_new_files()  # before RocksDB creates its first file
         self.engine = Engine(config)
         self.daemon = GovernanceDaemon(self.engine, config.governance)
         self.daemon.recent = _TimedSweeps(self.daemon.recent, self.metrics)
