@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -44,39 +45,56 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--listen",
         action="append",
         default=None,
-        help="unix:///abs/path.sock or host:port; repeat for several (default: a unix socket in $XDG_RUNTIME_DIR)",
+        help="unix:///abs/path.sock or host:port; repeat for several (default: unix://$XDG_RUNTIME_DIR/"
+        f"memevo-UID.sock, or unix:///tmp/memevo-UID.sock when $XDG_RUNTIME_DIR is unset; here {default_listen()})",
     )
     parser.add_argument(
         "--embedder",
         choices=("local", "openai", "none"),
         default="local",
         help="local: the bundled all-MiniLM-L6-v2 (offline); openai: an OpenAI-compatible endpoint; "
-        "none: clients send vectors",
+        "none: clients send vectors (default: %(default)s)",
     )
     parser.add_argument(
         "--openai-url",
         default="",
-        help="base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1",
+        help="base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1 (required by --embedder openai)",
     )
-    parser.add_argument("--openai-model", default="", help="embedding model name for --embedder openai")
+    parser.add_argument(
+        "--openai-model", default="", help="embedding model name for --embedder openai (required with it)"
+    )
     parser.add_argument(
         "--llm-url",
         default="",
         help="base URL of an OpenAI-compatible chat-completions endpoint that writes abstractions when the "
         "policy's consolidation mode is LLM, e.g. http://127.0.0.1:8080/v1 (API key from $MEMEVO_LLM_API_KEY)",
     )
-    parser.add_argument("--llm-model", default="", help="chat model name for --llm-url")
+    parser.add_argument("--llm-model", default="", help="chat model name for --llm-url (default: none)")
     parser.add_argument(
-        "--llm-timeout-s", type=float, default=60.0, help="seconds one abstraction request may take (default 60)"
+        "--llm-timeout-s",
+        type=float,
+        default=60.0,
+        help="seconds one abstraction request may take (default: %(default)s)",
     )
     parser.add_argument(
         "--dimension",
         type=int,
         default=0,
-        help="vector dimension of a new data directory with --embedder none",
+        help="vector dimension of a new data directory with --embedder none (required then); 0 = the "
+        "embedder's or the data directory's (default: %(default)s)",
     )
-    parser.add_argument("--max-content-bytes", type=int, default=Limits().max_content_bytes)
-    parser.add_argument("--max-batch-items", type=int, default=Limits().max_batch_items)
+    parser.add_argument(
+        "--max-content-bytes",
+        type=int,
+        default=Limits().max_content_bytes,
+        help="UTF-8 bytes of one memory's content or one query; past it INVALID_ARGUMENT (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-batch-items",
+        type=int,
+        default=Limits().max_batch_items,
+        help="memories in one RememberBatch or one stream message (default: %(default)s)",
+    )
     parser.add_argument(
         "--max-memories",
         type=int,
@@ -140,25 +158,40 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=IndexConfig().save_interval_s,
         help="seconds between saves of the ANN index while it changes; also saved at shutdown (default: %(default)s)",
     )
-    parser.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period, seconds")
     parser.add_argument(
-        "--token-file", type=Path, default=None, help=f"require this bearer token (or set ${TOKEN_ENV})"
+        "--grace-s",
+        type=float,
+        default=5.0,
+        help="seconds running calls may take to finish at shutdown (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help=f"a file holding one bearer token every call must carry, or set ${TOKEN_ENV}; an empty or "
+        "unreadable file stops the start (default: no token)",
     )
     parser.add_argument(
         "--tokens-file",
         type=Path,
         default=None,
-        help="bearer tokens scoped to namespaces, one per line: '<token> <ns>[,<ns>...]' or '<token> *'",
+        help="bearer tokens scoped to namespaces, one per line: '<token> <ns>[,<ns>...]' or '<token> *' "
+        "(default: none)",
     )
     parser.add_argument(
         "--allow-remote",
         action="store_true",
         help="allow listen addresses beyond loopback (requires --tls-cert/--tls-key and tokens or --tls-client-ca)",
     )
-    parser.add_argument("--tls-cert", type=Path, default=None, help="PEM server certificate: TLS on every TCP address")
-    parser.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
     parser.add_argument(
-        "--tls-client-ca", type=Path, default=None, help="PEM CA: require client certificates it signed (mutual TLS)"
+        "--tls-cert", type=Path, default=None, help="PEM server certificate: TLS on every TCP address (default: none)"
+    )
+    parser.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert (default: none)")
+    parser.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        default=None,
+        help="PEM CA: require client certificates it signed (mutual TLS) (default: none)",
     )
     parser.add_argument(
         "--metrics-listen",
@@ -166,9 +199,17 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics, loopback only, e.g. 127.0.0.1:9464 (default: off)",
     )
     parser.add_argument(
-        "--log-format", choices=("text", "json"), default="text", help="log lines as text or JSON (with request ids)"
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines as text or JSON (with request ids) (default: %(default)s)",
     )
-    parser.add_argument("--ready-file", type=Path, default=None, help="write JSON {pid, listen} here once serving")
+    parser.add_argument(
+        "--ready-file",
+        type=Path,
+        default=None,
+        help="write JSON {pid, listen} here once serving, for supervisors and tests (default: none)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> SidecarConfig:
@@ -183,7 +224,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     )
     return SidecarConfig(
         data_dir=args.data,
-        listen=tuple(args.listen or [default_listen()]),
+        listen=tuple(_checked_listen(args.listen or [default_listen()])),
         embedder=embedder,
         dimension=args.dimension,
         limits=limits,
@@ -206,6 +247,19 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     )
 
 
+def _checked_listen(addresses: list[str]) -> list[str]:
+    """The addresses; FailedPrecondition for a unix socket without an absolute path (gRPC needs one)."""
+    for address in addresses:
+        if address.startswith("unix:") and not address.startswith("unix:///"):
+            path = address.removeprefix("unix:").lstrip("/")
+            raise FailedPrecondition(
+                f"--listen {address}: a unix socket needs an absolute path after unix://, "
+                f"e.g. unix://{Path(path).absolute()}",
+                reason="BAD_FLAGS",
+            )
+    return addresses
+
+
 def _tls(args: argparse.Namespace) -> TlsConfig | None:
     if args.tls_cert is None and args.tls_key is None:
         if args.tls_client_ca is not None:
@@ -217,20 +271,81 @@ def _tls(args: argparse.Namespace) -> TlsConfig | None:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    if args.token_file is not None:
-        return args.token_file.read_text().strip() or None
-    return os.environ.get(TOKEN_ENV) or None
+    """The token of --token-file or $MEMEVO_TOKEN; FailedPrecondition when the file gives none.
+
+    An empty or unreadable file must not mean "no authentication": whoever named it meant a token.
+    """
+    path: Path | None = args.token_file
+    if path is None:
+        return os.environ.get(TOKEN_ENV) or None
+    try:
+        token = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise FailedPrecondition(
+            f"--token-file {path}: cannot read it ({reason}); not starting without its token", reason="BAD_TOKEN_FILE"
+        ) from exc
+    if not token:
+        raise FailedPrecondition(
+            f"--token-file {path} is empty; not starting without a token (put one in it, or drop the flag "
+            "to run without authentication)",
+            reason="BAD_TOKEN_FILE",
+        )
+    if any(c.isspace() for c in token):
+        raise FailedPrecondition(
+            f"--token-file {path} must hold one token without whitespace (for several, use --tokens-file)",
+            reason="BAD_TOKEN_FILE",
+        )
+    return token
+
+
+def _kernels_need_compiling() -> bool:
+    """Whether a numeric kernel has no compiled copy in Numba's cache, found without importing the kernels.
+
+    Importing them compiles them (their signatures are declared), so the question must be answered first.
+    Best effort: where Numba's cache layout cannot be read, the answer is False.
+    """
+    try:
+        from numba.core.caching import CacheImpl
+
+        spec = importlib.util.find_spec("memevo.kernels")
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        for source in sorted(Path(folders[0]).glob("*.py")) if folders else []:
+            if "cache=True" not in source.read_text():
+                continue
+            # Numba's own order of cache places; the first that applies is where it looks.
+            for locator_class in CacheImpl._locator_classes:
+                locator = locator_class.from_function(_kernels_need_compiling, str(source))
+                if locator is not None:
+                    if not any(Path(locator.get_cache_path()).glob(f"{source.stem}.*.nbi")):
+                        return True
+                    break
+    except Exception:  # an unknown Numba version: say nothing rather than fail the start
+        return False
+    return False
+
+
+def _say_if_kernels_compile() -> None:
+    if _kernels_need_compiling():
+        print(
+            "memevo: compiling the numeric kernels (once after an install, about a minute; cached afterwards)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def serve(args: argparse.Namespace) -> int:
     """Run a sidecar until SIGTERM or SIGINT."""
+    # Flags first: a mistake is reported before a first run's kernel compilation, not after it.
+    config, token = config_from_args(args), _token(args)
+    _say_if_kernels_compile()
     from .service.auth import TokenTable
     from .service.metrics import configure_logging
     from .service.server import Sidecar
 
     configure_logging(json_format=args.log_format == "json", level=logging.getLogger().level)
     tokens = TokenTable.from_file(args.tokens_file) if args.tokens_file is not None else None
-    sidecar = Sidecar(config_from_args(args), token=_token(args), tokens=tokens)
+    sidecar = Sidecar(config, token=token, tokens=tokens)
     signals: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -269,6 +384,7 @@ def inspect(args: argparse.Namespace) -> int:
         embedder = (store.meta(META_EMBEDDER) or b"?").decode()
         index_meta = data / INDEX_META_FILE
         saved = json.loads(index_meta.read_text()) if index_meta.exists() and (data / INDEX_FILE).exists() else None
+        live = sum(n for (state, _), n in counts.items() if state != "MEMORY_STATE_EVICTED")
         report: dict[str, object] = {
             "data_dir": str(data),
             "schema_version": int(schema) if schema.isdigit() else schema,
@@ -285,7 +401,8 @@ def inspect(args: argparse.Namespace) -> int:
                     "behind_by_events": store.last_sequence - int(saved["sequence"]),
                 }
                 if saved
-                else "missing: rebuilt from RocksDB at the next start"
+                # An empty graph is not saved: there is nothing to rebuild either.
+                else ("empty: no memories to index" if live == 0 else "missing: rebuilt from RocksDB at the next start")
             ),
         }
     finally:
@@ -309,6 +426,7 @@ def demo(args: argparse.Namespace) -> int:
 
     if not args.verbose:
         logging.getLogger().setLevel(logging.WARNING)  # the demo prints its own story
+    _say_if_kernels_compile()
     return int(run_demo(embedder=args.embedder))
 
 
@@ -354,7 +472,10 @@ def _add_replay_options(parser: argparse.ArgumentParser) -> None:
         help="log seconds between replayed lifecycle sweeps; 0 = before every retrieval (default: %(default)s)",
     )
     parser.add_argument(
-        "--sweep-interval-turns", type=float, default=1.0, help="the same in turns, for agent-turn policies"
+        "--sweep-interval-turns",
+        type=float,
+        default=1.0,
+        help="the same in turns, for agent-turn policies (default: %(default)s)",
     )
     parser.add_argument(
         "--stale-penalty", type=float, default=0.5, help="objective's weight of stale_share (default: %(default)s)"
@@ -409,7 +530,9 @@ def _add_replay_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     export_parser = commands.add_parser(
         "export", help="write a data directory's log, retrievals and outcomes as a replay log (JSON lines)"
     )
-    export_parser.add_argument("--data", type=Path, default=default_data_dir(), help="data directory (read-only)")
+    export_parser.add_argument(
+        "--data", type=Path, default=default_data_dir(), help="data directory, read only (default: %(default)s)"
+    )
     export_parser.add_argument("--out", type=Path, required=True, help="replay log to write")
     export_parser.set_defaults(run=export)
     replay_parser = commands.add_parser("replay", help="replay a log under a policy and report what it would do")
@@ -430,11 +553,16 @@ def _add_replay_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     tune_parser.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     tune_parser.add_argument("--workers", type=int, default=0, help="local processes; 0 = every core (default)")
     tune_parser.add_argument(
-        "--ray-address", default=None, help="run the replays on this Ray cluster (e.g. 'auto' or host:port)"
+        "--ray-address",
+        default=None,
+        help="run the replays on this Ray cluster, e.g. 'auto' or host:port (default: local processes)",
     )
     _add_replay_options(tune_parser)
     tune_parser.add_argument(
-        "--out", type=Path, default=Path("best-policy.json"), help="where to write the best policy"
+        "--out",
+        type=Path,
+        default=Path("best-policy.json"),
+        help="where to write the best policy (default: %(default)s)",
     )
     tune_parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     tune_parser.set_defaults(run=tune_command)
@@ -449,10 +577,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_arguments(serve_parser)
     serve_parser.set_defaults(run=serve)
     demo_parser = commands.add_parser("demo", help="run a scripted agent session against a temporary sidecar")
-    demo_parser.add_argument("--embedder", choices=("local", "none"), default="local")
+    demo_parser.add_argument(
+        "--embedder",
+        choices=("local", "none"),
+        default="local",
+        help="local: the bundled offline text embedder; none: the demo sends its own vectors, as an agent "
+        "with its own embeddings does (default: %(default)s)",
+    )
     demo_parser.set_defaults(run=demo)
     inspect_parser = commands.add_parser("inspect", help="print what a data directory holds (sidecar stopped)")
-    inspect_parser.add_argument("data_dir", type=Path)
+    inspect_parser.add_argument("data_dir", type=Path, help="the data directory (--data of memevo serve)")
     inspect_parser.add_argument("--json", action="store_true", help="print JSON")
     inspect_parser.set_defaults(run=inspect)
     _add_replay_commands(commands)

@@ -115,7 +115,7 @@ class TokenTable:
         try:
             text = path.read_text()
             mode = path.stat().st_mode
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise FailedPrecondition(f"cannot read tokens file {path}: {exc}", reason="BAD_TOKENS_FILE") from exc
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             log.warning("tokens file %s is readable by other users; chmod 600 it", path)

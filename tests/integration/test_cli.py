@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,4 +65,114 @@ def test_demo_runs_a_session_and_stops_cleanly() -> None:
     assert "Alice prefers Python for data analysis." in result.stdout
     assert "recall for the dog's name now returns it: False" in result.stdout
     assert "EVICTED" in result.stdout
+    assert "sidecar stopped cleanly" in result.stdout
+
+
+# ---- newcomer friction: every mistake gets a message, never a traceback --------------------------
+
+
+def _serve(tmp_path: Path, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    return memevo(
+        "serve",
+        "--data",
+        str(tmp_path / "data"),
+        "--embedder",
+        "none",
+        "--dimension",
+        "8",
+        *args,
+        timeout_s=timeout_s,
+    )
+
+
+def _refused(result: subprocess.CompletedProcess[str], *mentions: str) -> None:
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    for text in mentions:
+        assert text in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "mentions"),
+    [
+        pytest.param(b"", ("--token-file", "is empty"), id="empty"),
+        pytest.param(b"  \n\t\n", ("--token-file", "is empty"), id="whitespace-only"),
+        pytest.param(b"two tokens\n", ("--token-file", "one token"), id="two-words"),
+        pytest.param(b"\xff\xfe\x00token", ("--token-file", "cannot read it"), id="not-text"),
+        pytest.param(None, ("--token-file", "cannot read it", "No such file"), id="missing"),
+    ],
+)
+def test_a_token_file_without_a_token_stops_the_start(
+    tmp_path: Path, content: bytes | None, mentions: tuple[str, ...]
+) -> None:
+    token_file = tmp_path / "token"
+    if content is not None:
+        token_file.write_bytes(content)
+    socket = tmp_path / "s.sock"
+    # Before, an empty file turned authentication off and the sidecar served (here: until the timeout).
+    _refused(_serve(tmp_path, "--listen", f"unix://{socket}", "--token-file", str(token_file)), *mentions)
+    assert not socket.exists()
+
+
+def test_an_unreadable_tokens_file_stops_the_start(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_bytes(b"\xff\xfe\x00 *\n")
+    _refused(_serve(tmp_path, "--listen", f"unix://{tmp_path / 's.sock'}", "--tokens-file", str(tokens)), "tokens")
+
+
+def test_a_relative_unix_socket_path_is_refused_with_the_absolute_form(tmp_path: Path) -> None:
+    _refused(_serve(tmp_path, "--listen", "unix://relative.sock"), "absolute path", "unix:///")
+
+
+def test_every_option_says_what_it_does_and_its_default() -> None:
+    from memevo.sidecar.cli import build_parser
+
+    def actions(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from actions(sub, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction):
+                yield f"{path} {'/'.join(action.option_strings) or action.dest}", action
+
+    silent = [name for name, action in actions(build_parser(), "memevo") if not action.help]
+    assert silent == []
+    no_default = [
+        name
+        for name, action in actions(build_parser(), "memevo")
+        if action.default not in (None, False, "", [])
+        and "default" not in str(action.help)
+        and not isinstance(action, argparse._SubParsersAction)
+    ]
+    assert no_default == []
+    # The socket path used when $XDG_RUNTIME_DIR is unset is written down.
+    result = memevo("serve", "--help")
+    assert "unix:///tmp/memevo-UID.sock when $XDG_RUNTIME_DIR is unset" in " ".join(result.stdout.split())
+
+
+def test_inspect_calls_a_cleanly_stopped_empty_directory_empty_not_missing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    assert start_sidecar(data).stop() == 0
+    result = memevo("inspect", str(data), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["memories"] == 0
+    assert report["index"] == "empty: no memories to index"
+
+
+def test_demo_without_an_embedder_runs_and_says_when_kernels_compile(tmp_path: Path) -> None:
+    # An empty Numba cache is a first run after an install: the kernels compile, and it says so.
+    result = subprocess.run(
+        [sys.executable, "-m", "memevo.sidecar.cli", "demo", "--embedder", "none"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("compiling the numeric kernels") == 1, result.stderr
+    assert "sends its own vectors" in result.stdout
+    assert "recall for the dog's name now returns it: False" in result.stdout
     assert "sidecar stopped cleanly" in result.stdout
