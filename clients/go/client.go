@@ -385,6 +385,9 @@ type ReportOutcomeOptions struct {
 	UsedMemoryIDs []uint64
 	// Note is kept in the change log (at most 4 KiB).
 	Note string
+	// Reward is a graded outcome in [-1, 1] (1 = full success, -1 = full failure) that replaces
+	// the weight the outcome implies; nil: not given.
+	Reward *float32
 }
 
 // ReportOutcome tells the sidecar whether the memories of a retrieval (the RetrievalId of a
@@ -392,13 +395,32 @@ type ReportOutcomeOptions struct {
 func (c *Client) ReportOutcome(ctx context.Context, retrievalID string, outcome memevov1.Outcome, o ReportOutcomeOptions) (*memevov1.ReportOutcomeResponse, error) {
 	return unary(c, ctx, c.stub.ReportOutcome, &memevov1.ReportOutcomeRequest{
 		RetrievalId: retrievalID, Outcome: outcome, UsedMemoryIds: o.UsedMemoryIDs,
-		Note: o.Note, RequestId: o.RequestID, Turn: o.Turn,
+		Note: o.Note, RequestId: o.RequestID, Turn: o.Turn, Reward: o.Reward,
 	})
 }
 
 // Unconsolidate undoes a consolidation: the members become ACTIVE again, the abstraction OBSOLETE.
 func (c *Client) Unconsolidate(ctx context.Context, abstractionID uint64, o WriteOptions) (*memevov1.UnconsolidateResponse, error) {
 	return unary(c, ctx, c.stub.Unconsolidate, &memevov1.UnconsolidateRequest{AbstractionId: abstractionID, RequestId: o.RequestID})
+}
+
+// RestoreOptions are the options of Restore.
+type RestoreOptions struct {
+	WriteOptions
+	// Reason is kept in the change log (at most 4 KiB).
+	Reason string
+}
+
+// Restore undoes a supersession (the memory is ACTIVE again with no successor; its successor stays
+// current) or a doubt (PossiblyOutdatedBy cleared), e.g. for a plain-text statement the sidecar's
+// perception read as another slot's. It returns the restored memory. An error matching
+// ErrFailedPrecondition when the memory is neither superseded nor doubted, or when its fact key
+// has another current value (supersede that one instead); ErrNotFound for an unknown id.
+func (c *Client) Restore(ctx context.Context, id uint64, o RestoreOptions) (*memevov1.Memory, error) {
+	resp, err := unary(c, ctx, c.stub.Restore, &memevov1.RestoreRequest{
+		MemoryId: id, Reason: o.Reason, RequestId: o.RequestID, Turn: o.Turn,
+	})
+	return resp.GetMemory(), err
 }
 
 // DeclareFramework declares a new cognitive-framework version; older memories are flagged for re-interpretation.
@@ -412,6 +434,24 @@ func (c *Client) DeclareFramework(ctx context.Context, version, description stri
 func (c *Client) UpdatePolicy(ctx context.Context, policy *memevov1.Policy, o WriteOptions) (*memevov1.Policy, error) {
 	resp, err := unary(c, ctx, c.stub.UpdatePolicy, &memevov1.UpdatePolicyRequest{Policy: policy, RequestId: o.RequestID})
 	return resp.GetPolicy(), err
+}
+
+// SetExperiment starts (or replaces) an online experiment: 2 to 16 arms, each a policy ranking its
+// share of retrievals (chosen by a hash of the retrieval id), with per-arm counts reset. An
+// experiment with no arms (or nil) ends the running one. It returns the experiment now running.
+// An invalid experiment is an error matching ErrInvalidArgument naming each bad field, and
+// changes nothing. The arm that ranked a retrieval is its Arm; Stats().GetExperiment() has the
+// per-arm outcomes.
+func (c *Client) SetExperiment(ctx context.Context, experiment *memevov1.Experiment, o WriteOptions) (*memevov1.Experiment, error) {
+	resp, err := unary(c, ctx, c.stub.SetExperiment, &memevov1.SetExperimentRequest{Experiment: experiment, RequestId: o.RequestID})
+	return resp.GetExperiment(), err
+}
+
+// PromoteArm makes the named arm's policy the data directory's policy and ends the experiment.
+// The response has the policy now in force (GetPolicy) and the experiment's per-arm outcomes at
+// its end (GetFinalStats). An error matching ErrNotFound when no running arm has that name.
+func (c *Client) PromoteArm(ctx context.Context, arm string, o WriteOptions) (*memevov1.PromoteArmResponse, error) {
+	return unary(c, ctx, c.stub.PromoteArm, &memevov1.PromoteArmRequest{Arm: arm, RequestId: o.RequestID})
 }
 
 // GovernOptions are the options of Govern.
@@ -478,6 +518,9 @@ type RecallOptions struct {
 	AsOf           time.Time
 	IncludeVectors bool
 	Turn           *int64
+	// Diversity in [0, 1) pushes near-duplicates of better-ranked memories down (maximal marginal
+	// relevance); 0 ranks by score alone.
+	Diversity float32
 }
 
 // Recall finds the memories that answer a query, best first.
@@ -485,6 +528,7 @@ func (c *Client) Recall(ctx context.Context, q Query, o RecallOptions) (*memevov
 	return unary(c, ctx, c.stub.Recall, &memevov1.RecallRequest{
 		Query: q.Text, QueryVector: EncodeVector(q.Vector), K: o.K, Filter: o.Filter.proto(), Mode: o.Mode,
 		IncludeArchived: o.IncludeArchived, AsOf: timestamp(o.AsOf), IncludeVectors: o.IncludeVectors, Turn: o.Turn,
+		Diversity: o.Diversity,
 	})
 }
 

@@ -112,12 +112,19 @@ func TestRememberAndIdempotency(t *testing.T) {
 		m.GetState() != memevov1.MemoryState_MEMORY_STATE_ACTIVE || !m.GetValidFrom().AsTime().Equal(in.ValidFrom) {
 		t.Fatalf("stored memory = %v", m)
 	}
-	again, err := client.Remember(ctx, memevo.Input{Content: "ignored", Vector: axis(0, 0)}, memevo.WriteOptions{RequestID: "go-remember-1"})
+	// A retry differs only in its turn, which the request's fingerprint leaves out.
+	again, err := client.Remember(ctx, in, memevo.WriteOptions{RequestID: "go-remember-1", Turn: memevo.Ptr[int64](4)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !again.Replayed || again.Memory.GetId() != m.GetId() {
+	if !again.Replayed || again.Memory.GetId() != m.GetId() || again.Memory.GetTurn() != 3 {
 		t.Fatalf("retry with the same request id = %+v, want the first result replayed", again)
+	}
+	_, err = client.Remember(ctx, memevo.Input{Content: "another memory", Vector: axis(0, 0)}, memevo.WriteOptions{RequestID: "go-remember-1"})
+	var merr *memevo.Error
+	if !errors.As(err, &merr) || !errors.Is(err, memevo.ErrAlreadyExists) || merr.Reason != "REQUEST_ID_REUSED" ||
+		len(merr.FieldViolations) != 1 || merr.FieldViolations[0].Field != "request_id" {
+		t.Fatalf("the same request id for another memory: err = %v, want ALREADY_EXISTS REQUEST_ID_REUSED naming request_id", err)
 	}
 }
 
