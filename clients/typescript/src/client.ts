@@ -40,13 +40,14 @@ import {
   type ReportOutcomeRequestSchema,
   type ReportOutcomeResponse,
   type Outcome,
+  type PromoteArmResponse,
   type ReviewRequestSchema,
   type ReviewResponse,
   type SupersedeResponse,
   type UnconsolidateResponse,
   type WriteOutcome,
 } from "./gen/memevo/v1/memory_service_pb.js";
-import { PolicySchema, type Policy } from "./gen/memevo/v1/policy_pb.js";
+import { ExperimentSchema, PolicySchema, type Experiment, type Policy } from "./gen/memevo/v1/policy_pb.js";
 import { DecisionSchema, Verdict, type ProposalKind } from "./gen/memevo/v1/review_pb.js";
 import { CancelledError, NotFoundError, Status, UnavailableError, toMemevoError } from "./errors.js";
 import { encodeVector, type VectorLike } from "./vectors.js";
@@ -507,6 +508,24 @@ export class MemoryClient {
     );
   }
 
+  /**
+   * Undo a supersession (the memory is ACTIVE again with no successor; its successor stays current)
+   * or a doubt (`possiblyOutdatedBy` cleared), e.g. for a plain-text statement the sidecar's
+   * perception read as another slot's; resolves with the restored memory. Rejects with
+   * FailedPreconditionError when the memory is neither superseded nor doubted (reason
+   * `NOT_RETIRED`) or its fact key has another current value (`KEY_HELD`: supersede that one
+   * instead), NotFoundError for an unknown id.
+   */
+  async restore(id: Id, options: WriteOptions & { reason?: string } = {}): Promise<Memory> {
+    const response = await this.unary(
+      MemoryService.method.restore,
+      { memoryId: toId(id), reason: options.reason, requestId: options.requestId, turn: toTurn(options.turn) },
+      options,
+    );
+    if (response.memory === undefined) throw new TypeError("the sidecar answered a restore without the memory");
+    return response.memory;
+  }
+
   /** Tell the sidecar whether the memories of a retrieval (`retrievalId` of recall/buildContext) helped. */
   reportOutcome(retrievalId: string, outcome: Outcome, options: ReportOutcomeOptions = {}): Promise<ReportOutcomeResponse> {
     const { timeoutMs, signal, usedMemoryIds, turn, ...fields } = options;
@@ -543,6 +562,31 @@ export class MemoryClient {
       options,
     );
     return response.policy ?? create(PolicySchema);
+  }
+
+  /**
+   * Start (or replace) an online experiment: 2 to 16 arms, each a policy ranking its share of
+   * retrievals (chosen by a hash of the retrieval id), with per-arm counts reset. An experiment
+   * with no arms (or none) ends the running one. Resolves with the experiment now running; an
+   * invalid one rejects with InvalidArgumentError naming each bad field and changes nothing. The
+   * arm that ranked a retrieval is its `arm`; `stats().experiment` has the per-arm outcomes.
+   */
+  async setExperiment(experiment: Init<typeof ExperimentSchema> = {}, options: WriteOptions = {}): Promise<Experiment> {
+    const response = await this.unary(
+      MemoryService.method.setExperiment,
+      { experiment: create(ExperimentSchema, experiment), requestId: options.requestId },
+      options,
+    );
+    return response.experiment ?? create(ExperimentSchema);
+  }
+
+  /**
+   * Make the named arm's policy the data directory's policy and end the experiment. Resolves with
+   * the policy now in force (`policy`) and the per-arm outcomes at the end (`finalStats`); rejects
+   * with NotFoundError (reason `UNKNOWN_ARM`) when no running arm has that name.
+   */
+  promoteArm(arm: string, options: WriteOptions = {}): Promise<PromoteArmResponse> {
+    return this.unary(MemoryService.method.promoteArm, { arm, requestId: options.requestId }, options);
   }
 
   /**

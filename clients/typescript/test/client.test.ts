@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
+  AlreadyExistsError,
   ChangeEventType,
   DeadlineExceededError,
   CancelledError,
@@ -42,6 +43,14 @@ import {
 const DIM = 8;
 
 /** A unit-ish vector pointing mostly along axis `axis` (distinct per axis, never all zeros). */
+/** The error a promise rejects with; fails the test when it resolves. */
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    (value) => assert.fail(`expected a rejection, got ${String(value)}`),
+    (e: unknown) => e,
+  );
+}
+
 function axisVector(axis: number, jitter = 0): Float32Array {
   const v = new Float32Array(DIM).fill(0.01);
   v[axis % DIM] = 1;
@@ -88,8 +97,7 @@ describe("client arguments", () => {
 
 describe("writes and reads", () => {
   test("remember stores a memory with its fields and is idempotent with a requestId", async () => {
-    const first = await client.remember(
-      {
+    const input = {
         content: "Alice prefers green tea",
         vector: axisVector(0),
         kind: MemoryKind.PREFERENCE,
@@ -100,9 +108,8 @@ describe("writes and reads", () => {
         metadata: { origin: "ts-test" },
         importance: 7,
         validFrom: new Date("2024-01-02T03:04:05Z"),
-      },
-      { requestId: "ts-remember-1", turn: 3 },
-    );
+      };
+    const first = await client.remember(input, { requestId: "ts-remember-1", turn: 3 });
     assert.equal(first.outcome, WriteOutcome.CREATED);
     assert.equal(first.replayed, false);
     assert.ok(first.memory.id > 0n);
@@ -113,9 +120,18 @@ describe("writes and reads", () => {
     assert.equal(first.memory.turn, 3n);
     assert.equal(first.memory.validFrom?.seconds, BigInt(Date.parse("2024-01-02T03:04:05Z") / 1000));
 
-    const again = await client.remember({ content: "ignored", vector: axisVector(0) }, { requestId: "ts-remember-1" });
+    // A retry differs only in its turn, which the request's fingerprint leaves out.
+    const again = await client.remember(input, { requestId: "ts-remember-1", turn: 4 });
     assert.equal(again.replayed, true);
     assert.equal(again.memory.id, first.memory.id);
+    assert.equal(again.memory.turn, 3n);
+    const reused = await rejection(client.remember({ content: "another memory", vector: axisVector(0) }, { requestId: "ts-remember-1" }));
+    assert.ok(reused instanceof AlreadyExistsError);
+    assert.equal(reused.reason, "REQUEST_ID_REUSED");
+    assert.deepEqual(
+      reused.fieldViolations.map((v) => v.field),
+      ["request_id"],
+    );
   });
 
   test("the TCP address serves the same data directory", async () => {
@@ -707,5 +723,127 @@ describe("unconsolidate errors", () => {
       ["abstraction_id"],
     );
     await assert.rejects(client.unconsolidate(2n ** 40n), NotFoundError);
+  });
+});
+
+describe("restore", () => {
+  test("restore undoes a supersession: ACTIVE again, no successor, recalled as current", async () => {
+    const old = await client.remember({ content: "restore: the payments runbook, first edition", vector: axisVector(5, 0.2) });
+    const replacement = await client.remember({ content: "restore: a dead-letter queue for failed refunds", vector: axisVector(2, 0.9) });
+    assert.equal(old.outcome, WriteOutcome.CREATED);
+    assert.equal(replacement.outcome, WriteOutcome.CREATED);
+    const oldId = old.memory.id;
+    const recalled = async () => (await client.recall(axisVector(5, 0.2), { k: 5 })).memories.map((m) => m.memory?.id);
+    await client.supersede(oldId, replacement.memory.id, { reason: "read as the same slot" });
+    assert.ok(!(await recalled()).includes(oldId), "a superseded memory is not current");
+
+    const restored = await client.restore(oldId, { reason: "not the same slot", requestId: "ts-restore-1" });
+    assert.equal(restored.id, oldId);
+    assert.equal(restored.state, MemoryState.ACTIVE);
+    assert.equal(restored.supersededBy, 0n);
+    assert.equal(restored.validTo, undefined);
+    const successor = await client.getOne(replacement.memory.id);
+    assert.equal(successor.state, MemoryState.ACTIVE);
+    assert.ok(!successor.supersedes.includes(oldId), "the successor no longer lists the restored memory");
+    assert.ok((await recalled()).includes(oldId), "the restored memory is recalled as current");
+
+    const again = await client.restore(oldId, { reason: "not the same slot", requestId: "ts-restore-1" });
+    assert.equal(again.id, oldId);
+    const twice = await rejection(client.restore(oldId));
+    assert.ok(twice instanceof FailedPreconditionError);
+    assert.equal(twice.reason, "NOT_RETIRED");
+  });
+
+  test("restore refuses a memory nothing replaced, a fact whose key is held, no id and an unknown id", async () => {
+    const plain = await client.remember({ content: "restore: nothing replaced this", vector: axisVector(7, 0.3) });
+    const active = await rejection(client.restore(plain.memory.id));
+    assert.ok(active instanceof FailedPreconditionError);
+    assert.equal(active.reason, "NOT_RETIRED");
+
+    const fact = (value: string) => ({
+      content: `Noor's shell is ${value}`,
+      vector: axisVector(4, 0.5),
+      kind: MemoryKind.FACT,
+      entity: "user:noor",
+      fact: { attribute: "shell", value },
+    });
+    const bash = await client.remember(fact("bash"));
+    await client.supersede(bash.memory.id, fact("fish"));
+    const held = await rejection(client.restore(bash.memory.id));
+    assert.ok(held instanceof FailedPreconditionError);
+    assert.equal(held.reason, "KEY_HELD");
+
+    const none = await rejection(client.restore(0));
+    assert.ok(none instanceof InvalidArgumentError);
+    assert.deepEqual(
+      none.fieldViolations.map((v) => v.field),
+      ["memory_id"],
+    );
+    await assert.rejects(client.restore(2n ** 62n), NotFoundError);
+  });
+});
+
+describe("experiments", () => {
+  test("setExperiment splits retrievals between arms, promoteArm makes one the policy", async () => {
+    const policy = await client.getPolicy();
+    const arm = (name: string) => ({ name, policy: { ...policy, name } });
+    await client.remember({ content: "experiment: retry the flaky upload once", vector: axisVector(1, 0.8) });
+
+    const running = await client.setExperiment(
+      { name: "ts-exp", arms: [arm("ts-control"), arm("ts-fresh")] },
+      { requestId: "ts-experiment-1" },
+    );
+    assert.equal(running.name, "ts-exp");
+    assert.deepEqual(
+      running.arms.map((a) => a.name),
+      ["ts-control", "ts-fresh"],
+    );
+
+    // Every retrieval is ranked by one arm; an outcome counts for that arm.
+    const counted = new Map<string, bigint>();
+    let reported = "";
+    for (let i = 0; i < 4; i++) {
+      const found = await client.recall(axisVector(1, 0.8), { k: 3 });
+      assert.ok(["ts-control", "ts-fresh"].includes(found.arm), `ranked by arm ${found.arm}`);
+      counted.set(found.arm, (counted.get(found.arm) ?? 0n) + 1n);
+      if (reported === "") {
+        reported = found.arm;
+        await client.reportOutcome(found.retrievalId, Outcome.SUCCESS);
+      }
+    }
+    const stats = (await client.stats()).experiment;
+    assert.equal(stats?.name, "ts-exp");
+    assert.deepEqual(
+      stats.arms.map((a) => [a.name, a.share, a.retrievalCount, a.outcomeCount]),
+      ["ts-control", "ts-fresh"].map((name) => [name, 0.5, counted.get(name) ?? 0n, name === reported ? 1n : 0n]),
+    );
+
+    const invalid = await rejection(client.setExperiment({ name: "ts-bad", arms: [arm("twice"), arm("twice")] }));
+    assert.ok(invalid instanceof InvalidArgumentError);
+    assert.deepEqual(
+      invalid.fieldViolations.map((v) => v.field),
+      ["experiment.arms[1].name"],
+    );
+    assert.equal((await client.stats()).experiment?.name, "ts-exp", "a refused experiment changes nothing");
+
+    const unknown = await rejection(client.promoteArm("no-such-arm"));
+    assert.ok(unknown instanceof NotFoundError);
+    assert.equal(unknown.reason, "UNKNOWN_ARM");
+    const promoted = await client.promoteArm("ts-fresh", { requestId: "ts-promote-1" });
+    assert.equal(promoted.policy?.name, "ts-fresh");
+    assert.equal(promoted.finalStats?.name, "ts-exp");
+    assert.equal(promoted.finalStats?.arms.length, 2);
+    const again = await client.promoteArm("ts-fresh", { requestId: "ts-promote-1" });
+    assert.equal(again.policy?.name, "ts-fresh");
+    assert.equal((await client.getPolicy()).name, "ts-fresh");
+    assert.equal((await client.stats()).experiment, undefined);
+    assert.equal((await client.recall(axisVector(1, 0.8), { k: 3 })).arm, "");
+
+    // No arms ends an experiment.
+    await client.setExperiment({ arms: [arm("a"), arm("b")] });
+    assert.equal((await client.stats()).experiment?.arms.length, 2);
+    const ended = await client.setExperiment();
+    assert.equal(ended.arms.length, 0);
+    assert.equal((await client.stats()).experiment, undefined);
   });
 });
