@@ -310,6 +310,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         context: grpc.ServicerContext,
     ) -> memory_service_pb2.RememberStreamResponse:
         futures: list[Future[list[Written]]] = []
+        starts: list[int] = []
+        """Stream position of each future's first item."""
         chunk: list[NewMemory] = []
         chunk_turn: int | None = None
         chunk_start = 0
@@ -330,6 +332,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                 except MemevoError as full:
                     raise refuse(full, chunk_start) from None
                 futures.append(cast(Future[list[Written]], self.engine.submit_remember(chunk, turn=chunk_turn)))
+                starts.append(chunk_start)
                 chunk = []
 
         def committed() -> int:
@@ -402,9 +405,13 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             raise Unavailable("the call ended before its stream was complete", reason="CALL_ENDED")
         flush()
         response = memory_service_pb2.RememberStreamResponse()
-        for future in futures:
-            self._replayable(scope, "request_id", future.result())
-            for written in future.result():
+        for start, future in zip(starts, futures, strict=True):
+            try:
+                results = future.result()  # e.g. a reused request id refuses its whole chunk
+            except MemevoError as error:
+                raise refuse(error, start) from None
+            self._replayable(scope, "request_id", results)
+            for written in results:
                 response.ids.append(written.memory.id)
                 if written.replayed:
                     response.replayed_count += 1

@@ -43,8 +43,8 @@ def _remember(
     )
 
 
-def _reused(call: Callable[[], object], field: str = "request_id") -> None:
-    """Assert the call is refused as a reused request id, naming ``field``."""
+def _reused(call: Callable[[], object], field: str = "request_id") -> dict[str, str]:
+    """Assert the call is refused as a reused request id, naming ``field``; returns the ErrorInfo metadata."""
     with pytest.raises(grpc.RpcError) as caught:
         call()
     assert caught.value.code() == grpc.StatusCode.ALREADY_EXISTS, caught.value.details()
@@ -52,6 +52,7 @@ def _reused(call: Callable[[], object], field: str = "request_id") -> None:
     fields, metadata = status_details(caught.value)
     assert fields == [field]
     assert metadata["field"] == field
+    return metadata
 
 
 def test_a_request_id_never_replays_another_callers_result(tenants: Sidecar) -> None:
@@ -104,10 +105,11 @@ def test_a_request_id_never_replays_another_callers_result(tenants: Sidecar) -> 
 def test_a_reused_request_id_with_another_payload_is_refused_and_writes_nothing(tenants: Sidecar) -> None:
     a, admin = stub(tenants.unix_target, TEAM_A), stub(tenants.unix_target, ADMIN)
 
-    def refused_without_writing(call: Callable[[], object], field: str = "request_id") -> None:
+    def refused_without_writing(call: Callable[[], object], field: str = "request_id") -> dict[str, str]:
         before = counts(admin)
-        _reused(call, field)
+        metadata = _reused(call, field)
         assert counts(admin) == before
+        return metadata
 
     # The pattern the README used to suggest: one id per turn and attribute, and the value changed.
     first = _remember(a, "user prefers tea", 10, "team-a", "turn-3-drink")
@@ -131,8 +133,9 @@ def test_a_reused_request_id_with_another_payload_is_refused_and_writes_nothing(
             memory=memory("user prefers coffee", vec(31), namespace="team-a"), request_id="turn-3-drink"
         ),
     ]
-    # Both items travel in one atomic chunk: neither is stored.
-    refused_without_writing(lambda: a.RememberStream(iter(stream)), "[1].request_id")
+    # Both items travel in one atomic chunk: neither is stored, and the error says where to resend from.
+    metadata = refused_without_writing(lambda: a.RememberStream(iter(stream)), "[1].request_id")
+    assert (metadata["committed_count"], metadata["failed_index"]) == ("0", "0")
 
     doomed = _remember(a, "to forget", 40, "team-a", "")
     a.Forget(memory_service_pb2.ForgetRequest(ids=[doomed.result.memory.id], request_id="forget-2"))
