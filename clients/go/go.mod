@@ -1,21 +1,18 @@
 module github.com/memevo/memevo/clients/go
 
-go 1.26.0
+// The oldest Go the client needs: range-over-func iterators (iter.Seq) came in 1.23, and no
+// requirement below asks for more (grpc v1.75 is the newest whose go line is 1.23). A consumer
+// with newer requirements gets newer versions as usual. The protoc plugins are pinned in tools/.
+go 1.23.0
 
 require (
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
-	google.golang.org/grpc v1.85.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250707201910-8d1bb00bc6a7
+	google.golang.org/grpc v1.75.1
 	google.golang.org/protobuf v1.36.12
 )
 
 require (
-	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
-	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.0 // indirect
-)
-
-tool (
-	google.golang.org/grpc/cmd/protoc-gen-go-grpc
-	google.golang.org/protobuf/cmd/protoc-gen-go
+	golang.org/x/net v0.41.0 // indirect
+	golang.org/x/sys v0.33.0 // indirect
+	golang.org/x/text v0.26.0 // indirect
 )
