@@ -75,6 +75,39 @@ def words(text: str) -> list[str]:
     return normalise_text(text).split()
 
 
+CLAUSE_MARK = "<c>"
+"""Stands between two clauses or sentences in ``clause_words``."""
+_CLAUSES = re.compile(r"[.?!;:]+(?:\s+|$)")
+
+
+def clause_words(text: str) -> list[str]:
+    """The text's words with CLAUSE_MARK between its clauses ("Who chairs the board? Ana" -> ... board <c> ana)."""
+    out: list[str] = []
+    for clause in _CLAUSES.split(text):
+        found = words(clause)
+        if found:
+            if out:
+                out.append(CLAUSE_MARK)
+            out.extend(found)
+    return out
+
+
+def last_clause_spans(first: Sequence[str], second: Sequence[str]) -> Spans | None:
+    """``differing_spans`` of two ``clause_words`` lists whose spans lie in their last clause.
+
+    Without an entity, what a statement is about is all that the two share: a difference in an earlier clause
+    ("How many seasons of Nurse Jackie? 7" / "... of Highway Thru Hell? 9") is another question, and one that
+    crosses clauses never a value.
+    """
+    found = differing_spans(first, second)
+    if found is None or CLAUSE_MARK in found[0] or CLAUSE_MARK in found[1]:
+        return None
+    tail = 0
+    while tail < min(len(first), len(second)) and first[len(first) - 1 - tail] == second[len(second) - 1 - tail]:
+        tail += 1
+    return None if CLAUSE_MARK in first[len(first) - tail :] else found
+
+
 def _cased_words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).replace("_", " "))
 
@@ -359,7 +392,8 @@ def differing_spans(first: Sequence[str], second: Sequence[str]) -> Spans | None
     head and tail must hold PAIR_FIXED_SHARE of the longer text and at least
     PAIR_MIN_FIXED words, and neither span may exceed MAX_VALUE_TOKENS words.
     Either text may open with a preamble of up to MAX_PREAMBLE_TOKENS words
-    the other lacks ("Reminder: ...").
+    the other lacks ("Reminder: ..."), or both with different ones ("Reminder: ..." /
+    "Double-checked today: ...").
     """
     found = _one_span(first, second)
     for skip in range(1, MAX_PREAMBLE_TOKENS + 1):
@@ -369,7 +403,24 @@ def differing_spans(first: Sequence[str], second: Sequence[str]) -> Spans | None
             found = _one_span(first[skip:], second)
         if found is None and skip < len(second):
             found = _one_span(first, second[skip:])
-    return found
+    return found if found is not None else _after_preambles(first, second)
+
+
+def _after_preambles(first: Sequence[str], second: Sequence[str]) -> Spans | None:
+    """Two texts with different preambles, aligned where the words before their first entity mark agree."""
+    if ENTITY_MARK not in first or ENTITY_MARK not in second:
+        return None
+    a, b = first.index(ENTITY_MARK), second.index(ENTITY_MARK)
+    shared = 0
+    while shared < min(a, b) and first[a - 1 - shared] == second[b - 1 - shared]:
+        shared += 1
+    skip_a, skip_b = a - shared, b - shared
+    if not skip_a or not skip_b or max(skip_a, skip_b) > MAX_PREAMBLE_TOKENS:
+        return None  # one side without a preamble was tried above
+    return _one_span(first[skip_a:], second[skip_b:])
+
+
+_MARKS = (ENTITY_MARK, CLAUSE_MARK)
 
 
 def _one_span(first: Sequence[str], second: Sequence[str]) -> Spans | None:
@@ -384,10 +435,10 @@ def _one_span(first: Sequence[str], second: Sequence[str]) -> Spans | None:
     span_b = tuple(second[head : len(second) - tail])
     if not span_a and not span_b:
         return None
-    fixed = sum(1 for t in first[:head] if t != ENTITY_MARK) + sum(
-        1 for t in first[len(first) - tail :] if t != ENTITY_MARK
+    fixed = sum(1 for t in first[:head] if t not in _MARKS) + sum(
+        1 for t in first[len(first) - tail :] if t not in _MARKS
     )
-    longer = max(len(first), len(second))
+    longer = max(len(first) - first.count(CLAUSE_MARK), len(second) - second.count(CLAUSE_MARK))
     if fixed < PAIR_MIN_FIXED or fixed < PAIR_FIXED_SHARE * longer:
         return None
     if ENTITY_MARK in span_a or ENTITY_MARK in span_b:

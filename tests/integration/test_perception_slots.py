@@ -266,3 +266,30 @@ def test_texts_without_an_entity_said_as_of_one_moment_stay_apart(service: Any) 
     new = remember(service, "How many titles has the club won? 24", vectors[3], namespace=ns, kind=FACT,
                    valid_from=at(2_000))  # fmt: skip
     assert get(service, old.memory.id).superseded_by == new.memory.id, "a count said later is a newer value"
+
+
+def at_cosine(cosine: float) -> tuple[bytes, bytes]:
+    """Two vectors whose cosine is ``cosine``: between the soft-conflict and the sure cosine of texts."""
+    first = np.zeros(8)
+    first[0] = 1.0
+    second = np.zeros(8)
+    second[0], second[1] = cosine, np.sqrt(1.0 - cosine**2)
+    return pack(first), pack(second)
+
+
+def test_a_long_shared_head_retires_where_a_short_one_only_doubts(service: Any) -> None:
+    """The same question answered anew retires the old answer even when the answers make the texts far apart;
+    "the user likes ..." with another ending may be a second true value: only doubted."""
+    ns = "slots-no-entity-heads"
+    old_vector, new_vector = at_cosine(0.8)
+    old = remember(service, "Who is the highest paid player in the league this season? Ana Lima", old_vector,
+                   namespace=ns, kind=FACT, valid_from=at(1_000))  # fmt: skip
+    new = remember(service, "Who is the highest paid player in the league this season? Bo Chen", new_vector,
+                   namespace=ns, kind=FACT, valid_from=at(2_000))  # fmt: skip
+    assert get(service, old.memory.id).superseded_by == new.memory.id
+    likes, likes_too = at_cosine(0.8)
+    first = remember(service, "The user likes hiking", likes, namespace=ns, kind=FACT, valid_from=at(1_000))
+    second = remember(service, "The user likes chess", likes_too, namespace=ns, kind=FACT, valid_from=at(2_000))
+    kept = get(service, first.memory.id)
+    assert kept.state == ACTIVE
+    assert kept.possibly_outdated_by == second.memory.id

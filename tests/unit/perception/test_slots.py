@@ -10,8 +10,10 @@ from memevo.sidecar.perception.slots import (
     EntityNames,
     Templates,
     Values,
+    clause_words,
     differing_spans,
     fits,
+    last_clause_spans,
     masked,
     name_of,
     template_of,
@@ -141,3 +143,27 @@ def test_a_number_never_names_an_entity() -> None:
     known = names("entity:12", "ticket:abc-7")
     assert known.mentions("a note on topic 12, number 77") == []
     assert [m.entity for m in known.mentions("closed abc 7 today")] == ["ticket:abc-7"]
+
+
+def test_two_different_preambles_are_read_past_where_the_entity_is_named() -> None:
+    first = ["reminder", ENTITY_MARK, "now", "takes", "escalations", "about", "refunds"]
+    second = ["as", "noted", "before", ENTITY_MARK, "now", "takes", "escalations", "about", "chargebacks"]
+    assert differing_spans(first, second) == (("refunds",), ("chargebacks",))
+
+
+def test_without_an_entity_only_a_difference_in_the_last_clause_is_a_value() -> None:
+    assert clause_words("Who chairs the board? Ana Lima.") == ["who", "chairs", "the", "board", "<c>", "ana", "lima"]
+    same_question = last_clause_spans(
+        clause_words("Who chairs the board? Ana Lima"), clause_words("Who chairs the board? Bo")
+    )
+    assert same_question == (("ana", "lima"), ("bo",))
+    one_clause = last_clause_spans(
+        clause_words("The rate limit is 500 per second"), clause_words("The rate limit is 700 per second")
+    )
+    assert one_clause == (("500",), ("700",))
+    # Another subject, same answer: another question.
+    other = clause_words("When did England last reach the final of a world cup? 1966")
+    assert last_clause_spans(other, clause_words("When did Spain last reach the final of a world cup? 1966")) is None
+    # A difference across the question and the answer: another question too.
+    seasons = clause_words("How many seasons are there of Nurse Jackie? 7")
+    assert last_clause_spans(seasons, clause_words("How many seasons are there of Dexter? 9")) is None
