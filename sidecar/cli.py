@@ -568,6 +568,65 @@ def _add_replay_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     tune_parser.set_defaults(run=tune_command)
 
 
+def mcp_command(args: argparse.Namespace) -> int:
+    """``memevo mcp``: serve the Model Context Protocol over a running sidecar (the ``mcp`` extra)."""
+    try:
+        from memevo.integrations.mcp_server import McpConfig, run
+    except ModuleNotFoundError as exc:
+        raise FailedPrecondition(
+            f"memevo mcp needs the mcp extra ({exc.name} is not installed): pip install 'memevo[mcp]'",
+            reason="MISSING_EXTRA",
+        ) from exc
+    config = McpConfig(
+        target=args.sidecar,
+        namespace=args.namespace,
+        token=_token(args),
+        timeout_s=args.timeout_s,
+        transport=args.transport,
+        http_host=args.http_host,
+        http_port=args.http_port,
+        http_path=args.http_path,
+    )
+    try:
+        run(config)
+    except ValueError as exc:
+        raise FailedPrecondition(str(exc), reason="BAD_FLAGS") from exc
+    return 0
+
+
+def _add_mcp_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "mcp", help="serve MCP tools (remember, recall, ...) over a running sidecar; stdio by default"
+    )
+    parser.add_argument(
+        "--sidecar",
+        default=os.environ.get("MEMEVO_ADDRESS") or default_listen(),
+        help="the sidecar's address, unix:///abs/path.sock or host:port (default: $MEMEVO_ADDRESS, else "
+        f"{default_listen()})",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("MEMEVO_NAMESPACE") or "default",
+        help="the one namespace the tools read and write (default: $MEMEVO_NAMESPACE, else default)",
+    )
+    parser.add_argument(
+        "--token-file", type=Path, default=None, help=f"file holding the sidecar's bearer token (default: ${TOKEN_ENV})"
+    )
+    parser.add_argument(
+        "--timeout-s", type=float, default=10.0, help="deadline of each sidecar call, seconds (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio: MCP over stdin/stdout; http: streamable HTTP on loopback (default: %(default)s)",
+    )
+    parser.add_argument("--http-host", default="127.0.0.1", help="loopback address for http (default: %(default)s)")
+    parser.add_argument("--http-port", type=int, default=8765, help="TCP port for http (default: %(default)s)")
+    parser.add_argument("--http-path", default="/mcp", help="URL path for http (default: %(default)s)")
+    parser.set_defaults(run=mcp_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``memevo`` command."""
     parser = argparse.ArgumentParser(prog="memevo", description="A gRPC sidecar that governs LLM-agent memory.")
@@ -590,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser.add_argument("--json", action="store_true", help="print JSON")
     inspect_parser.set_defaults(run=inspect)
     _add_replay_commands(commands)
+    _add_mcp_command(commands)
     return parser
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("memevo.sidecar", "memevo.kernels", "memevo.client")
+PACKAGES = ("memevo.sidecar", "memevo.kernels", "memevo.client", "memevo.integrations")
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
