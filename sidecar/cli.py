@@ -159,6 +159,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between saves of the ANN index while it changes; also saved at shutdown (default: %(default)s)",
     )
     parser.add_argument(
+        "--index-build-rate",
+        type=float,
+        default=IndexConfig().build_rate_per_s,
+        help="most vectors per second the index builder inserts, e.g. to leave the cores to requests during a "
+        "rebuild after a crash; 0 = no cap (default: %(default)s)",
+    )
+    parser.add_argument(
         "--grace-s",
         type=float,
         default=5.0,
@@ -228,7 +235,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         embedder=embedder,
         dimension=args.dimension,
         limits=limits,
-        index=IndexConfig(save_interval_s=args.index_save_interval_s),
+        index=IndexConfig(save_interval_s=args.index_save_interval_s, build_rate_per_s=args.index_build_rate),
         workers=args.workers,
         llm=LlmConfig(url=args.llm_url, model=args.llm_model, timeout_s=args.llm_timeout_s),
         governance=GovernanceConfig(

@@ -228,6 +228,15 @@ def _engine_gauges(engine: Engine, family: Callable[[str, str, str], None], out:
     out.append(f"memevo_index_fresh_tail_vectors {engine.index.tail_count}")
     family("memevo_index_graph_vectors", "gauge", "Vectors in the HNSW graph.")
     out.append(f"memevo_index_graph_vectors {engine.index.graph_count}")
+    rebuild = engine.index.rebuild
+    family("memevo_index_rebuilding", "gauge", "1 while vectors the saved graph lacked at start-up are inserted.")
+    out.append(f"memevo_index_rebuilding {int(rebuild.remaining > 0)}")
+    family(
+        "memevo_index_rebuild_remaining_vectors", "gauge", "Vectors the saved graph lacked at start-up, not yet in it."
+    )
+    out.append(f"memevo_index_rebuild_remaining_vectors {rebuild.remaining}")
+    family("memevo_index_rebuild_total_vectors", "gauge", "Vectors the saved graph lacked at start-up.")
+    out.append(f"memevo_index_rebuild_total_vectors {rebuild.total}")
     family("memevo_changelog_last_sequence", "gauge", "Sequence number of the newest change-log event.")
     out.append(f"memevo_changelog_last_sequence {engine.store.last_sequence}")
     data_dir = Path(engine.config.data_dir)

@@ -108,6 +108,28 @@ OUTCOME_PARTIAL: Outcome.ValueType  # 3
 """Partly: counts as half a success and half a failure."""
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 
+class _IndexState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _IndexStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_IndexState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INDEX_STATE_UNSPECIFIED: _IndexState.ValueType  # 0
+    INDEX_STATE_READY: _IndexState.ValueType  # 1
+    """The graph holds every vector start-up found; recent writes wait in the fresh tail as usual."""
+    INDEX_STATE_REBUILDING: _IndexState.ValueType  # 2
+    """Inserting vectors the saved graph lacked at start-up (see IndexStats.rebuild_remaining)."""
+
+class IndexState(_IndexState, metaclass=_IndexStateEnumTypeWrapper):
+    """What the ANN index is doing."""
+
+INDEX_STATE_UNSPECIFIED: IndexState.ValueType  # 0
+INDEX_STATE_READY: IndexState.ValueType  # 1
+"""The graph holds every vector start-up found; recent writes wait in the fresh tail as usual."""
+INDEX_STATE_REBUILDING: IndexState.ValueType  # 2
+"""Inserting vectors the saved graph lacked at start-up (see IndexStats.rebuild_remaining)."""
+Global___IndexState: _TypeAlias = IndexState  # noqa: Y015
+
 @_typing.final
 class WriteResult(_message.Message):
     """The result of storing one memory."""
@@ -1733,12 +1755,28 @@ class IndexStats(_message.Message):
     FRESH_TAIL_COUNT_FIELD_NUMBER: _builtins.int
     SAVED_SEQUENCE_FIELD_NUMBER: _builtins.int
     SAVED_AT_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    REBUILD_TOTAL_FIELD_NUMBER: _builtins.int
+    REBUILD_REMAINING_FIELD_NUMBER: _builtins.int
+    REBUILD_REASON_FIELD_NUMBER: _builtins.int
     indexed_count: _builtins.int
     """Vectors in the graph."""
     fresh_tail_count: _builtins.int
     """Vectors in the fresh tail, acknowledged but not yet in the graph (recall scans them exactly)."""
     saved_sequence: _builtins.int
     """The change-log sequence the saved index file covers."""
+    state: Global___IndexState.ValueType
+    """READY, or REBUILDING while vectors the saved graph lacked at start-up (after a crash, or a damaged
+    file) are inserted in the background. Recall answers meanwhile and scans those vectors exactly.
+    """
+    rebuild_total: _builtins.int
+    """Vectors the saved graph lacked at start-up; 0 when it had them all."""
+    rebuild_remaining: _builtins.int
+    """Of rebuild_total, vectors not yet in the graph; 0 when READY."""
+    rebuild_reason: _builtins.str
+    """Why the saved graph lacked them (e.g. "saved index behind RocksDB", "saved index unusable: index file
+    checksum mismatch"); empty when it lacked none.
+    """
     @_builtins.property
     def saved_at(self) -> _timestamp_pb2.Timestamp:
         """System time of the last save; unset if never saved."""
@@ -1750,10 +1788,14 @@ class IndexStats(_message.Message):
         fresh_tail_count: _builtins.int = ...,
         saved_sequence: _builtins.int = ...,
         saved_at: _timestamp_pb2.Timestamp | None = ...,
+        state: Global___IndexState.ValueType = ...,
+        rebuild_total: _builtins.int = ...,
+        rebuild_remaining: _builtins.int = ...,
+        rebuild_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["saved_at", b"saved_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fresh_tail_count", b"fresh_tail_count", "indexed_count", b"indexed_count", "saved_at", b"saved_at", "saved_sequence", b"saved_sequence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fresh_tail_count", b"fresh_tail_count", "indexed_count", b"indexed_count", "rebuild_reason", b"rebuild_reason", "rebuild_remaining", b"rebuild_remaining", "rebuild_total", b"rebuild_total", "saved_at", b"saved_at", "saved_sequence", b"saved_sequence", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

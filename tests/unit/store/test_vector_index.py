@@ -1,7 +1,8 @@
-"""Reading vectors back from the HNSW graph: rows in request order, missing and removed ids flagged."""
+"""The HNSW graph and its fresh tail: reading vectors back, searches, start-up rebuilds, checksums, saves at stop."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +116,97 @@ def test_one_search_answers_every_smaller_count_as_its_own_search_would(
             np.testing.assert_array_equal(once.similarities, alone.similarities)
         with pytest.raises(ValueError, match="search again"):
             near.first(65)
+
+
+def _saved_index(directory: Path, count: int = 300, dimension: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(count, dimension)).astype(np.float32)
+    ids = np.arange(1, count + 1, dtype=np.int64)
+    index = VectorIndex(directory, dimension, IndexConfig())
+    index.bulk_build(ids, vectors)
+    index.save()
+    return ids, vectors
+
+
+def _nan_vectors(directory: Path, count: int, dimension: int) -> None:
+    """Overwrite the saved half-precision vectors (usearch writes them first, after two 4-byte counts) with NaNs."""
+    path = directory / vector_index.INDEX_FILE
+    content = bytearray(path.read_bytes())
+    content[8 : 8 + count * dimension * 2] = b"\xff" * (count * dimension * 2)
+    path.write_bytes(bytes(content))
+
+
+def test_a_saved_index_whose_content_does_not_match_its_checksum_is_not_loaded(tmp_path: Path) -> None:
+    _saved_index(tmp_path)
+    assert VectorIndex(tmp_path, 16, IndexConfig()).load()
+    _nan_vectors(tmp_path, 300, 16)
+    damaged = VectorIndex(tmp_path, 16, IndexConfig())
+    assert not damaged.load()
+    assert damaged.load_problem == "saved index unusable: index file checksum mismatch"
+    assert damaged.graph_count == 0
+
+
+def test_a_damaged_graph_loaded_without_checksum_never_gives_nan(tmp_path: Path) -> None:
+    # A file saved before checksums loads unverified: its NaN rows must read as missing, never as scores.
+    ids, vectors = _saved_index(tmp_path)
+    _nan_vectors(tmp_path, 300, 16)
+    meta_path = tmp_path / vector_index.INDEX_META_FILE
+    meta = json.loads(meta_path.read_text())
+    del meta["sha256"]
+    meta_path.write_text(json.dumps(meta))
+    index = VectorIndex(tmp_path, 16, IndexConfig())
+    assert index.load()
+    query = normalize_rows(vectors[:1])
+    found = index.search(query, 20)
+    assert np.isfinite(found.similarities).all()
+    many = index.search_many(normalize_rows(vectors[:3]), 20)
+    assert all(np.isfinite(m.similarities).all() for m in many)
+    rows, present = index.graph_vectors(ids[:5])
+    assert not present.any()
+    assert np.isfinite(rows).all()
+
+
+def test_a_start_up_rebuild_is_searched_exactly_counted_apart_and_drained(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    index = VectorIndex(tmp_path, 8, IndexConfig(build_batch=64))
+    missing = rng.normal(size=(500, 8)).astype(np.float32)
+    index.begin_rebuild(np.arange(1, 501, dtype=np.int64), missing, "saved index behind RocksDB")
+    index.add(np.arange(501, 511, dtype=np.int64), rng.normal(size=(10, 8)).astype(np.float32))
+    assert index.rebuild == vector_index.RebuildState(500, 500, "saved index behind RocksDB")
+    assert index.write_backlog == 10
+    own = index.search(normalize_rows(missing[199:200]), 1)
+    assert 200 in own.ids.tolist()
+    index.remove(np.asarray([3, 505], dtype=np.int64))  # one rebuild row, one written row
+    assert index.rebuild.remaining == 499
+    assert index.write_backlog == 9
+    # The builder's step, without its thread: 64 rows, of which id 3 was forgotten, so 63 inserted.
+    assert index._build_step() == 63
+    assert index.rebuild.remaining == 499 - 63
+    while index._build_step():
+        pass
+    assert index.rebuild == vector_index.RebuildState(500, 0, "saved index behind RocksDB")
+    assert index.tail_count == 0
+    assert index.graph_count == 508
+
+
+def test_a_forgotten_row_in_a_long_tail_is_masked_not_copied(tmp_path: Path) -> None:
+    rng = np.random.default_rng(13)
+    index = VectorIndex(tmp_path, 8, IndexConfig())
+    vectors = rng.normal(size=(3000, 8)).astype(np.float32)
+    index.add(np.arange(1, 3001, dtype=np.int64), vectors)
+    index.remove(np.asarray([42], dtype=np.int64))
+    found = index.search(normalize_rows(vectors[41:42]), 3000)
+    assert 42 not in found.ids.tolist()
+    assert found.ids.size == 2999
+
+
+def test_a_clean_stop_skips_a_save_longer_than_its_budget(tmp_path: Path) -> None:
+    rng = np.random.default_rng(14)
+    index = VectorIndex(tmp_path, 8, IndexConfig(close_save_budget_s=0.0))
+    index.bulk_build(np.arange(1, 101, dtype=np.int64), rng.normal(size=(100, 8)).astype(np.float32))
+    index.close()
+    assert not (tmp_path / vector_index.INDEX_FILE).exists()
+    saved = VectorIndex(tmp_path, 8, IndexConfig())
+    saved.bulk_build(np.arange(1, 101, dtype=np.int64), rng.normal(size=(100, 8)).astype(np.float32))
+    saved.close()
+    assert (tmp_path / vector_index.INDEX_FILE).exists()
