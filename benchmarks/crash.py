@@ -35,6 +35,17 @@ Recall in a loop; ``index_save`` saves the ANN index every 20 ms, and the
 table counts the kills that left a half-written index file behind. Register
 another phase with :func:`register_phase` (a consolidation phase will be).
 
+Restart availability (``--availability 100000,1000000``, instead of the
+trials): for each size, a fresh data directory gets that many memories with
+random ``--dimension``-d client vectors (no embedder) from a sidecar whose
+ANN graph is never saved (the worst case of "the graph is behind": a kill
+before the first save), then it is SIGKILLed ``--repeats`` times. Each time:
+seconds from spawning ``memevo serve`` to its ready file and to the first
+answered Recall, GetStats' index state, a sample of memories found by their
+own vectors (the last written and random older ones: every acknowledged write
+must be visible), the Recall latency while the rebuild runs, and finally the
+time a clean stop (SIGTERM) takes.
+
 Not a test (``tests/integration/test_crash.py`` runs a few short trials in
 CI); nothing here asserts on time, the timings in the table are for reading.
 """
@@ -60,6 +71,7 @@ from typing import Any, cast
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 
 from memevo.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc, policy_pb2
 
@@ -792,6 +804,162 @@ def _log_row(row: TrialResult, log: Callable[[str], None]) -> None:
 # ---- the command ------------------------------------------------------------------------------
 
 
+# ---- restart availability ----------------------------------------------------------------------
+
+AVAILABILITY_BATCH = 1_000
+AVAILABILITY_PROBES = 200
+"""Memories checked by own vector after each restart: the last written and as many random older ones."""
+LATENCY_RECALLS = 30
+
+
+@dataclass
+class Availability:
+    """One SIGKILL and restart of a data directory whose ANN graph is behind."""
+
+    memories: int
+    ready_s: float
+    first_recall_s: float
+    state: str
+    rebuild_remaining: int
+    rebuild_total: int
+    probed: int
+    found: int
+    recall_ms_median: float
+    recall_ms_p90: float
+    remaining_after: int
+    """Rebuild vectors still missing after the latency recalls (> 0: they were measured during the rebuild)."""
+
+
+def _fill(
+    service: Service, count: int, dimension: int, rng: np.random.Generator, log: Callable[[str], None]
+) -> npt.NDArray[np.int64]:
+    """Write ``count`` memories with random vectors; their ids, in write order."""
+    ids = np.zeros(count, dtype=np.int64)
+    started = time.monotonic()
+    for start in range(0, count, AVAILABILITY_BATCH):
+        rows = rng.standard_normal((min(AVAILABILITY_BATCH, count - start), dimension)).astype("<f4")
+        request = memory_service_pb2.RememberBatchRequest(
+            memories=[
+                memory_pb2.MemoryInput(content=f"a{start + i}", vector=row.tobytes()) for i, row in enumerate(rows)
+            ]
+        )
+        reply = service.RememberBatch(request, timeout=120)
+        ids[start : start + rows.shape[0]] = [result.memory.id for result in reply.results]
+        if (start // AVAILABILITY_BATCH) % 50 == 49:
+            log(f"  written {start + rows.shape[0]} of {count} ({time.monotonic() - started:.0f} s)")
+    return ids
+
+
+def _first_recall(target: str, spawned: float, query: bytes) -> float:
+    """Seconds from ``spawned`` until a Recall is answered (the call waits for the socket to accept)."""
+    channel, service = stub(target)
+    try:
+        while True:
+            try:
+                service.Recall(
+                    memory_service_pb2.RecallRequest(query_vector=query, k=10), timeout=60, wait_for_ready=True
+                )
+                return time.monotonic() - spawned
+            except grpc.RpcError:
+                time.sleep(0.01)
+    finally:
+        channel.close()
+
+
+def restart_availability(
+    count: int, *, dimension: int, repeats: int, seed: int, log: Callable[[str], None]
+) -> tuple[list[Availability], float]:
+    """Fill a fresh data directory with ``count`` memories, its graph never saved, then SIGKILL and restart it
+    ``repeats`` times; returns the restarts and the seconds of the final clean stop."""
+    rng = np.random.default_rng(seed)
+    data_dir = Path(tempfile.mkdtemp(prefix="memevo-availability-"))
+    rows: list[Availability] = []
+    try:
+        # No save during the fill, the builder nearly idle (it would take a core from the writes), and the tail
+        # limit above the count so that writes never wait for it.
+        no_save = ["--index-save-interval-s", "1e9", "--index-build-rate", "1", "--max-fresh-tail", str(2 * count)]
+        served = serve(data_dir, no_save, dimension=dimension)
+        channel, service = stub(served.target)
+        log(f"filling {count} memories ({dimension}-d)")
+        written = _fill(service, count, dimension, rng, log)
+        channel.close()
+        served.kill()
+        for repeat in range(repeats):
+            probe_ids = np.unique(
+                np.concatenate([np.arange(max(count - AVAILABILITY_PROBES, 0), count), rng.integers(0, count, 200)])
+            )
+            spawned = time.monotonic()
+            served = serve(data_dir, [], dimension=dimension)
+            ready_s = time.monotonic() - spawned
+            first_s = _first_recall(served.target, spawned, rng.standard_normal(dimension).astype("<f4").tobytes())
+            channel, service = stub(served.target)
+            index = service.GetStats(memory_service_pb2.GetStatsRequest(), timeout=CALL_TIMEOUT_S).index
+            found = 0
+            for memory_id in written[probe_ids].tolist():
+                record = service.Get(
+                    memory_service_pb2.GetRequest(ids=[memory_id], include_vectors=True), timeout=CALL_TIMEOUT_S
+                )
+                vector = record.memories[0].vector
+                reply = service.Recall(
+                    memory_service_pb2.RecallRequest(query_vector=vector, k=1), timeout=CALL_TIMEOUT_S
+                )
+                top = reply.memories[0] if reply.memories else None
+                found += int(top is not None and top.memory.id == memory_id and top.similarity >= SELF_HIT_SIMILARITY)
+            latencies: list[float] = []
+            for _ in range(LATENCY_RECALLS):
+                query = rng.standard_normal(dimension).astype("<f4").tobytes()
+                started = time.perf_counter()
+                service.Recall(memory_service_pb2.RecallRequest(query_vector=query, k=10), timeout=CALL_TIMEOUT_S)
+                latencies.append(1000 * (time.perf_counter() - started))
+            after = service.GetStats(memory_service_pb2.GetStatsRequest(), timeout=CALL_TIMEOUT_S).index
+            channel.close()
+            row = Availability(
+                memories=count,
+                ready_s=ready_s,
+                first_recall_s=first_s,
+                state=memory_service_pb2.IndexState.Name(index.state),
+                rebuild_remaining=int(index.rebuild_remaining),
+                rebuild_total=int(index.rebuild_total),
+                probed=int(probe_ids.size),
+                found=found,
+                recall_ms_median=float(np.median(latencies)),
+                recall_ms_p90=float(np.percentile(latencies, 90)),
+                remaining_after=int(after.rebuild_remaining),
+            )
+            rows.append(row)
+            log(f"  restart {repeat + 1}: {row}")
+            if repeat < repeats - 1:
+                served.kill()
+        stop_started = time.monotonic()
+        code = served.stop()
+        stop_s = time.monotonic() - stop_started
+        log(f"  clean stop: {stop_s:.2f} s (exit {code})")
+        return rows, stop_s
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def availability_table(results: dict[int, tuple[list[Availability], float]]) -> str:
+    """Medians per size (Markdown), and every repeat's first-recall time."""
+    lines = [
+        "| memories | restarts | ready s (median) | first Recall s (median; each) | state at first Recall "
+        "| found by own vector / probed | Recall ms (median, p90; rebuild left after) | clean stop s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for count, (rows, stop_s) in results.items():
+        firsts = ", ".join(f"{r.first_recall_s:.1f}" for r in rows)
+        states = ", ".join(f"{r.state} {r.rebuild_remaining}/{r.rebuild_total}" for r in rows)
+        lines.append(
+            f"| {count:,} | {len(rows)} | {float(np.median([r.ready_s for r in rows])):.1f} "
+            f"| {float(np.median([r.first_recall_s for r in rows])):.1f} ({firsts}) | {states} "
+            f"| {sum(r.found for r in rows)} / {sum(r.probed for r in rows)} "
+            f"| {float(np.median([r.recall_ms_median for r in rows])):.1f}, "
+            f"{float(np.median([r.recall_ms_p90 for r in rows])):.1f}; "
+            f"{', '.join(str(r.remaining_after) for r in rows)} | {stop_s:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def machine() -> dict[str, Any]:
     """CPU, cores, memory, versions, revision and load average, for the record."""
     return machine_info.machine(("grpcio", "protobuf", "rocksdict", "usearch", "numpy"))
@@ -846,7 +1014,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=None, help="data directory (default: a temporary one)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--availability",
+        default="",
+        help="comma-separated store sizes: measure restart availability after SIGKILL instead of the trials",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="SIGKILLs per size with --availability")
+    parser.add_argument("--dimension", type=int, default=384, help="vector dimension with --availability")
     args = parser.parse_args(argv)
+    if args.availability:
+        return _main_availability(args, argv)
     phases = [p for p in args.phases.split(",") if p]
     unknown = [p for p in phases if p not in PHASES]
     if unknown:
@@ -870,23 +1047,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{args.trials} kills, {len(problems)} problems; load average before {before['load_average']}, "
           f"after {after['load_average']}")  # fmt: skip
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "command": " ".join(["python", "benchmarks/crash.py", *(argv or sys.argv[1:])]),
-                    "date": started.isoformat(timespec="seconds"),
-                    "machine": before,
-                    "load_average_after": after["load_average"],
-                    "trials": [r.__dict__ for r in results],
-                    "problems": len(problems),
-                },
-                indent=2,
-            )
-        )
+        payload = {"trials": [r.__dict__ for r in results], "problems": len(problems)}
+        _write_json(args.json, argv, started, before, after, payload)
     if args.data is None:
         shutil.rmtree(data_dir, ignore_errors=True)
     return 1 if problems else 0
+
+
+def _write_json(
+    path: Path,
+    argv: Sequence[str] | None,
+    started: datetime.datetime,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    payload: dict[str, Any],
+) -> None:
+    """The run's results with its command, date and machine, for RESULTS.md."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "command": " ".join(["python", "benchmarks/crash.py", *(argv or sys.argv[1:])]),
+        "date": started.isoformat(timespec="seconds"),
+        "machine": before,
+        "load_average_after": after["load_average"],
+        **payload,
+    }
+    path.write_text(json.dumps(record, indent=2))
+
+
+def _main_availability(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    started = datetime.datetime.now(datetime.timezone.utc)
+    before = machine()
+    results: dict[int, tuple[list[Availability], float]] = {}
+    for count in (int(size) for size in args.availability.split(",") if size):
+        results[count] = restart_availability(
+            count,
+            dimension=args.dimension,
+            repeats=args.repeats,
+            seed=args.seed,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    after = machine()
+    print(availability_table(results))
+    print(f"\nload average before {before['load_average']}, after {after['load_average']}")
+    if args.json is not None:
+        payload = {
+            "availability": {
+                str(count): {"restarts": [r.__dict__ for r in rows], "clean_stop_s": stop_s}
+                for count, (rows, stop_s) in results.items()
+            }
+        }
+        _write_json(args.json, argv, started, before, after, payload)
+    lost = sum(r.probed - r.found for rows, _ in results.values() for r in rows)
+    return 1 if lost else 0
 
 
 if __name__ == "__main__":
