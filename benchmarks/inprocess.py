@@ -30,3 +30,6 @@ class InProcessContext:
 
     def invocation_metadata(self) -> tuple[()]:
         return ()
+
+    def peer_identities(self) -> None:
+        return None

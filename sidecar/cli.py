@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import (
     GovernanceConfig,
@@ -315,13 +315,14 @@ def _kernels_need_compiling() -> bool:
     try:
         from numba.core.caching import CacheImpl
 
+        # Numba's own order of cache places; the first that applies is where it looks.
+        locator_classes: list[Any] = list(getattr(CacheImpl, "_locator_classes", []))
         spec = importlib.util.find_spec("memevo.kernels")
         folders = list(spec.submodule_search_locations or []) if spec is not None else []
         for source in sorted(Path(folders[0]).glob("*.py")) if folders else []:
             if "cache=True" not in source.read_text():
                 continue
-            # Numba's own order of cache places; the first that applies is where it looks.
-            for locator_class in CacheImpl._locator_classes:
+            for locator_class in locator_classes:
                 locator = locator_class.from_function(_kernels_need_compiling, str(source))
                 if locator is not None:
                     if not any(Path(locator.get_cache_path()).glob(f"{source.stem}.*.nbi")):

@@ -222,6 +222,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
 
         ``asked`` is the message whose content must match for a replay (the request, or one item of it).
         """
+        if not request_id:
+            return None
         if caller is None:
             caller = caller_identity(self.tokens, context)
         return RequestKey.of(rpc, request_id, asked, caller=caller, namespace=namespace, field=field)
@@ -345,7 +347,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             return total
 
         scope = self._authorize(context)
-        caller = caller_identity(self.tokens, context)
+        caller = caller_identity(self.tokens, context)  # once per stream, not per item
         position = 0
         """Stream position (items, not messages) of the next item."""
 
