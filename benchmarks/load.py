@@ -25,6 +25,16 @@ After ``--warmup-s`` (not recorded) every call for ``--seconds`` is timed on
 the client. Reported per RPC: calls/s, p50/p99/p99.9 latency and errors, plus
 the target check (0 errors, recall p99 ≤ 2× noop p99). Not a test: nothing
 asserts on time.
+
+Stream pressure (``--streams N``, or ``--stream-pressure`` for twice the
+sidecar's worker count): before the agents start, one more client process
+opens N long-lived streams, each on its own channel — half ``Watch`` (reading
+every change event) and half ``Review`` (a hello, then idle, as a reviewer
+waiting for proposals) — and holds them open through the whole run. Without
+room for unary calls beside them the agents' calls and health checks would
+time out; the figure to check is 0 errors on every unary call and health, with
+every stream still open at the end (reported: streams opened, refused, ended
+early, events the watches read).
 """
 
 from __future__ import annotations
@@ -159,6 +169,69 @@ def _agent(
     out["errors"] = {op: dict(codes) for op, codes in errors.items()}
 
 
+def _hold_streams(target: str, count: int, stop_at: float, queue: Any) -> None:
+    """Open ``count`` streams (half Watch, half Review), hold them until ``stop_at``, report how they fared."""
+    import queue as queues
+
+    import grpc
+
+    from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc
+
+    lock = threading.Lock()
+    report: dict[str, Any] = {"streams": count, "opened": 0, "refused": 0, "ended_early": 0, "events": 0, "codes": {}}
+    stopping = threading.Event()
+    channels = []
+    calls: list[Any] = []
+    closers: list[Any] = []
+
+    def note_end(error: BaseException | None) -> None:
+        with lock:
+            if stopping.is_set():
+                return
+            code = error.code().name if isinstance(error, grpc.RpcError) and error.code() is not None else "ENDED"
+            report["codes"][code] = report["codes"].get(code, 0) + 1
+            report["refused" if code == "RESOURCE_EXHAUSTED" else "ended_early"] += 1
+
+    def read(call: Any, counts_events: bool) -> None:
+        error: BaseException | None = None
+        try:
+            for _ in call:
+                if counts_events:
+                    with lock:
+                        report["events"] += 1
+        except grpc.RpcError as failed:
+            error = failed
+        note_end(error)
+
+    for position in range(count):
+        channel = grpc.insecure_channel(target)
+        channels.append(channel)
+        service = memory_service_pb2_grpc.MemoryServiceStub(channel)
+        call: Any
+        if position % 2 == 0:
+            call = service.Watch(memory_service_pb2.WatchRequest())
+        else:
+            requests: queues.SimpleQueue[Any] = queues.SimpleQueue()
+            hello = memory_service_pb2.ReviewerHello(reviewer=f"load-reviewer-{position}")
+            requests.put(memory_service_pb2.ReviewRequest(hello=hello))
+            call = service.Review(iter(requests.get, None))
+            closers.append(requests)
+        calls.append(call)
+        threading.Thread(target=read, args=(call, position % 2 == 0), daemon=True).start()
+    with lock:
+        report["opened"] = count
+    while time.time() < stop_at:
+        time.sleep(0.1)
+    stopping.set()
+    for requests in closers:
+        requests.put(None)
+    for call in calls:
+        call.cancel()
+    for channel in channels:
+        channel.close()
+    queue.put(report)
+
+
 def _client_process(
     target: str, dimension: int, threads: int, first_seed: int, times: tuple[float, float, float], queue: Any
 ) -> None:
@@ -205,6 +278,14 @@ def run(args: argparse.Namespace, data: Path, log: Any) -> dict[str, Any]:
         start_at = time.time() + 5.0  # every process is up and connected before the clock starts
         times = (start_at, start_at + args.warmup_s, start_at + args.warmup_s + args.seconds)
         processes = []
+        streams_queue = context.Queue()
+        if args.streams:
+            holder = context.Process(
+                target=_hold_streams, args=(target, args.streams, times[2], streams_queue), daemon=True
+            )
+            holder.start()
+            processes.append(holder)
+            log(f"{args.streams} streams (half Watch, half Review) held open through the run")
         seed = 0
         for threads in per_process:
             process = context.Process(
@@ -216,8 +297,9 @@ def run(args: argparse.Namespace, data: Path, log: Any) -> dict[str, Any]:
         log(f"{args.clients} clients in {args.processes} processes; {args.warmup_s} s warm-up, {args.seconds} s run")
         load_before = os.getloadavg()
         agents: list[dict[str, Any]] = []
-        for _ in processes:
+        for _ in per_process:
             agents.extend(queue.get(timeout=args.warmup_s + args.seconds + 600))
+        streams = streams_queue.get(timeout=600) if args.streams else None
         for process in processes:
             process.join(timeout=60)
         load_after = os.getloadavg()
@@ -257,6 +339,7 @@ def run(args: argparse.Namespace, data: Path, log: Any) -> dict[str, Any]:
     return {
         "errors": total_errors,
         "rpcs": rows,
+        "streams": streams,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in load_after],
     }
@@ -273,9 +356,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup-s", type=float, default=5.0, help="seconds of load before measuring")
     parser.add_argument("--workers", type=int, default=8, help="gRPC worker threads of the sidecar")
     parser.add_argument("--sweep-interval-s", type=float, default=1.0, help="governance sweep interval of the sidecar")
+    parser.add_argument("--streams", type=int, default=0, help="Watch/Review streams held open during the run")
+    parser.add_argument(
+        "--stream-pressure", action="store_true", help="hold open twice as many streams as the sidecar has workers"
+    )
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     args.processes = max(1, min(args.processes, args.clients))
+    if args.stream_pressure:
+        args.streams = 2 * args.workers
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -295,6 +384,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"errors {result['errors']}; recall p99 / noop p99 = {ratio:.2f} (target ≤ 2.0): {'met' if met else 'missed'}"
     )
+    streams = result["streams"]
+    if streams is not None:
+        print(
+            f"streams held: {streams['opened']} opened, {streams['refused']} refused, {streams['ended_early']} ended "
+            f"early {streams['codes']}; the watches read {streams['events']} events"
+        )
     print(f"load average before/after: {result['load_average_before']} / {result['load_average_after']}")
     if args.json is not None:
         result.update(
@@ -306,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "seconds": args.seconds,
                 "store_n": args.store_n,
                 "workers": args.workers,
+                "streams_held": args.streams,
                 "sweep_interval_s": args.sweep_interval_s,
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "machine": machine(),

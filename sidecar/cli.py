@@ -114,7 +114,22 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=Limits().max_future_skew_s,
         help="how far in the future a memory's valid_from may be, seconds (default: %(default)s)",
     )
-    parser.add_argument("--workers", type=int, default=32, help="gRPC worker threads (default: %(default)s)")
+    parser.add_argument(
+        "--workers", type=int, default=32, help="gRPC worker threads for unary calls and health (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-streams",
+        type=int,
+        default=SidecarConfig().max_streams,
+        help="streams (Watch, Review, RememberStream) open at once, each on its own thread; more get "
+        "RESOURCE_EXHAUSTED (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-streams-per-caller",
+        type=int,
+        default=SidecarConfig().max_streams_per_caller,
+        help="streams one caller (token, else certificate, else connection) may hold open (default: %(default)s)",
+    )
     parser.add_argument(
         "--sweep-interval-s",
         type=float,
@@ -237,6 +252,8 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         limits=limits,
         index=IndexConfig(save_interval_s=args.index_save_interval_s, build_rate_per_s=args.index_build_rate),
         workers=args.workers,
+        max_streams=args.max_streams,
+        max_streams_per_caller=args.max_streams_per_caller,
         llm=LlmConfig(url=args.llm_url, model=args.llm_model, timeout_s=args.llm_timeout_s),
         governance=GovernanceConfig(
             sweep_interval_s=args.sweep_interval_s,

@@ -176,7 +176,12 @@ class SidecarConfig:
     grace_s: float = 5.0
     """Seconds in-flight calls get to finish at shutdown."""
     workers: int = 32
-    """gRPC worker threads; each open Watch or Review stream holds one."""
+    """gRPC worker threads for unary calls and health checks (streams run on threads of their own)."""
+    max_streams: int = 512
+    """Streams (Watch, Review, RememberStream, health Watch) open at once, each on a thread of its own; more are
+    refused with RESOURCE_EXHAUSTED."""
+    max_streams_per_caller: int = 128
+    """Streams one caller (bearer token, else client certificate, else connection) may hold open at once."""
     ready_file: Path | None = None
     """Written (JSON: pid, listen addresses) once the server is serving."""
     tls: TlsConfig | None = None

@@ -30,6 +30,7 @@ from ..store.files import restrict_new_files
 from .auth import EVERYTHING, AuthInterceptor, TokenTable, check_listen_policy, server_credentials
 from .metrics import Metrics, MetricsEndpoint, ObservingInterceptor, sweep_trigger
 from .servicer import MemoryServicer
+from .streams import StreamGate
 from .validation import DecodingInterceptor
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,9 @@ class Sidecar:
         # Refused before the data directory is opened: a misconfiguration must not touch the data.
         check_listen_policy(config, has_tokens=bool(table))
         credentials = server_credentials(config)
+        self.streams = StreamGate(
+            max_streams=config.max_streams, max_per_caller=config.max_streams_per_caller, tokens=table or None
+        )
         self.config = config
         self.tokens = table
         self.metrics = Metrics()
@@ -119,9 +123,11 @@ class Sidecar:
             ("grpc.so_reuseport", 0),
             *KEEPALIVE_OPTIONS,
         ]
-        # Observing first: it also counts the calls authentication refuses.
-        # Decoding outermost, so a message that does not parse gets INVALID_ARGUMENT, not INTERNAL.
+        # Observing before authentication: it also counts the calls authentication refuses.
+        # Decoding before both, so a message that does not parse gets INVALID_ARGUMENT, not INTERNAL.
+        # The stream gate first: gRPC takes a method's thread pool from the outermost handler.
         interceptors: list[grpc.ServerInterceptor[Any, Any]] = [
+            self.streams,
             DecodingInterceptor(),
             ObservingInterceptor(self.metrics),
         ]
@@ -216,6 +222,7 @@ class Sidecar:
             self.servicer.stopping.set()
             # New calls are refused from here on; calls still running after grace_s are cancelled.
             self.server.stop(self.config.grace_s).wait()
+            self.streams.close()
             drained = time.perf_counter()
             self.servicer.close()  # the review worker, before the engine it uses closes
             self.daemon.stop()  # its last step checkpoints the access statistics
