@@ -237,6 +237,12 @@ def _engine_gauges(engine: Engine, family: Callable[[str, str, str], None], out:
     out.append(f"memevo_index_rebuild_remaining_vectors {rebuild.remaining}")
     family("memevo_index_rebuild_total_vectors", "gauge", "Vectors the saved graph lacked at start-up.")
     out.append(f"memevo_index_rebuild_total_vectors {rebuild.total}")
+    family(
+        "memevo_writes_refused",
+        "gauge",
+        "1 while writes are refused after a failed log write (full disk, read-only); reads still work.",
+    )
+    out.append(f"memevo_writes_refused {int(engine.store.write_refusal is not None)}")
     family("memevo_changelog_last_sequence", "gauge", "Sequence number of the newest change-log event.")
     out.append(f"memevo_changelog_last_sequence {engine.store.last_sequence}")
     data_dir = Path(engine.config.data_dir)

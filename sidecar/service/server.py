@@ -24,9 +24,10 @@ from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc
 
 from ..config import SidecarConfig
 from ..engine import Engine
-from ..errors import FailedPrecondition
+from ..errors import FailedPrecondition, StorageError
 from ..governance.daemon import GovernanceDaemon
 from ..store.files import restrict_new_files
+from ..store.rocks import WRITES_HEALTH_NAME
 from .auth import EVERYTHING, AuthInterceptor, TokenTable, check_listen_policy, server_credentials
 from .metrics import Metrics, MetricsEndpoint, ObservingInterceptor, sweep_trigger
 from .servicer import MemoryServicer
@@ -196,6 +197,9 @@ class Sidecar:
         self.daemon.start()
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        # Reads are served while a full disk refuses writes: their own entry says whether writes are taken.
+        self.engine.store.on_writes_changed = self._writes_changed
+        self._writes_changed(self.engine.store.write_refusal)
         if self.config.ready_file is not None:
             ready: dict[str, Any] = {"pid": os.getpid(), "listen": self.addresses}
             if self.metrics_endpoint is not None:
@@ -211,6 +215,10 @@ class Sidecar:
             f"; metrics on http://{self.metrics_endpoint.address}/metrics" if self.metrics_endpoint else "",
         )
         return self.addresses
+
+    def _writes_changed(self, refusal: StorageError | None) -> None:
+        serving = health_pb2.HealthCheckResponse.NOT_SERVING if refusal else health_pb2.HealthCheckResponse.SERVING
+        self.health.set(WRITES_HEALTH_NAME, serving)
 
     def stop(self) -> None:
         """NOT_SERVING, refuse new calls, drain in-flight ones for the grace period, checkpoint, save, close."""

@@ -22,7 +22,7 @@ from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc, p
 
 from ..domain import NewMemory, RecallQuery
 from ..engine import Engine, Written
-from ..errors import InvalidArgument, MemevoError, NotFound, Unavailable
+from ..errors import InvalidArgument, MemevoError, NotFound, StorageError, Unavailable
 from ..experiments.arms import observed_retrieval
 from ..governance.consolidation import MAX_TAIL_FOR_PASS, unconsolidate
 from ..governance.daemon import GovernanceDaemon
@@ -171,6 +171,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                     last_pass = time.monotonic()
                 else:
                     self.review.expire()
+            except StorageError as refused:  # writes refused (a full disk): the store reports it and resumes them
+                log.info("consolidation pass left for later: %s", refused.reason)
             except Exception:  # the loop must outlive a bad pass; the next one retries
                 if not self.stopping.is_set():
                     log.exception("consolidation pass failed")

@@ -11,6 +11,14 @@ Measured (benchmarks/write_latency.py, runs interleaved in one process): letting
 an uncontended caller commit on its own thread instead (leader/follower) saved no
 time and cost p99 and throughput, with one caller and with eight, so every write
 goes through the committer thread.
+
+A failed log write (a full disk, a file size limit, a file system turned
+read-only) leaves RocksDB refusing every later write until it is reopened.
+The store then refuses writes at once, and the committer checks every few
+seconds (backing off to a minute) whether the problem is gone: a probe file
+must be writable with room to spare, then the database is reopened in place
+(RocksDB recovers its log and flushes it) and writes resume, with no restart.
+Reads keep working throughout; one racing the reopen waits for it and retries.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ import contextlib
 import gc
 import json
 import logging
+import math
+import os
 import struct
 import threading
 import time
@@ -77,6 +87,21 @@ META_CREATED = b"created_at"
 _U64 = struct.Struct(">Q")
 T = TypeVar("T")
 
+RESUME_FIRST_S = 2.0
+"""Seconds after a failed write before the first check whether writes can resume."""
+RESUME_MAX_S = 60.0
+"""The longest wait between two such checks (the wait doubles after each one that fails)."""
+REOPEN_ATTEMPTS = 100
+"""Tries to reopen RocksDB (20 ms apart) while a read still holds the closed database's lock."""
+PROBE_FILE = "write-probe"
+PROBE_BYTES = 1 << 20
+"""Bytes a probe file must take (written and synced), beyond the size of RocksDB's logs, before a reopen."""
+ITERATE_CHUNK = 1024
+"""Pairs read per RocksDB iterator by :meth:`RocksStore.iterate`: no iterator lives on while its caller works,
+which would keep open a database that must be reopened."""
+WRITES_HEALTH_NAME = "memevo.v1.MemoryService/writes"
+"""The grpc.health.v1 service name that is NOT_SERVING while writes are refused (reads are still served)."""
+
 
 def u64_key(value: int) -> bytes:
     """Big-endian 8 bytes, so RocksDB's byte order is numeric order."""
@@ -100,14 +125,24 @@ def _storage_error(exc: Exception) -> StorageError:
     else:
         why, reason = "RocksDB write failed", "STORAGE_WRITE_FAILED"
     return StorageError(
-        f"{why}; nothing of this call was stored, reads keep working. RocksDB refuses writes after a failed "
-        f"log write until the sidecar restarts with the problem fixed. ({text})",
+        f"{why}; nothing of this call was stored, reads keep working. Writes resume by themselves once the "
+        f"problem is fixed (checked every few seconds; health service {WRITES_HEALTH_NAME!r} says when). ({text})",
         reason=reason,
     )
 
 
 def _cf_options() -> rocksdict.Options:
     return rocksdict.Options(raw_mode=True)
+
+
+class _Reopening(dict[str, Any]):
+    """The column families while none is open (a reopen failed): a read gets UNAVAILABLE, not a KeyError."""
+
+    def __missing__(self, key: str) -> Any:
+        raise Unavailable(
+            "RocksDB is being reopened after a failed write and is not open now; retry in a few seconds",
+            reason="STORAGE_REOPENING",
+        )
 
 
 @dataclass
@@ -224,16 +259,12 @@ class RocksStore:
     ) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        options = _cf_options()
-        options.create_if_missing(True)
-        options.create_missing_column_families(True)
-        options.increase_parallelism(2)
+        self._reopened = threading.Condition()
+        """Notified when a reopen ends; ``_generation`` counts them, ``_reopening`` says one is under way."""
+        self._generation = 0
+        self._reopening = False
         try:
-            self._db = rocksdict.Rdict(
-                str(path / "rocksdb"),
-                options,
-                column_families={name: _cf_options() for name in COLUMN_FAMILIES},
-            )
+            self._open()
         except Exception as exc:
             text = str(exc)
             if "lock" in text.lower():
@@ -242,8 +273,6 @@ class RocksStore:
                     reason="DATA_DIR_LOCKED",
                 ) from exc
             raise FailedPrecondition(f"cannot open RocksDB in {path}: {text}", reason="DATA_DIR_UNUSABLE") from exc
-        self._handles = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
-        self._cfs = {name: self._db.get_column_family(name) for name in COLUMN_FAMILIES}
         self._sync = rocksdict.WriteOptions()
         self._sync.sync = True
         self._unsynced = rocksdict.WriteOptions()
@@ -265,8 +294,27 @@ class RocksStore:
         self._closed = False
         self._released = False
         self._sequence_changed = threading.Condition()
+        self._refusal: StorageError | None = None
+        """Why writes are refused since a log write failed (None while they are accepted)."""
+        self._resume_at = 0.0
+        self._resume_wait_s = RESUME_FIRST_S
+        self.on_writes_changed: Callable[[StorageError | None], None] | None = None
+        """Called (from the committing thread) when writes start being refused (with why) or resume (None)."""
         self._committer = threading.Thread(target=self._run_committer, name="memevo-commit", daemon=True)
         self._committer.start()
+
+    def _open(self) -> None:
+        options = _cf_options()
+        options.create_if_missing(True)
+        options.create_missing_column_families(True)
+        options.increase_parallelism(2)
+        self._db = rocksdict.Rdict(
+            str(self.path / "rocksdb"),
+            options,
+            column_families={name: _cf_options() for name in COLUMN_FAMILIES},
+        )
+        self._handles = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
+        self._cfs: dict[str, Any] = {name: self._db.get_column_family(name) for name in COLUMN_FAMILIES}
 
     # ---- metadata -------------------------------------------------------------------------
 
@@ -324,20 +372,48 @@ class RocksStore:
 
     # ---- reads ----------------------------------------------------------------------------
 
+    def _raced_reopen(self, generation: int) -> bool:
+        """Whether a read that failed, begun under ``generation``, raced a reopen (waited for): then retry it."""
+        with self._reopened:
+            while self._reopening:
+                self._reopened.wait()
+            return self._generation != generation
+
     def get(self, cf: str, key: bytes) -> bytes | None:
         """One value, or None."""
-        value = self._cfs[cf].get(key)
+        generation = self._generation
+        try:
+            value = self._cfs[cf].get(key)
+        except Exception:
+            if not self._raced_reopen(generation):
+                raise
+            value = self._cfs[cf].get(key)
         return None if value is None else bytes(value)
 
     def multi_get(self, cf: str, keys: list[bytes]) -> list[bytes | None]:
         """Several values in one call, None where missing."""
         if not keys:
             return []
-        values: list[Any] = self._cfs[cf].get(cast(Any, keys)) or []
+        generation = self._generation
+        try:
+            values: list[Any] = self._cfs[cf].get(cast(Any, keys)) or []
+        except Exception:
+            if not self._raced_reopen(generation):
+                raise
+            values = self._cfs[cf].get(cast(Any, keys)) or []
         return [None if v is None else bytes(v) for v in values]
 
     def prefix_keys(self, cf: str, prefix: bytes, *, newest_first: bool = False, limit: int = 0) -> list[bytes]:
         """Keys starting with ``prefix``, in key order or reversed, at most ``limit`` (0 = all)."""
+        generation = self._generation
+        try:
+            return self._prefix_keys(cf, prefix, newest_first, limit)
+        except Exception:
+            if not self._raced_reopen(generation):
+                raise
+            return self._prefix_keys(cf, prefix, newest_first, limit)
+
+    def _prefix_keys(self, cf: str, prefix: bytes, newest_first: bool, limit: int) -> list[bytes]:
         it = self._cfs[cf].iter()
         keys: list[bytes] = []
         if newest_first:
@@ -382,18 +458,41 @@ class RocksStore:
         return True
 
     def iterate(self, cf: str, start: bytes | None = None, stop: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Key/value pairs in key order, from ``start`` (inclusive) to ``stop`` (exclusive)."""
+        """Key/value pairs in key order, from ``start`` (inclusive) to ``stop`` (exclusive).
+
+        Read ITERATE_CHUNK pairs at a time, each chunk from a fresh view of the database.
+        """
+        position, after = start, False
+        while True:
+            generation = self._generation
+            try:
+                chunk = self._chunk(cf, position, after, stop)
+            except Exception:
+                if not self._raced_reopen(generation):
+                    raise
+                chunk = self._chunk(cf, position, after, stop)
+            yield from chunk
+            if len(chunk) < ITERATE_CHUNK:
+                return
+            position, after = chunk[-1][0], True
+
+    def _chunk(self, cf: str, start: bytes | None, after: bool, stop: bytes | None) -> list[tuple[bytes, bytes]]:
+        """Up to ITERATE_CHUNK pairs from ``start`` (the ones past it when ``after``) to ``stop``."""
         it = self._cfs[cf].iter()
         if start is None:
             it.seek_to_first()
         else:
             it.seek(start)
-        while it.valid():
+            if after and it.valid() and bytes(it.key()) == start:
+                it.next()
+        pairs: list[tuple[bytes, bytes]] = []
+        while it.valid() and len(pairs) < ITERATE_CHUNK:
             key = bytes(it.key())
             if stop is not None and key >= stop:
                 break
-            yield key, bytes(it.value())
+            pairs.append((key, bytes(it.value())))
             it.next()
+        return pairs
 
     @property
     def last_sequence(self) -> int:
@@ -469,9 +568,13 @@ class RocksStore:
 
     def _run_committer(self) -> None:
         while True:
-            self._work.wait()
+            # While writes are refused, wake up to see whether they can resume even if none is queued.
+            refused = self._refusal is not None and self._resume_at < math.inf
+            self._work.wait(max(0.0, self._resume_at - time.monotonic()) if refused else None)
             self._work.clear()
             with self._commit_lock:
+                if self._refusal is not None and not self._closed and time.monotonic() >= self._resume_at:
+                    self._try_resume()
                 while self._queue:
                     self._commit_queued()
             if self._closed:
@@ -500,6 +603,12 @@ class RocksStore:
                 raise
 
     def _commit_group(self, group: list[_Pending[Any]]) -> None:
+        if self._refusal is not None:
+            if time.monotonic() >= self._resume_at:
+                self._try_resume()
+            if self._refusal is not None:
+                # No mutation runs: nothing is allocated, nothing written (RocksDB would refuse the batch).
+                raise StorageError(self._refusal.message, reason=self._refusal.reason)
         start_id, start_sequence = self._next_id, self._last_sequence
         overlay: dict[tuple[str, bytes], bytes | None] = {}
         shared: dict[tuple[str, object], list[Any]] = {}
@@ -538,6 +647,7 @@ class RocksStore:
         except Exception as exc:
             self._next_id, self._last_sequence = start_id, start_sequence
             error = _storage_error(exc)
+            self._refuse_writes(error)
             for pending, _, _ in done:
                 pending.future.set_exception(error)
             return
@@ -552,6 +662,113 @@ class RocksStore:
             self._sequence_changed.notify_all()
         for pending, _, result in done:
             pending.future.set_result(result)
+
+    # ---- refused writes and their resumption ------------------------------------------------
+
+    @property
+    def write_refusal(self) -> StorageError | None:
+        """Why writes are refused now (a failed log write not yet resolved), or None while they are accepted."""
+        return self._refusal
+
+    def _refuse_writes(self, error: StorageError) -> None:
+        """RocksDB keeps refusing after a failed log write: refuse at once until a reopen succeeds (lock held)."""
+        first = self._refusal is None
+        self._refusal = error
+        self._resume_wait_s = RESUME_FIRST_S
+        self._resume_at = time.monotonic() + self._resume_wait_s
+        self._work.set()  # the committer times the next check, even if it was committing nothing
+        if first:
+            log.warning("writes refused until the data directory can take them again: %s", error.message)
+            self._announce(error)
+
+    def _try_resume(self) -> None:
+        """Reopen the database if a probe shows the data directory writable with room to spare (lock held)."""
+        try:
+            self._probe()
+            self._reopen()
+        except Exception as exc:
+            if isinstance(exc, Unavailable) and exc.reason == "RESTART_REQUIRED":
+                log.error("writes refused until a restart: %s", exc.message)
+                self._refusal = StorageError(exc.message, reason=exc.reason)
+                self._resume_at = math.inf
+                self._announce(self._refusal)
+                return
+            self._resume_wait_s = min(2 * self._resume_wait_s, RESUME_MAX_S)
+            self._resume_at = time.monotonic() + self._resume_wait_s
+            log.info("writes still refused (%s); next check in %.0f s", exc, self._resume_wait_s)
+            return
+        self._refusal = None
+        log.warning("writes resumed: the data directory takes writes again")
+        self._announce(None)
+
+    def _announce(self, refusal: StorageError | None) -> None:
+        if self.on_writes_changed is not None:
+            try:
+                self.on_writes_changed(refusal)
+            except Exception:
+                log.exception("reporting the write state failed")
+
+    def _probe(self) -> None:
+        """Raise OSError unless PROBE_BYTES plus the size of RocksDB's logs can be written and synced.
+
+        Reopening replays the logs into a table file of about their size before it accepts a write: a probe
+        with room for less would reopen into the same failure.
+        """
+        folder = self.path / "rocksdb"
+        logs = sum(entry.stat().st_size for entry in folder.iterdir() if entry.suffix == ".log")
+        probe = folder / PROBE_FILE
+        block = bytes(1 << 16)
+        try:
+            with probe.open("wb") as output:
+                for _ in range(max(1, -(-(PROBE_BYTES + logs) // len(block)))):
+                    output.write(block)
+                output.flush()
+                os.fsync(output.fileno())
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+
+    def _reopen(self) -> None:
+        """Close and reopen RocksDB (commit lock held): it recovers its log and forgets the failed write."""
+        with self._reopened:
+            self._reopening = True
+        try:
+            self._drop_handles()
+            for attempt in range(REOPEN_ATTEMPTS):
+                try:
+                    self._open()
+                    break
+                except Exception as exc:
+                    # A read still holding the old database (a get under way) keeps its lock a moment.
+                    if "lock" not in str(exc).lower() or attempt == REOPEN_ATTEMPTS - 1:
+                        raise
+                    gc.collect()
+                    time.sleep(0.02)
+            durable = (self._meta_int(META_NEXT_ID, 1), self._meta_int(META_LAST_SEQUENCE, 0))
+            if durable != (self._next_id, self._last_sequence):
+                # The refused write reached the log after all: what memory holds no longer matches RocksDB.
+                raise Unavailable(
+                    f"after reopening, RocksDB holds next id and sequence {durable}, the sidecar "
+                    f"{(self._next_id, self._last_sequence)}: restart the sidecar to resume writes",
+                    reason="RESTART_REQUIRED",
+                )
+        finally:
+            with self._reopened:
+                self._reopening = False
+                self._generation += 1
+                self._reopened.notify_all()
+
+    def _drop_handles(self) -> None:
+        """Close the database and drop every handle to it, so that its lock is released."""
+        with contextlib.suppress(Exception):  # a database that refuses writes also fails to flush at close
+            for cf in self._cfs.values():
+                cf.close()
+        with contextlib.suppress(Exception):
+            self._db.close()
+        self._cfs = _Reopening()
+        self._handles = {}
+        self.__dict__.pop("_db", None)
+        gc.collect()
 
     def put_meta_now(self, key: bytes, value: bytes) -> None:
         """Write one metadata value durably, through the committer."""
@@ -590,5 +807,5 @@ class RocksStore:
         # RocksDB's lock is released only when every handle object is gone.
         self._cfs.clear()
         self._handles.clear()
-        del self._db
+        self.__dict__.pop("_db", None)
         gc.collect()

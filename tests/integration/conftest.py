@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -103,6 +104,19 @@ def start_sidecar(data_dir: Path, *extra_args: str, dimension: int = 8, embedder
     unix_target = next(a for a in ready["listen"] if a.startswith("unix:"))
     tcp_target = next(a for a in ready["listen"] if not a.startswith("unix:"))
     return Sidecar(data_dir, unix_target, tcp_target, process, args, log_path)
+
+
+def start_sidecar_with_file_size_limit(data_dir: Path, limit_bytes: int, *extra_args: str) -> Sidecar:
+    """:func:`start_sidecar` under the kernel's per-process file size limit (RLIMIT_FSIZE): a full disk, no mount.
+
+    The child inherits the limit; Python ignores SIGXFSZ, so its write past the limit fails with EFBIG.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, hard))
+    try:
+        return start_sidecar(data_dir, *extra_args)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 @pytest.fixture

@@ -199,3 +199,18 @@ def recall_ids(
     """Ids returned by Recall for a query vector, best first."""
     response = service.Recall(memory_service_pb2.RecallRequest(query_vector=query_vector, k=k, **fields))
     return [m.memory.id for m in response.memories]
+
+
+def write_until_refused(service: memory_service_pb2_grpc.MemoryServiceStub) -> tuple[dict[int, str], grpc.RpcError]:
+    """Batches of 2 KB memories until the sidecar refuses one (a full disk): what it acknowledged, and the refusal."""
+    acked: dict[int, str] = {}
+    for batch in range(2000):
+        texts = [f"disk filler {batch}.{i} " + "x" * 2000 for i in range(40)]
+        rows = [pack(row) for row in vectors(40, seed=batch)]
+        items = [memory(text, row) for text, row in zip(texts, rows, strict=True)]
+        try:
+            response = service.RememberBatch(memory_service_pb2.RememberBatchRequest(memories=items))
+        except grpc.RpcError as error:
+            return acked, error
+        acked.update({r.memory.id: texts[i] for i, r in enumerate(response.results)})
+    raise AssertionError("the writes were never refused: the disk or the file size limit was never reached")

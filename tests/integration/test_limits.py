@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
 import subprocess
 import threading
@@ -24,8 +23,19 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Sidecar, start_sidecar
-from helpers import bad_fields, counts, memory, pack, status_details, stub, vec, vectors, wait_until
+from conftest import Sidecar, start_sidecar, start_sidecar_with_file_size_limit
+from helpers import (
+    bad_fields,
+    counts,
+    memory,
+    pack,
+    status_details,
+    stub,
+    vec,
+    vectors,
+    wait_until,
+    write_until_refused,
+)
 
 from memevo.v1 import memory_pb2, memory_service_pb2
 
@@ -304,24 +314,6 @@ def mounted(command: list[str], target: Path, what: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(target)], check=False, timeout=60)
 
 
-def _write_until_refused(service: Any) -> tuple[dict[int, str], grpc.RpcError]:
-    """Batches of 2 KB memories until the sidecar refuses one; returns what it acknowledged and the refusal."""
-    acked: dict[int, str] = {}
-    for batch in range(2000):
-        texts = [f"disk filler {batch}.{i} " + "x" * 2000 for i in range(40)]
-        rows = [pack(row) for row in vectors(40, seed=batch)]
-        try:
-            response = service.RememberBatch(
-                memory_service_pb2.RememberBatchRequest(
-                    memories=[memory(t, r) for t, r in zip(texts, rows, strict=True)]
-                )
-            )
-        except grpc.RpcError as error:
-            return acked, error
-        acked.update({r.memory.id: texts[i] for i, r in enumerate(response.results)})
-    raise AssertionError("the writes were never refused: the disk or the file size limit was never reached")
-
-
 def _reads_work(service: Any, acked: dict[int, str]) -> None:
     ids = sorted(acked)[-100:]
     found = service.Get(memory_service_pb2.GetRequest(ids=ids))
@@ -352,7 +344,7 @@ def test_full_disk_refuses_writes_cleanly_keeps_reads_and_loses_nothing(tmp_path
         sidecar = start_sidecar(small / "data")
         try:
             service = stub(sidecar.unix_target)
-            acked, error = _write_until_refused(service)
+            acked, error = write_until_refused(service)
             assert acked, "the disk was full before the first write"
             assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED), error.details()
             assert "disk is full" in error.details(), error.details()
@@ -373,16 +365,10 @@ def test_full_disk_refuses_writes_cleanly_keeps_reads_and_loses_nothing(tmp_path
 def test_file_size_limit_refuses_writes_cleanly_without_a_mount(tmp_path: Path) -> None:
     """The same refusal with no mount at all: the kernel's per-process file size limit (RLIMIT_FSIZE)."""
     data_dir = tmp_path / "data"
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    # The child inherits the limit (Python ignores SIGXFSZ, so a write past it fails with EFBIG).
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2 * MIB, hard))
-    try:
-        sidecar = start_sidecar(data_dir)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    sidecar = start_sidecar_with_file_size_limit(data_dir, 2 * MIB)
     try:
         service = stub(sidecar.unix_target)
-        acked, error = _write_until_refused(service)
+        acked, error = write_until_refused(service)
         assert acked, "the limit was hit before the first write"
         assert error.code() == grpc.StatusCode.UNAVAILABLE, error.details()
         assert "file size limit" in error.details(), error.details()
