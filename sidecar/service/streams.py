@@ -34,8 +34,9 @@ class StreamGate(grpc.ServerInterceptor):  # type: ignore[type-arg]
     """Moves streaming calls to their own pool and refuses those past ``max_streams`` or ``max_per_caller``.
 
     A caller is the bearer token when the sidecar has tokens, else the client certificate, else the
-    connection (a peer address). Install it first (outermost): gRPC reads the pool from the
-    outermost handler's behavior.
+    peer address: a TCP connection, while every caller on a unix socket shares the one address
+    ``unix:`` (so without tokens the per-caller cap is the socket's). Install it first (outermost):
+    gRPC reads the pool from the outermost handler's behavior.
     """
 
     def __init__(self, *, max_streams: int, max_per_caller: int, tokens: TokenTable | None) -> None:
