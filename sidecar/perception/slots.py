@@ -77,7 +77,9 @@ def words(text: str) -> list[str]:
 
 CLAUSE_MARK = "<c>"
 """Stands between two clauses or sentences in ``clause_words``."""
-_CLAUSES = re.compile(r"[.?!;:]+(?:\s+|$)")
+_CLAUSES = re.compile(r"(?:(?<=\w\w\w)\.+|[?!;:]+)(?:\s+|$)")
+"""Where a clause ends: ? ! ; : or a full stop after a word of three or more letters ("St. Louis", "J. B. Smith"
+and "Dr. Li" go on), then a space or the end."""
 
 
 def clause_words(text: str) -> list[str]:
@@ -471,10 +473,13 @@ class AttributeCentroids:
         self._counts[key] += 1
         self._cache.pop(kind, None)
 
+    def _known(self, kind: str) -> list[tuple[str, str]]:
+        return [key for key in self._sums if key[0] == kind]
+
     def _table(self, kind: str) -> tuple[list[str], npt.NDArray[np.float32], npt.NDArray[np.float32]] | None:
         if kind in self._cache:
             return self._cache[kind]
-        keys = [key for key in self._sums if key[0] == kind]
+        keys = self._known(kind)
         table = None
         if len(keys) >= 2:
             sums = np.stack([self._sums[k] for k in keys])
@@ -486,6 +491,15 @@ class AttributeCentroids:
             table = ([k[1] for k in keys], directions, centre.astype(np.float32))
         self._cache[kind] = table
         return table
+
+    def resemblance(self, kind: str, unit: npt.NDArray[np.float32]) -> float | None:
+        """Cosine of ``unit`` to the mean of the type's keyed facts (how its statements are said, whatever the
+        attribute): which of two entities a text names it is about. None while the type has no keyed fact."""
+        keys = self._known(kind)
+        if not keys:
+            return None
+        mean = sum((self._sums[k] for k in keys), np.zeros_like(self._sums[keys[0]]))
+        return float(mean @ unit / max(float(np.linalg.norm(mean)), 1e-12))
 
     def margin(self, kind: str, attribute: str, unit: npt.NDArray[np.float32]) -> float | None:
         """How much nearer ``unit`` lies to ``attribute`` than to the nearest other attribute of the type.

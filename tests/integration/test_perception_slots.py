@@ -293,3 +293,26 @@ def test_a_long_shared_head_retires_where_a_short_one_only_doubts(service: Any) 
     kept = get(service, first.memory.id)
     assert kept.state == ACTIVE
     assert kept.possibly_outdated_by == second.memory.id
+
+
+def test_a_text_naming_two_entities_is_about_the_one_whose_statements_it_resembles(service: Any) -> None:
+    """ "Page Ana Lima if the billing service breaks": named first is a user, but the text reads like what is said
+    of services; its slot is the service's."""
+    ns = "slots-two-names"
+    rng = np.random.default_rng(12)
+    services, users = rng.standard_normal(8), rng.standard_normal(8)
+
+    def around(direction: np.ndarray) -> bytes:
+        return pack(direction + 0.1 * rng.standard_normal(8))
+
+    for name, attribute, value in (("billing", "oncall", "Bo"), ("search", "port", "8080"), ("search", "oncall", "Cy")):
+        remember(service, f"{value} is the {attribute} of {name}.", around(services), namespace=ns, kind=FACT,
+                 entity=f"service:{name}", fact=memory_pb2.Fact(attribute=attribute, value=value))  # fmt: skip
+    for name, attribute, value in (("ana-lima", "editor", "vim"), ("dan-ek", "editor", "emacs")):
+        remember(service, f"{value} is the {attribute} of {name}.", around(users), namespace=ns, kind=FACT,
+                 entity=f"user:{name}", fact=memory_pb2.Fact(attribute=attribute, value=value))  # fmt: skip
+    text = remember(service, "Page Ana Lima if the billing service breaks.", around(services), namespace=ns, kind=FACT)
+    assert get(service, text.memory.id).inferred.entity == "service:billing"
+    other = remember(service, "Ana Lima wrote about the billing service in her notes.", around(users), namespace=ns,
+                     kind=FACT)  # fmt: skip
+    assert get(service, other.memory.id).inferred.entity == "user:ana-lima"
