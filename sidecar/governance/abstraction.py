@@ -4,7 +4,9 @@ The extractive abstraction keeps the member that best represents the group
 (the one closest on average to the others, ties to the more successful) and
 its text unchanged; the merged statistics live in the abstraction record. The
 chat-completions writer sends the prompt of ``prompts.py``; any failure raises
-``AbstractionError`` and the caller leaves the members as they are.
+``AbstractionError`` and the caller leaves the members as they are. The same
+endpoint judges soft conflicts (does a newer memory replace an older one?);
+an answer that is not exactly one of the two verdicts is a failure too.
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ def extractive_text(members: Sequence[memory_pb2.Memory], vectors: npt.NDArray[n
 
 
 class ChatAbstractor:
-    """Writes an abstraction with ``POST {url}/chat/completions``; standard library only, one request, no retries."""
+    """Writes abstractions and judges soft conflicts with ``POST {url}/chat/completions``.
+
+    Standard library only; one request per call, no retries (the caller retries later).
+    """
 
     def __init__(self, config: LlmConfig) -> None:
         if not config.url:
@@ -59,14 +64,38 @@ class ChatAbstractor:
         self._url = check_base_url(config.url) + "/chat/completions"
         self._config = config
 
+    @property
+    def model(self) -> str:
+        """The model name sent with each request (for reasons on the change log)."""
+        return self._config.model
+
     def write(self, members: Sequence[memory_pb2.Memory], *, max_bytes: int) -> str:
         """The model's abstraction of ``members``; raises AbstractionError on any failure or an unusable answer."""
-        body = {
-            "model": self._config.model,
-            "messages": [
+        text = self._complete(
+            [
                 {"role": "system", "content": prompts.CONSOLIDATE_SYSTEM},
                 {"role": "user", "content": user_message(members)},
-            ],
+            ]
+        )
+        if len(text.encode()) > max_bytes:
+            raise AbstractionError(f"chat endpoint's abstraction is longer than {max_bytes} bytes")
+        return text
+
+    def judge(self, older: memory_pb2.Memory, newer: memory_pb2.Memory) -> bool:
+        """Whether ``newer`` replaces ``older`` (True) or both hold (False); AbstractionError on any failure."""
+        answer = self._complete(
+            [
+                {"role": "system", "content": prompts.SUPERSEDE_SYSTEM},
+                {"role": "user", "content": judge_message(older, newer)},
+            ]
+        )
+        return parse_verdict(answer)
+
+    def _complete(self, messages: list[dict[str, str]]) -> str:
+        """The first choice's text for ``messages`` (stripped, non-empty); AbstractionError on any failure."""
+        body = {
+            "model": self._config.model,
+            "messages": messages,
             "temperature": 0,
             "max_tokens": self._config.max_output_tokens,
         }
@@ -88,9 +117,31 @@ class ChatAbstractor:
             raise AbstractionError("chat endpoint's answer has no choices[0].message.content") from error
         if not text:
             raise AbstractionError("chat endpoint answered with empty text")
-        if len(text.encode()) > max_bytes:
-            raise AbstractionError(f"chat endpoint's abstraction is longer than {max_bytes} bytes")
         return text
+
+
+VERDICTS = {"REPLACES": True, "BOTH_HOLD": False}
+"""The judge's two answers and what they mean (True: the newer memory replaces the older one)."""
+
+
+def parse_verdict(answer: str) -> bool:
+    """The verdict in a judge's answer: one word of VERDICTS, or ``{"answer": WORD}``; AbstractionError otherwise.
+
+    Strict on purpose: a hedged or chatty answer must not retire a memory, so it counts as a failed call.
+    """
+    word = answer.strip()
+    if word.startswith("{"):
+        # Endpoints forced into JSON mode cannot answer a bare word.
+        try:
+            parsed = json.loads(word)
+        except ValueError as error:
+            raise AbstractionError(f"chat endpoint's verdict is not valid JSON: {answer[:80]!r}") from error
+        only = parsed.get("answer") if isinstance(parsed, dict) and len(parsed) == 1 else None
+        word = only.strip() if isinstance(only, str) else ""
+    verdict = VERDICTS.get(word.upper())
+    if verdict is None:
+        raise AbstractionError(f"chat endpoint's verdict is neither REPLACES nor BOTH_HOLD: {answer[:80]!r}")
+    return verdict
 
 
 def user_message(members: Sequence[memory_pb2.Memory]) -> str:
@@ -113,3 +164,26 @@ def user_message(members: Sequence[memory_pb2.Memory]) -> str:
     return prompts.CONSOLIDATE_USER.format(
         count=len(members), kind=memory_pb2.MemoryKind.Name(first.kind), about=about, items=items
     )
+
+
+def judge_message(older: memory_pb2.Memory, newer: memory_pb2.Memory) -> str:
+    """The user turn of the supersession prompt: both memories with their world and system times."""
+    return prompts.SUPERSEDE_USER.format(older=_judged_item(older), newer=_judged_item(newer))
+
+
+def _judged_item(memory: memory_pb2.Memory) -> str:
+    about = memory.entity or "(no entity named)"
+    if memory.fact.attribute:
+        about += f", {memory.fact.attribute}"
+    return prompts.SUPERSEDE_ITEM.format(
+        kind=memory_pb2.MemoryKind.Name(memory.kind).removeprefix("MEMORY_KIND_").lower(),
+        about=about,
+        valid_from=_when(memory.valid_from.seconds),
+        recorded=_when(memory.recorded_at.seconds),
+        content=memory.content[:MAX_ITEM_CHARS].replace("\n", " "),
+    )
+
+
+def _when(seconds: int) -> str:
+    # To the minute: two statements of one day are often minutes apart, and their order is the question.
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -21,3 +21,31 @@ The merged memory:"""
 
 CONSOLIDATE_ITEM = "- [{successes} successes, {failures} failures, recorded {recorded}] {content}"
 """One member in the user message; successes/failures come from the agent's outcome reports."""
+
+SUPERSEDE_SYSTEM = """\
+You maintain the long-term memory of an AI agent. You receive two memories: an older one and a newer one that \
+may replace it. Decide whether the newer memory states a new value of the same thing the older one says (the \
+same fact about the same subject, now different), so that the older one is no longer true; or whether both \
+can hold at once (different things, an added value, a detail, or an unrelated statement).
+
+Answer with exactly one word and nothing else:
+REPLACES  if the newer memory makes the older one outdated;
+BOTH_HOLD if both memories can be true now.
+If unsure, answer BOTH_HOLD: retiring a true memory loses it."""
+
+SUPERSEDE_USER = """\
+Older memory:
+{older}
+
+Newer memory:
+{newer}
+
+Does the newer memory replace the older one? Answer REPLACES or BOTH_HOLD."""
+
+SUPERSEDE_ITEM = """\
+- kind: {kind}
+- about: {about}
+- true since (world time): {valid_from}
+- recorded: {recorded}
+- text: {content}"""
+"""One of the two memories in the user message; "true since" is the memory's valid_from."""

@@ -7,7 +7,13 @@ Every attached reviewer that takes its kind receives it; the first decision
 wins and every other reviewer is told it was settled. A reviewer that
 disconnects leaves its proposals open: they are offered to the next reviewer
 that attaches, and at the deadline the policy decides (consolidation: wait,
-extractive or LLM; eviction: proceed; re-interpretation: drop).
+extractive or LLM; eviction: proceed; re-interpretation: drop; supersession:
+the chat endpoint judges in LLM mode, otherwise the doubt stays).
+
+In LLM mode a proposal no reviewer takes goes to the chat endpoint at once:
+the model writes the consolidation, or judges whether the newer memory
+replaces the doubted one. The call is made without the broker's lock; a
+failure leaves everything as it was and the proposal is retried later.
 
 Applying a decision is one committer mutation (the consolidation and the
 proposal's removal land in the same batch), so nothing is half-applied.
@@ -34,7 +40,7 @@ from ..engine import Engine
 from ..errors import FailedPrecondition, InvalidArgument, NotFound
 from ..policy import ConsolidationSettings
 from ..store.rocks import CF_META, Txn
-from .abstraction import AbstractionError, extractive_text
+from .abstraction import AbstractionError, ChatAbstractor, extractive_text
 from .consolidation import ClusterFinder, consolidate
 
 log = logging.getLogger(__name__)
@@ -47,9 +53,9 @@ REINTERPRETATIONS_PER_PROPOSAL = 50
 MAX_REINTERPRET_PROPOSALS = 20
 """A framework change offers at most this many re-interpretation proposals (the oldest memories first)."""
 MAX_SUPERSEDE_PROPOSALS = 100
-"""Most soft conflicts one pass offers to reviewers (the next pass offers more)."""
+"""Most soft conflicts one pass offers to reviewers or puts to the chat endpoint (the next pass offers more)."""
 LLM_RETRY_S = 60.0
-"""After a failed LLM consolidation, the proposal waits this long before the next try."""
+"""After a failed LLM call, the proposal waits this long before the next try."""
 
 ALL_KINDS = frozenset(
     {review_pb2.PROPOSAL_KIND_CONSOLIDATE, review_pb2.PROPOSAL_KIND_EVICT, review_pb2.PROPOSAL_KIND_REINTERPRET}
@@ -96,6 +102,9 @@ class ReviewBroker:
         self._reviewers: dict[int, Reviewer] = {}
         self._open: dict[str, OpenProposal] = {}
         self._deciding: set[str] = set()
+        self._judging_paused_until = 0.0
+        """After a failed judgement no other one is asked before then: a pass of many soft conflicts against an
+        endpoint that is down would otherwise wait for one timeout per conflict."""
         self.last_pass = memory_service_pb2.ConsolidationStats()
         for key, value in engine.store.iterate(CF_META, PROPOSAL_PREFIX, PROPOSAL_PREFIX[:-1] + b"0"):
             proposal = review_pb2.Proposal.FromString(value)
@@ -245,12 +254,15 @@ class ReviewBroker:
         return int(older.size)
 
     def doubt_pass(self) -> int:
-        """Offer each soft conflict (a memory a newer one may replace) to a reviewer; returns how many were opened.
+        """Offer each soft conflict (a memory a newer one may replace) for a decision; returns how many were opened.
 
-        Only while a reviewer takes PROPOSAL_KIND_SUPERSEDE: without one the doubt stays a ranking signal (the
-        doubted memory ranks below its successor, and its hint says so).
+        A reviewer that takes PROPOSAL_KIND_SUPERSEDE decides, and the policy at the deadline. Without one, in
+        policy mode LLM the chat endpoint judges at once (as it writes consolidations at once); in the other
+        modes nothing is opened and the doubt stays a ranking signal (the doubted memory ranks below its
+        successor, and its hint says so).
         """
-        if not self.takes(review_pb2.PROPOSAL_KIND_SUPERSEDE):
+        llm = self._policy_llm(self.settings)
+        if not self.takes(review_pb2.PROPOSAL_KIND_SUPERSEDE) and llm is None:
             return 0
         columns = self.engine.columns
         doubted = np.flatnonzero(columns.doubted[: columns.size])
@@ -264,13 +276,24 @@ class ReviewBroker:
             newer = record.possibly_outdated_by
             if not newer:
                 continue
-            self._propose(
+            reviewed = self.takes(review_pb2.PROPOSAL_KIND_SUPERSEDE)
+            if not reviewed and llm is None:  # the reviewer left, and the policy would only drop the proposal
+                break
+            open_proposal = self._propose(
                 review_pb2.PROPOSAL_KIND_SUPERSEDE,
                 [record.id, newer],
                 f"memory {newer} may state a newer value of what memory {record.id} says: does it replace it?",
             )
             opened += 1
+            if not reviewed:
+                self._decide_by_policy(open_proposal.proposal.id)
         return opened
+
+    def _policy_llm(self, settings: ConsolidationSettings) -> ChatAbstractor | None:
+        """The chat endpoint that decides what no reviewer decided, if the policy's mode is LLM."""
+        if settings.without_reviewer != policy_pb2.CONSOLIDATION_MODE_LLM:
+            return None
+        return self.engine.llm
 
     # ---- decisions -----------------------------------------------------------------------------
 
@@ -392,38 +415,94 @@ class ReviewBroker:
             if kind == review_pb2.PROPOSAL_KIND_REINTERPRET:
                 self._apply(open_proposal, review_pb2.VERDICT_REJECT, [], "", "policy at deadline", "")
                 return 1
+            llm = self._policy_llm(settings)
             if kind == review_pb2.PROPOSAL_KIND_SUPERSEDE:
-                # Undecided, the doubt stays (a ranking signal): drop the proposal; the next pass offers it again.
-                self.engine.store.apply(lambda txn: txn.delete(CF_META, PROPOSAL_PREFIX + proposal_id.encode()))
-                self._settled(proposal_id)
-                return 1
-            mode = settings.without_reviewer
-            if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
-                written = self._apply(
-                    open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, "", "policy: extractive", ""
-                )
-                return 1 if count_settled else written
-            if mode != policy_pb2.CONSOLIDATION_MODE_LLM or self.engine.llm is None:
-                # WAIT (or LLM without an endpoint): keep it open for the next reviewer, with a fresh deadline.
-                open_proposal.proposal.deadline.CopyFrom(to_timestamp(now_s() + settings.review_timeout_s))
-                return 0
-            self._deciding.add(proposal_id)
+                if llm is None:
+                    # Undecided, the doubt stays (a ranking signal): drop the proposal; the next pass offers it again.
+                    self._drop(proposal_id)
+                    return 1
+                if now_s() < self._judging_paused_until:
+                    open_proposal.not_before_s = self._judging_paused_until
+                    return 0
+                self._deciding.add(proposal_id)
+            else:
+                mode = settings.without_reviewer
+                if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
+                    written = self._apply(
+                        open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, "", "policy: extractive", ""
+                    )
+                    return 1 if count_settled else written
+                if llm is None:
+                    # WAIT (or LLM without an endpoint): keep it open for the next reviewer, with a fresh deadline.
+                    open_proposal.proposal.deadline.CopyFrom(to_timestamp(now_s() + settings.review_timeout_s))
+                    return 0
+                self._deciding.add(proposal_id)
         # The model call happens without the lock: reviewers and other proposals go on meanwhile.
         try:
+            if kind == review_pb2.PROPOSAL_KIND_SUPERSEDE:
+                return self._judge_supersession(open_proposal, llm)
+            return self._consolidate_by_llm(open_proposal, llm, count_settled=count_settled)
+        finally:
+            with self._lock:
+                self._deciding.discard(proposal_id)
+
+    def _consolidate_by_llm(self, open_proposal: OpenProposal, llm: ChatAbstractor, *, count_settled: bool) -> int:
+        proposal_id = open_proposal.proposal.id
+        try:
             records, _ = self.engine.get(open_proposal.ids)
-            text = self.engine.llm.write(records, max_bytes=self.engine.limits.max_content_bytes)
+            text = llm.write(records, max_bytes=self.engine.limits.max_content_bytes)
         except AbstractionError as error:
             log.warning("LLM consolidation of %s failed, members left as they are: %s", proposal_id, error)
             with self._lock:
-                self._deciding.discard(proposal_id)
                 open_proposal.not_before_s = now_s() + LLM_RETRY_S
             return 0
         with self._lock:
-            self._deciding.discard(proposal_id)
             if proposal_id not in self._open:
                 return 0
             written = self._apply(open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, text, "policy: LLM", "")
             return 1 if count_settled else written
+
+    def _judge_supersession(self, open_proposal: OpenProposal, llm: ChatAbstractor) -> int:
+        """Ask the chat endpoint whether the newer memory replaces the doubted one; returns 1 once settled."""
+        proposal_id = open_proposal.proposal.id
+        older, newer = open_proposal.ids[0], open_proposal.ids[1]
+        records = self._doubt(older, newer)
+        if records is None:
+            with self._lock:
+                self._drop(proposal_id)
+            return 1
+        try:
+            replaces = llm.judge(*records)
+        except AbstractionError as error:
+            log.warning("LLM judgement of %s failed, memory %d stays in doubt: %s", proposal_id, older, error)
+            with self._lock:
+                self._judging_paused_until = open_proposal.not_before_s = now_s() + LLM_RETRY_S
+            return 0
+        with self._lock:
+            if proposal_id not in self._open:
+                return 0
+            if self._doubt(older, newer) is None:  # a caller's Restore or Supersede came first: it stands
+                self._drop(proposal_id)
+                return 1
+            verdict = review_pb2.VERDICT_ACCEPT if replaces else review_pb2.VERDICT_REJECT
+            answer = "the newer memory replaces it" if replaces else "both hold"
+            note = f"model {llm.model!r} judged {answer}"
+            self._apply(open_proposal, verdict, open_proposal.ids, "", "policy: LLM", note)
+            return 1
+
+    def _doubt(self, older: int, newer: int) -> tuple[memory_pb2.Memory, memory_pb2.Memory] | None:
+        """Both records while ``older`` is still current and doubted by ``newer``; None once that has changed."""
+        records, missing = self.engine.get([older, newer])
+        if missing:
+            return None
+        first, second = records
+        current = first.state in (memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED)
+        return (first, second) if current and first.possibly_outdated_by == newer else None
+
+    def _drop(self, proposal_id: str) -> None:
+        """Settle a proposal without applying anything (lock held)."""
+        self.engine.store.apply(lambda txn: txn.delete(CF_META, PROPOSAL_PREFIX + proposal_id.encode()))
+        self._settled(proposal_id)
 
     # ---- stats -------------------------------------------------------------------------------
 

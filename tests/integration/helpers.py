@@ -8,8 +8,14 @@ a sidecar that stopped answering.
 from __future__ import annotations
 
 import collections
+import contextlib
+import json
+import queue
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import grpc
@@ -214,3 +220,49 @@ def write_until_refused(service: memory_service_pb2_grpc.MemoryServiceStub) -> t
             return acked, error
         acked.update({r.memory.id: texts[i] for i, r in enumerate(response.results)})
     raise AssertionError("the writes were never refused: the disk or the file size limit was never reached")
+
+
+@dataclass
+class FakeChat:
+    """An OpenAI-compatible chat-completions endpoint on 127.0.0.1 (``url`` for --llm-url).
+
+    Each request takes the next ``(status, text)`` queued in ``answers`` (HTTP 500 when none comes within 5 s)
+    and is recorded in ``seen`` as ``{"path", "body", "auth"}``.
+    """
+
+    url: str
+    answers: queue.Queue[tuple[int, str]] = field(default_factory=queue.Queue)
+    seen: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def fake_chat() -> Iterator[FakeChat]:
+    """A :class:`FakeChat` serving until the block ends."""
+    answers: queue.Queue[tuple[int, str]] = queue.Queue()
+    seen: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            try:
+                status, text = answers.get(timeout=5)
+            except queue.Empty:  # a call the test did not expect: an error the sidecar must survive
+                status, text = 500, "no answer queued"
+            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield FakeChat(f"http://127.0.0.1:{server.server_address[1]}/v1", answers, seen)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,12 +7,10 @@ are still decided by the sidecar's own review worker, once a second.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import grpc
 import numpy as np
 import pytest
 from conftest import Sidecar, start_sidecar
-from helpers import bad_fields, pack, stub, unit, wait_until
+from helpers import bad_fields, fake_chat, pack, stub, unit, wait_until
 
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2, review_pb2
 
@@ -296,56 +294,34 @@ def test_without_a_reviewer_wait_keeps_members_and_extractive_consolidates_at_on
 
 
 def test_policy_llm_mode_uses_the_chat_endpoint_and_a_failure_leaves_members_untouched(tmp_path: Path) -> None:
-    answers: queue.Queue[tuple[int, str]] = queue.Queue()
-    seen: list[dict[str, Any]] = []
+    with fake_chat() as chat:
+        llm = ("--llm-url", chat.url, "--llm-model", "tiny-chat")
+        sidecar = start_sidecar(tmp_path / "data", "--sweep-interval-s", "0", *llm, dimension=DIM)
+        try:
+            service = stub(sidecar.unix_target)
+            set_consolidation(service, without_reviewer=policy_pb2.CONSOLIDATION_MODE_LLM)
+            failing = remember_strategies(service, near_duplicates(5, seed=7), "llm-fails")
+            chat.answers.put((500, "overloaded"))
+            passed = govern(service).consolidation
+            assert passed.proposals_opened == 1
+            assert passed.consolidated_count == 0
+            assert states(service, failing) == [ACTIVE] * 5
+            assert service.GetStats(memory_service_pb2.GetStatsRequest()).review.open_consolidations == 1
 
-    class Chat(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-            status, text = answers.get(timeout=5)
-            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Chat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    sidecar = start_sidecar(
-        tmp_path / "data", "--sweep-interval-s", "0", "--llm-url", url, "--llm-model", "tiny-chat", dimension=DIM
-    )
-    try:
-        service = stub(sidecar.unix_target)
-        set_consolidation(service, without_reviewer=policy_pb2.CONSOLIDATION_MODE_LLM)
-        failing = remember_strategies(service, near_duplicates(5, seed=7), "llm-fails")
-        answers.put((500, "overloaded"))
-        passed = govern(service).consolidation
-        assert passed.proposals_opened == 1
-        assert passed.consolidated_count == 0
-        assert states(service, failing) == [ACTIVE] * 5
-        assert service.GetStats(memory_service_pb2.GetStatsRequest()).review.open_consolidations == 1
-
-        members = remember_strategies(service, near_duplicates(5, seed=8), "llm-works")
-        answers.put((200, "Always run the migration before restarting workers."))
-        passed = govern(service).consolidation
-        assert passed.consolidated_count == 1
-        assert states(service, members) == [CONSOLIDATED] * 5
-        abstraction_id = service.Get(memory_service_pb2.GetRequest(ids=[members[0]])).memories[0].consolidated_into
-        abstraction = service.Get(memory_service_pb2.GetRequest(ids=[abstraction_id])).memories[0]
-        assert abstraction.content == "Always run the migration before restarting workers."
-        request = seen[-1]
-        assert request["path"] == "/v1/chat/completions"
-        assert request["body"]["model"] == "tiny-chat"
-        assert "llm-works" in request["body"]["messages"][1]["content"]
-    finally:
-        sidecar.stop()
-        server.shutdown()
+            members = remember_strategies(service, near_duplicates(5, seed=8), "llm-works")
+            chat.answers.put((200, "Always run the migration before restarting workers."))
+            passed = govern(service).consolidation
+            assert passed.consolidated_count == 1
+            assert states(service, members) == [CONSOLIDATED] * 5
+            abstraction_id = service.Get(memory_service_pb2.GetRequest(ids=[members[0]])).memories[0].consolidated_into
+            abstraction = service.Get(memory_service_pb2.GetRequest(ids=[abstraction_id])).memories[0]
+            assert abstraction.content == "Always run the migration before restarting workers."
+            request = chat.seen[-1]
+            assert request["path"] == "/v1/chat/completions"
+            assert request["body"]["model"] == "tiny-chat"
+            assert "llm-works" in request["body"]["messages"][1]["content"]
+        finally:
+            sidecar.stop()
 
 
 def test_llm_mode_without_an_endpoint_is_refused(sidecar: Sidecar) -> None:

@@ -60,7 +60,10 @@ class _ConsolidationModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Con
     """
     CONSOLIDATION_MODE_LLM: _ConsolidationMode.ValueType  # 3
     """Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
-    the abstraction's text; any failure leaves the members untouched and the proposal pending.
+    the abstraction's text; any failure leaves the members untouched and the proposal pending. The same
+    endpoint judges soft conflicts (PROPOSAL_KIND_SUPERSEDE) that no reviewer decides: whether the newer
+    memory replaces the doubted one (superseded) or both hold (the doubt is cleared); a failed call or an
+    answer that is neither keeps the doubt, and the endpoint is asked again after the proposal's deadline.
     """
 
 class ConsolidationMode(_ConsolidationMode, metaclass=_ConsolidationModeEnumTypeWrapper):
@@ -76,7 +79,10 @@ members' merged statistics; no LLM).
 """
 CONSOLIDATION_MODE_LLM: ConsolidationMode.ValueType  # 3
 """Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
-the abstraction's text; any failure leaves the members untouched and the proposal pending.
+the abstraction's text; any failure leaves the members untouched and the proposal pending. The same
+endpoint judges soft conflicts (PROPOSAL_KIND_SUPERSEDE) that no reviewer decides: whether the newer
+memory replaces the doubted one (superseded) or both hold (the doubt is cleared); a failed call or an
+answer that is neither keeps the doubt, and the endpoint is asked again after the proposal's deadline.
 """
 Global___ConsolidationMode: _TypeAlias = ConsolidationMode  # noqa: Y015
 

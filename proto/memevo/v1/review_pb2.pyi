@@ -38,7 +38,10 @@ class _ProposalKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Proposal
     PROPOSAL_KIND_SUPERSEDE: _ProposalKind.ValueType  # 4
     """Does the newer memory (memories[1]) replace the older one (memories[0])? A soft conflict perception could
     not settle. ACCEPT supersedes the older one; REJECT clears its doubt (both stay current). Offered only to
-    reviewers that name this kind; undecided at the deadline, the doubt stays and the proposal is offered again.
+    reviewers that name this kind. Undecided at the deadline, or with no such reviewer attached: in
+    consolidation mode CONSOLIDATION_MODE_LLM the chat endpoint judges it (replaces: supersede; both hold: clear
+    the doubt; any other answer or a failure: the doubt stays and it is asked again later); in the other modes
+    the doubt stays, and the proposal is offered again to the next reviewer.
     """
 
 class ProposalKind(_ProposalKind, metaclass=_ProposalKindEnumTypeWrapper):
@@ -55,7 +58,10 @@ PROPOSAL_KIND_REINTERPRET: ProposalKind.ValueType  # 3
 PROPOSAL_KIND_SUPERSEDE: ProposalKind.ValueType  # 4
 """Does the newer memory (memories[1]) replace the older one (memories[0])? A soft conflict perception could
 not settle. ACCEPT supersedes the older one; REJECT clears its doubt (both stay current). Offered only to
-reviewers that name this kind; undecided at the deadline, the doubt stays and the proposal is offered again.
+reviewers that name this kind. Undecided at the deadline, or with no such reviewer attached: in
+consolidation mode CONSOLIDATION_MODE_LLM the chat endpoint judges it (replaces: supersede; both hold: clear
+the doubt; any other answer or a failure: the doubt stays and it is asked again later); in the other modes
+the doubt stays, and the proposal is offered again to the next reviewer.
 """
 Global___ProposalKind: _TypeAlias = ProposalKind  # noqa: Y015
 

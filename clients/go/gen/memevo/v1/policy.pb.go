@@ -86,7 +86,10 @@ const (
 	// members' merged statistics; no LLM).
 	ConsolidationMode_CONSOLIDATION_MODE_EXTRACTIVE ConsolidationMode = 2
 	// Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
-	// the abstraction's text; any failure leaves the members untouched and the proposal pending.
+	// the abstraction's text; any failure leaves the members untouched and the proposal pending. The same
+	// endpoint judges soft conflicts (PROPOSAL_KIND_SUPERSEDE) that no reviewer decides: whether the newer
+	// memory replaces the doubted one (superseded) or both hold (the doubt is cleared); a failed call or an
+	// answer that is neither keeps the doubt, and the endpoint is asked again after the proposal's deadline.
 	ConsolidationMode_CONSOLIDATION_MODE_LLM ConsolidationMode = 3
 )
 

@@ -617,7 +617,10 @@ export enum ConsolidationMode {
 
   /**
    * Ask the OpenAI-compatible chat-completions endpoint of the sidecar's configuration (--llm-url) for
-   * the abstraction's text; any failure leaves the members untouched and the proposal pending.
+   * the abstraction's text; any failure leaves the members untouched and the proposal pending. The same
+   * endpoint judges soft conflicts (PROPOSAL_KIND_SUPERSEDE) that no reviewer decides: whether the newer
+   * memory replaces the doubted one (superseded) or both hold (the doubt is cleared); a failed call or an
+   * answer that is neither keeps the doubt, and the endpoint is asked again after the proposal's deadline.
    *
    * @generated from enum value: CONSOLIDATION_MODE_LLM = 3;
    */

@@ -154,7 +154,10 @@ export enum ProposalKind {
   /**
    * Does the newer memory (memories[1]) replace the older one (memories[0])? A soft conflict perception could
    * not settle. ACCEPT supersedes the older one; REJECT clears its doubt (both stay current). Offered only to
-   * reviewers that name this kind; undecided at the deadline, the doubt stays and the proposal is offered again.
+   * reviewers that name this kind. Undecided at the deadline, or with no such reviewer attached: in
+   * consolidation mode CONSOLIDATION_MODE_LLM the chat endpoint judges it (replaces: supersede; both hold: clear
+   * the doubt; any other answer or a failure: the doubt stays and it is asked again later); in the other modes
+   * the doubt stays, and the proposal is offered again to the next reviewer.
    *
    * @generated from enum value: PROPOSAL_KIND_SUPERSEDE = 4;
    */
