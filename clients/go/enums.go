@@ -87,6 +87,15 @@ const (
 	OutcomePartial = memevov1.Outcome_OUTCOME_PARTIAL
 )
 
+// IndexState is memevov1.IndexState.
+type IndexState = memevov1.IndexState
+
+// What the ANN index is doing (Stats().GetIndex().GetState()).
+const (
+	IndexReady      = memevov1.IndexState_INDEX_STATE_READY
+	IndexRebuilding = memevov1.IndexState_INDEX_STATE_REBUILDING
+)
+
 // TimeMode is memevov1.TimeMode.
 type TimeMode = memevov1.TimeMode
 

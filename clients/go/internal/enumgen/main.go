@@ -26,6 +26,7 @@ var names = map[protoreflect.Name]struct{ prefix, doc string }{
 	"WriteOutcome":      {"Write", "How a write was applied (Written.Outcome)."},
 	"RecallMode":        {"Recall", "Recall modes (RecallOptions.Mode, BuildContextOptions.Mode). The zero value means CURRENT."},
 	"Outcome":           {"Outcome", "Outcomes of a retrieval (ReportOutcome)."},
+	"IndexState":        {"Index", "What the ANN index is doing (Stats().GetIndex().GetState())."},
 	"ChangeEventType":   {"Event", "Change-log event types (ChangeEvent.Type, WatchOptions.Types)."},
 	"ProposalKind":      {"Proposal", "Review proposal kinds (ReviewStream.Hello)."},
 	"Verdict":           {"Verdict", "Review verdicts (ReviewStream.Decide; Accept, Reject and Modify set them)."},

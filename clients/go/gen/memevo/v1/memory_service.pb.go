@@ -193,6 +193,58 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{2}
 }
 
+// What the ANN index is doing.
+type IndexState int32
+
+const (
+	IndexState_INDEX_STATE_UNSPECIFIED IndexState = 0
+	// The graph holds every vector start-up found; recent writes wait in the fresh tail as usual.
+	IndexState_INDEX_STATE_READY IndexState = 1
+	// Inserting vectors the saved graph lacked at start-up (see IndexStats.rebuild_remaining).
+	IndexState_INDEX_STATE_REBUILDING IndexState = 2
+)
+
+// Enum value maps for IndexState.
+var (
+	IndexState_name = map[int32]string{
+		0: "INDEX_STATE_UNSPECIFIED",
+		1: "INDEX_STATE_READY",
+		2: "INDEX_STATE_REBUILDING",
+	}
+	IndexState_value = map[string]int32{
+		"INDEX_STATE_UNSPECIFIED": 0,
+		"INDEX_STATE_READY":       1,
+		"INDEX_STATE_REBUILDING":  2,
+	}
+)
+
+func (x IndexState) Enum() *IndexState {
+	p := new(IndexState)
+	*p = x
+	return p
+}
+
+func (x IndexState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IndexState) Descriptor() protoreflect.EnumDescriptor {
+	return file_memevo_v1_memory_service_proto_enumTypes[3].Descriptor()
+}
+
+func (IndexState) Type() protoreflect.EnumType {
+	return &file_memevo_v1_memory_service_proto_enumTypes[3]
+}
+
+func (x IndexState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IndexState.Descriptor instead.
+func (IndexState) EnumDescriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{3}
+}
+
 // The result of storing one memory.
 type WriteResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3535,7 +3587,17 @@ type IndexStats struct {
 	// The change-log sequence the saved index file covers.
 	SavedSequence uint64 `protobuf:"varint,3,opt,name=saved_sequence,json=savedSequence,proto3" json:"saved_sequence,omitempty"`
 	// System time of the last save; unset if never saved.
-	SavedAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
+	SavedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
+	// READY, or REBUILDING while vectors the saved graph lacked at start-up (after a crash, or a damaged
+	// file) are inserted in the background. Recall answers meanwhile and scans those vectors exactly.
+	State IndexState `protobuf:"varint,5,opt,name=state,proto3,enum=memevo.v1.IndexState" json:"state,omitempty"`
+	// Vectors the saved graph lacked at start-up; 0 when it had them all.
+	RebuildTotal uint64 `protobuf:"varint,6,opt,name=rebuild_total,json=rebuildTotal,proto3" json:"rebuild_total,omitempty"`
+	// Of rebuild_total, vectors not yet in the graph; 0 when READY.
+	RebuildRemaining uint64 `protobuf:"varint,7,opt,name=rebuild_remaining,json=rebuildRemaining,proto3" json:"rebuild_remaining,omitempty"`
+	// Why the saved graph lacked them (e.g. "saved index behind RocksDB", "saved index unusable: index file
+	// checksum mismatch"); empty when it lacked none.
+	RebuildReason string `protobuf:"bytes,8,opt,name=rebuild_reason,json=rebuildReason,proto3" json:"rebuild_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3596,6 +3658,34 @@ func (x *IndexStats) GetSavedAt() *timestamppb.Timestamp {
 		return x.SavedAt
 	}
 	return nil
+}
+
+func (x *IndexStats) GetState() IndexState {
+	if x != nil {
+		return x.State
+	}
+	return IndexState_INDEX_STATE_UNSPECIFIED
+}
+
+func (x *IndexStats) GetRebuildTotal() uint64 {
+	if x != nil {
+		return x.RebuildTotal
+	}
+	return 0
+}
+
+func (x *IndexStats) GetRebuildRemaining() uint64 {
+	if x != nil {
+		return x.RebuildRemaining
+	}
+	return 0
+}
+
+func (x *IndexStats) GetRebuildReason() string {
+	if x != nil {
+		return x.RebuildReason
+	}
+	return ""
 }
 
 type GetStatsResponse struct {
@@ -4187,13 +4277,17 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x0eStateKindCount\x12,\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x16.memevo.v1.MemoryStateR\x05state\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.memevo.v1.MemoryKindR\x04kind\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x04R\x05count\"\xb9\x01\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\"\xdf\x02\n" +
 	"\n" +
 	"IndexStats\x12#\n" +
 	"\rindexed_count\x18\x01 \x01(\x04R\findexedCount\x12(\n" +
 	"\x10fresh_tail_count\x18\x02 \x01(\x04R\x0efreshTailCount\x12%\n" +
 	"\x0esaved_sequence\x18\x03 \x01(\x04R\rsavedSequence\x125\n" +
-	"\bsaved_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\"\xee\x03\n" +
+	"\bsaved_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\x12+\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x15.memevo.v1.IndexStateR\x05state\x12#\n" +
+	"\rrebuild_total\x18\x06 \x01(\x04R\frebuildTotal\x12+\n" +
+	"\x11rebuild_remaining\x18\a \x01(\x04R\x10rebuildRemaining\x12%\n" +
+	"\x0erebuild_reason\x18\b \x01(\tR\rrebuildReason\"\xee\x03\n" +
 	"\x10GetStatsResponse\x121\n" +
 	"\x06counts\x18\x01 \x03(\v2\x19.memevo.v1.StateKindCountR\x06counts\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x04R\n" +
@@ -4243,7 +4337,12 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x13\n" +
 	"\x0fOUTCOME_FAILURE\x10\x02\x12\x13\n" +
-	"\x0fOUTCOME_PARTIAL\x10\x032\x94\f\n" +
+	"\x0fOUTCOME_PARTIAL\x10\x03*\\\n" +
+	"\n" +
+	"IndexState\x12\x1b\n" +
+	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11INDEX_STATE_READY\x10\x01\x12\x1a\n" +
+	"\x16INDEX_STATE_REBUILDING\x10\x022\x94\f\n" +
 	"\rMemoryService\x12C\n" +
 	"\bRemember\x12\x1a.memevo.v1.RememberRequest\x1a\x1b.memevo.v1.RememberResponse\x12R\n" +
 	"\rRememberBatch\x12\x1f.memevo.v1.RememberBatchRequest\x1a .memevo.v1.RememberBatchResponse\x12W\n" +
@@ -4280,188 +4379,190 @@ func file_memevo_v1_memory_service_proto_rawDescGZIP() []byte {
 	return file_memevo_v1_memory_service_proto_rawDescData
 }
 
-var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(WriteOutcome)(0),                // 0: memevo.v1.WriteOutcome
 	(RecallMode)(0),                  // 1: memevo.v1.RecallMode
 	(Outcome)(0),                     // 2: memevo.v1.Outcome
-	(*WriteResult)(nil),              // 3: memevo.v1.WriteResult
-	(*RememberRequest)(nil),          // 4: memevo.v1.RememberRequest
-	(*RememberResponse)(nil),         // 5: memevo.v1.RememberResponse
-	(*RememberBatchRequest)(nil),     // 6: memevo.v1.RememberBatchRequest
-	(*RememberBatchResponse)(nil),    // 7: memevo.v1.RememberBatchResponse
-	(*RememberStreamRequest)(nil),    // 8: memevo.v1.RememberStreamRequest
-	(*RememberStreamItem)(nil),       // 9: memevo.v1.RememberStreamItem
-	(*RememberStreamResponse)(nil),   // 10: memevo.v1.RememberStreamResponse
-	(*RecallFilter)(nil),             // 11: memevo.v1.RecallFilter
-	(*RecallRequest)(nil),            // 12: memevo.v1.RecallRequest
-	(*RecalledMemory)(nil),           // 13: memevo.v1.RecalledMemory
-	(*RecallResponse)(nil),           // 14: memevo.v1.RecallResponse
-	(*BuildContextRequest)(nil),      // 15: memevo.v1.BuildContextRequest
-	(*ContextItem)(nil),              // 16: memevo.v1.ContextItem
-	(*BuildContextResponse)(nil),     // 17: memevo.v1.BuildContextResponse
-	(*ReportOutcomeRequest)(nil),     // 18: memevo.v1.ReportOutcomeRequest
-	(*ReportOutcomeResponse)(nil),    // 19: memevo.v1.ReportOutcomeResponse
-	(*GetRequest)(nil),               // 20: memevo.v1.GetRequest
-	(*GetResponse)(nil),              // 21: memevo.v1.GetResponse
-	(*FactKey)(nil),                  // 22: memevo.v1.FactKey
-	(*HistoryRequest)(nil),           // 23: memevo.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 24: memevo.v1.HistoryResponse
-	(*ForgetRequest)(nil),            // 25: memevo.v1.ForgetRequest
-	(*ForgetResponse)(nil),           // 26: memevo.v1.ForgetResponse
-	(*SupersedeRequest)(nil),         // 27: memevo.v1.SupersedeRequest
-	(*SupersedeResponse)(nil),        // 28: memevo.v1.SupersedeResponse
-	(*RestoreRequest)(nil),           // 29: memevo.v1.RestoreRequest
-	(*RestoreResponse)(nil),          // 30: memevo.v1.RestoreResponse
-	(*GovernRequest)(nil),            // 31: memevo.v1.GovernRequest
-	(*TransitionCount)(nil),          // 32: memevo.v1.TransitionCount
-	(*SweepStats)(nil),               // 33: memevo.v1.SweepStats
-	(*GovernResponse)(nil),           // 34: memevo.v1.GovernResponse
-	(*ConsolidationStats)(nil),       // 35: memevo.v1.ConsolidationStats
-	(*ReviewStats)(nil),              // 36: memevo.v1.ReviewStats
-	(*WatchRequest)(nil),             // 37: memevo.v1.WatchRequest
-	(*WatchResponse)(nil),            // 38: memevo.v1.WatchResponse
-	(*ReviewerHello)(nil),            // 39: memevo.v1.ReviewerHello
-	(*ReviewRequest)(nil),            // 40: memevo.v1.ReviewRequest
-	(*ReviewResponse)(nil),           // 41: memevo.v1.ReviewResponse
-	(*UnconsolidateRequest)(nil),     // 42: memevo.v1.UnconsolidateRequest
-	(*UnconsolidateResponse)(nil),    // 43: memevo.v1.UnconsolidateResponse
-	(*DeclareFrameworkRequest)(nil),  // 44: memevo.v1.DeclareFrameworkRequest
-	(*DeclareFrameworkResponse)(nil), // 45: memevo.v1.DeclareFrameworkResponse
-	(*GetPolicyRequest)(nil),         // 46: memevo.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 47: memevo.v1.GetPolicyResponse
-	(*UpdatePolicyRequest)(nil),      // 48: memevo.v1.UpdatePolicyRequest
-	(*UpdatePolicyResponse)(nil),     // 49: memevo.v1.UpdatePolicyResponse
-	(*GetStatsRequest)(nil),          // 50: memevo.v1.GetStatsRequest
-	(*StateKindCount)(nil),           // 51: memevo.v1.StateKindCount
-	(*IndexStats)(nil),               // 52: memevo.v1.IndexStats
-	(*GetStatsResponse)(nil),         // 53: memevo.v1.GetStatsResponse
-	(*SetExperimentRequest)(nil),     // 54: memevo.v1.SetExperimentRequest
-	(*SetExperimentResponse)(nil),    // 55: memevo.v1.SetExperimentResponse
-	(*PromoteArmRequest)(nil),        // 56: memevo.v1.PromoteArmRequest
-	(*PromoteArmResponse)(nil),       // 57: memevo.v1.PromoteArmResponse
-	(*Memory)(nil),                   // 58: memevo.v1.Memory
-	(*MemoryInput)(nil),              // 59: memevo.v1.MemoryInput
-	(MemoryKind)(0),                  // 60: memevo.v1.MemoryKind
-	(*timestamppb.Timestamp)(nil),    // 61: google.protobuf.Timestamp
-	(*ChangeEvent)(nil),              // 62: memevo.v1.ChangeEvent
-	(MemoryState)(0),                 // 63: memevo.v1.MemoryState
-	(ChangeEventType)(0),             // 64: memevo.v1.ChangeEventType
-	(ProposalKind)(0),                // 65: memevo.v1.ProposalKind
-	(*Decision)(nil),                 // 66: memevo.v1.Decision
-	(*Proposal)(nil),                 // 67: memevo.v1.Proposal
-	(*Policy)(nil),                   // 68: memevo.v1.Policy
-	(*ExperimentStats)(nil),          // 69: memevo.v1.ExperimentStats
-	(*Experiment)(nil),               // 70: memevo.v1.Experiment
+	(IndexState)(0),                  // 3: memevo.v1.IndexState
+	(*WriteResult)(nil),              // 4: memevo.v1.WriteResult
+	(*RememberRequest)(nil),          // 5: memevo.v1.RememberRequest
+	(*RememberResponse)(nil),         // 6: memevo.v1.RememberResponse
+	(*RememberBatchRequest)(nil),     // 7: memevo.v1.RememberBatchRequest
+	(*RememberBatchResponse)(nil),    // 8: memevo.v1.RememberBatchResponse
+	(*RememberStreamRequest)(nil),    // 9: memevo.v1.RememberStreamRequest
+	(*RememberStreamItem)(nil),       // 10: memevo.v1.RememberStreamItem
+	(*RememberStreamResponse)(nil),   // 11: memevo.v1.RememberStreamResponse
+	(*RecallFilter)(nil),             // 12: memevo.v1.RecallFilter
+	(*RecallRequest)(nil),            // 13: memevo.v1.RecallRequest
+	(*RecalledMemory)(nil),           // 14: memevo.v1.RecalledMemory
+	(*RecallResponse)(nil),           // 15: memevo.v1.RecallResponse
+	(*BuildContextRequest)(nil),      // 16: memevo.v1.BuildContextRequest
+	(*ContextItem)(nil),              // 17: memevo.v1.ContextItem
+	(*BuildContextResponse)(nil),     // 18: memevo.v1.BuildContextResponse
+	(*ReportOutcomeRequest)(nil),     // 19: memevo.v1.ReportOutcomeRequest
+	(*ReportOutcomeResponse)(nil),    // 20: memevo.v1.ReportOutcomeResponse
+	(*GetRequest)(nil),               // 21: memevo.v1.GetRequest
+	(*GetResponse)(nil),              // 22: memevo.v1.GetResponse
+	(*FactKey)(nil),                  // 23: memevo.v1.FactKey
+	(*HistoryRequest)(nil),           // 24: memevo.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 25: memevo.v1.HistoryResponse
+	(*ForgetRequest)(nil),            // 26: memevo.v1.ForgetRequest
+	(*ForgetResponse)(nil),           // 27: memevo.v1.ForgetResponse
+	(*SupersedeRequest)(nil),         // 28: memevo.v1.SupersedeRequest
+	(*SupersedeResponse)(nil),        // 29: memevo.v1.SupersedeResponse
+	(*RestoreRequest)(nil),           // 30: memevo.v1.RestoreRequest
+	(*RestoreResponse)(nil),          // 31: memevo.v1.RestoreResponse
+	(*GovernRequest)(nil),            // 32: memevo.v1.GovernRequest
+	(*TransitionCount)(nil),          // 33: memevo.v1.TransitionCount
+	(*SweepStats)(nil),               // 34: memevo.v1.SweepStats
+	(*GovernResponse)(nil),           // 35: memevo.v1.GovernResponse
+	(*ConsolidationStats)(nil),       // 36: memevo.v1.ConsolidationStats
+	(*ReviewStats)(nil),              // 37: memevo.v1.ReviewStats
+	(*WatchRequest)(nil),             // 38: memevo.v1.WatchRequest
+	(*WatchResponse)(nil),            // 39: memevo.v1.WatchResponse
+	(*ReviewerHello)(nil),            // 40: memevo.v1.ReviewerHello
+	(*ReviewRequest)(nil),            // 41: memevo.v1.ReviewRequest
+	(*ReviewResponse)(nil),           // 42: memevo.v1.ReviewResponse
+	(*UnconsolidateRequest)(nil),     // 43: memevo.v1.UnconsolidateRequest
+	(*UnconsolidateResponse)(nil),    // 44: memevo.v1.UnconsolidateResponse
+	(*DeclareFrameworkRequest)(nil),  // 45: memevo.v1.DeclareFrameworkRequest
+	(*DeclareFrameworkResponse)(nil), // 46: memevo.v1.DeclareFrameworkResponse
+	(*GetPolicyRequest)(nil),         // 47: memevo.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 48: memevo.v1.GetPolicyResponse
+	(*UpdatePolicyRequest)(nil),      // 49: memevo.v1.UpdatePolicyRequest
+	(*UpdatePolicyResponse)(nil),     // 50: memevo.v1.UpdatePolicyResponse
+	(*GetStatsRequest)(nil),          // 51: memevo.v1.GetStatsRequest
+	(*StateKindCount)(nil),           // 52: memevo.v1.StateKindCount
+	(*IndexStats)(nil),               // 53: memevo.v1.IndexStats
+	(*GetStatsResponse)(nil),         // 54: memevo.v1.GetStatsResponse
+	(*SetExperimentRequest)(nil),     // 55: memevo.v1.SetExperimentRequest
+	(*SetExperimentResponse)(nil),    // 56: memevo.v1.SetExperimentResponse
+	(*PromoteArmRequest)(nil),        // 57: memevo.v1.PromoteArmRequest
+	(*PromoteArmResponse)(nil),       // 58: memevo.v1.PromoteArmResponse
+	(*Memory)(nil),                   // 59: memevo.v1.Memory
+	(*MemoryInput)(nil),              // 60: memevo.v1.MemoryInput
+	(MemoryKind)(0),                  // 61: memevo.v1.MemoryKind
+	(*timestamppb.Timestamp)(nil),    // 62: google.protobuf.Timestamp
+	(*ChangeEvent)(nil),              // 63: memevo.v1.ChangeEvent
+	(MemoryState)(0),                 // 64: memevo.v1.MemoryState
+	(ChangeEventType)(0),             // 65: memevo.v1.ChangeEventType
+	(ProposalKind)(0),                // 66: memevo.v1.ProposalKind
+	(*Decision)(nil),                 // 67: memevo.v1.Decision
+	(*Proposal)(nil),                 // 68: memevo.v1.Proposal
+	(*Policy)(nil),                   // 69: memevo.v1.Policy
+	(*ExperimentStats)(nil),          // 70: memevo.v1.ExperimentStats
+	(*Experiment)(nil),               // 71: memevo.v1.Experiment
 }
 var file_memevo_v1_memory_service_proto_depIdxs = []int32{
-	58, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
+	59, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
 	0,  // 1: memevo.v1.WriteResult.outcome:type_name -> memevo.v1.WriteOutcome
-	59, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
-	3,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
-	59, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
-	3,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
-	59, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
-	9,  // 7: memevo.v1.RememberStreamRequest.items:type_name -> memevo.v1.RememberStreamItem
-	59, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
-	60, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
-	61, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
-	61, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
-	11, // 12: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
+	60, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
+	4,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
+	60, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
+	4,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
+	60, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
+	10, // 7: memevo.v1.RememberStreamRequest.items:type_name -> memevo.v1.RememberStreamItem
+	60, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
+	61, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
+	62, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
+	62, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
+	12, // 12: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 13: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
-	61, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
-	58, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
-	13, // 16: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
-	11, // 17: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
+	62, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
+	59, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
+	14, // 16: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
+	12, // 17: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 18: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
-	61, // 19: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
-	58, // 20: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
-	16, // 21: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
+	62, // 19: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
+	59, // 20: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
+	17, // 21: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
 	2,  // 22: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
-	58, // 23: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
-	22, // 24: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
-	58, // 25: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
-	62, // 26: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
-	59, // 27: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	58, // 28: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	58, // 29: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	58, // 30: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
-	63, // 31: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	63, // 32: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	61, // 33: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
-	32, // 34: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
-	33, // 35: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
-	35, // 36: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
-	35, // 37: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
-	64, // 38: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	62, // 39: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	65, // 40: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
-	39, // 41: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	66, // 42: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	67, // 43: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	68, // 44: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	68, // 45: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	68, // 46: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	63, // 47: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	60, // 48: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	61, // 49: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
-	51, // 50: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
-	52, // 51: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
-	33, // 52: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	69, // 53: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
-	36, // 54: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
-	70, // 55: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
-	70, // 56: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
-	68, // 57: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
-	69, // 58: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
-	4,  // 59: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	6,  // 60: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	8,  // 61: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	12, // 62: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	15, // 63: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	18, // 64: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	20, // 65: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	23, // 66: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	25, // 67: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	27, // 68: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	31, // 69: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	37, // 70: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	40, // 71: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	42, // 72: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	29, // 73: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
-	44, // 74: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	46, // 75: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	48, // 76: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	50, // 77: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	54, // 78: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
-	56, // 79: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
-	5,  // 80: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	7,  // 81: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	10, // 82: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	14, // 83: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	17, // 84: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	19, // 85: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	21, // 86: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	24, // 87: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	26, // 88: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	28, // 89: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	34, // 90: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	38, // 91: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	41, // 92: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	43, // 93: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	30, // 94: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
-	45, // 95: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	47, // 96: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	49, // 97: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	53, // 98: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	55, // 99: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
-	57, // 100: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
-	80, // [80:101] is the sub-list for method output_type
-	59, // [59:80] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	59, // 23: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
+	23, // 24: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
+	59, // 25: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
+	63, // 26: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
+	60, // 27: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	59, // 28: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	59, // 29: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	59, // 30: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
+	64, // 31: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	64, // 32: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	62, // 33: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	33, // 34: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
+	34, // 35: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
+	36, // 36: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
+	36, // 37: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
+	65, // 38: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	63, // 39: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	66, // 40: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	40, // 41: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
+	67, // 42: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	68, // 43: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	69, // 44: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	69, // 45: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	69, // 46: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	64, // 47: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	61, // 48: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	62, // 49: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	3,  // 50: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
+	52, // 51: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
+	53, // 52: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
+	34, // 53: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
+	70, // 54: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	37, // 55: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
+	71, // 56: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	71, // 57: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	69, // 58: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	70, // 59: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	5,  // 60: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	7,  // 61: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	9,  // 62: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	13, // 63: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	16, // 64: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	19, // 65: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	21, // 66: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	24, // 67: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	26, // 68: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	28, // 69: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	32, // 70: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	38, // 71: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	41, // 72: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	43, // 73: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	30, // 74: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
+	45, // 75: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	47, // 76: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	49, // 77: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	51, // 78: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	55, // 79: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	57, // 80: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	6,  // 81: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	8,  // 82: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	11, // 83: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	15, // 84: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	18, // 85: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	20, // 86: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	22, // 87: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	25, // 88: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	27, // 89: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	29, // 90: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	35, // 91: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	39, // 92: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	42, // 93: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	44, // 94: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	31, // 95: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
+	46, // 96: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	48, // 97: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	50, // 98: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	54, // 99: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	56, // 100: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	58, // 101: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	81, // [81:102] is the sub-list for method output_type
+	60, // [60:81] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }
@@ -4505,7 +4606,7 @@ func file_memevo_v1_memory_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_service_proto_rawDesc), len(file_memevo_v1_memory_service_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
