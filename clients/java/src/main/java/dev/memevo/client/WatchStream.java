@@ -25,7 +25,7 @@ public final class WatchStream implements Iterator<ChangeEvent>, AutoCloseable {
   private final int maxAttempts;
 
   private volatile Long after;
-  private Context.CancellableContext call;
+  private volatile Context.CancellableContext call;
   private Iterator<WatchResponse> responses;
   private ChangeEvent next;
   private int failures;
