@@ -503,7 +503,7 @@ _VALIDATORS = {tool.name: jsonschema.Draft202012Validator(tool.input_schema) for
 
 def _check_arguments(tool: str, arguments: Mapping[str, Any]) -> None:
     """Raise ToolInputError for the first argument that breaks the tool's schema (its path as the field)."""
-    errors = sorted(_VALIDATORS[tool].iter_errors(dict(arguments)), key=lambda e: list(e.absolute_path))
+    errors = sorted(_VALIDATORS[tool].iter_errors(dict(arguments)), key=lambda e: [str(p) for p in e.absolute_path])
     if not errors:
         return
     error = errors[0]
