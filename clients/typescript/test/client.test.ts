@@ -21,6 +21,7 @@ import {
   MemevoError,
   MemoryClient,
   MemoryKind,
+  MemoryService,
   MemorySource,
   MemoryState,
   NotFoundError,
@@ -82,6 +83,18 @@ describe("vectors", () => {
     assert.equal(decodeVector(new Uint8Array(0)).length, 0);
     assert.throws(() => encodeVector([1, Number.NaN]), TypeError);
     assert.throws(() => decodeVector(new Uint8Array(3)), RangeError);
+  });
+});
+
+describe("coverage", () => {
+  test("every RPC of MemoryService has a MemoryClient method", () => {
+    const renamed: Record<string, string> = { getStats: "stats" };
+    const missing = Object.keys(MemoryService.method).filter((rpc) => {
+      const name = renamed[rpc] ?? rpc;
+      return typeof (MemoryClient.prototype as unknown as Record<string, unknown>)[name] !== "function";
+    });
+    assert.deepEqual(missing, []);
+    assert.ok(Object.keys(MemoryService.method).length >= 21);
   });
 });
 
