@@ -66,8 +66,9 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--llm-url",
         default="",
-        help="base URL of an OpenAI-compatible chat-completions endpoint that writes abstractions when the "
-        "policy's consolidation mode is LLM, e.g. http://127.0.0.1:8080/v1 (API key from $MEMEVO_LLM_API_KEY)",
+        help="base URL of an OpenAI-compatible chat-completions endpoint that writes abstractions and judges soft "
+        "conflicts when the policy's consolidation mode is LLM, e.g. http://127.0.0.1:8080/v1 (API key from "
+        "$MEMEVO_LLM_API_KEY; default: none)",
     )
     parser.add_argument("--llm-model", default="", help="chat model name for --llm-url (default: none)")
     parser.add_argument(

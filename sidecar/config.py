@@ -128,7 +128,8 @@ class GovernanceConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class LlmConfig:
-    """The OpenAI-compatible chat-completions endpoint that writes abstractions (policy mode LLM)."""
+    """The OpenAI-compatible chat-completions endpoint of policy mode LLM: it writes abstractions and judges soft
+    conflicts (does the newer memory replace the older?) that no reviewer decides."""
 
     url: str = ""
     """Base URL, e.g. ``http://127.0.0.1:8080/v1`` (we POST ``{url}/chat/completions``); empty = none configured."""
@@ -137,7 +138,7 @@ class LlmConfig:
     api_key_env: str = "MEMEVO_LLM_API_KEY"
     """Environment variable holding the API key (sent as ``Authorization: Bearer``); unset sends none."""
     timeout_s: float = 60.0
-    """Seconds one request may take before the consolidation is left for later."""
+    """Seconds one request may take before the consolidation or judgement is left for later."""
     max_output_tokens: int = 300
     """Upper bound on the abstraction's length, in the model's tokens."""
 
@@ -170,7 +171,7 @@ class SidecarConfig:
     index: IndexConfig = field(default_factory=IndexConfig)
     governance: GovernanceConfig = field(default_factory=GovernanceConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)
-    """Chat-completions endpoint for consolidations decided by policy mode LLM."""
+    """Chat-completions endpoint for consolidations and soft conflicts decided by policy mode LLM."""
     commit_group_max: int = 4096
     """Most mutations one synced RocksDB write groups together."""
     grace_s: float = 5.0
