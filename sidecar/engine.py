@@ -11,6 +11,7 @@ import contextlib
 import logging
 import math
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -215,6 +216,7 @@ class Engine:
         What it misses is searched exactly from the first request on while the builder inserts it (a crash
         used to cost minutes of outage here: 16 min for 76k vectors).
         """
+        started = time.perf_counter()
         loaded = self.index.load()
         live = self.columns.live_ids()
         if loaded:
@@ -228,6 +230,8 @@ class Engine:
             reason = self.index.load_problem
         if missing.size:
             self.index.begin_rebuild(missing, self._read_vectors(missing), reason)
+        # Start-up's share of the index (load, checksum, reading what the graph lacks), for restart timings.
+        log.info("index ready to serve in %.2f s", time.perf_counter() - started)
 
     def _read_vectors(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
         out = np.empty((ids.size, self.dimension), dtype=np.float32)
@@ -235,12 +239,14 @@ class Engine:
         for start in range(0, ids.size, step):
             chunk = ids[start : start + step]
             raws = self.store.multi_get(CF_VECTORS, [u64_key(int(i)) for i in chunk])
-            for row, raw in enumerate(raws):
-                if raw is None:
-                    raise FailedPrecondition(
-                        f"memory {int(chunk[row])} has no vector in RocksDB", reason="DATA_DIR_CORRUPT"
-                    )
-                out[start + row] = np.frombuffer(raw, dtype="<f4")
+            present = [raw for raw in raws if raw is not None]
+            if len(present) < len(raws):
+                row = next(row for row, raw in enumerate(raws) if raw is None)
+                raise FailedPrecondition(
+                    f"memory {int(chunk[row])} has no vector in RocksDB", reason="DATA_DIR_CORRUPT"
+                )
+            # One join and one copy per chunk instead of two NumPy calls per row (a million rows after a crash).
+            out[start : start + chunk.size] = np.frombuffer(b"".join(present), dtype="<f4").reshape(-1, self.dimension)
         return out
 
     # ---- writes -----------------------------------------------------------------------------

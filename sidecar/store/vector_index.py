@@ -606,14 +606,16 @@ class VectorIndex:
             return len(removals)
         if ids.size:
             # A row forgotten meanwhile is inserted all the same; its removal is pending and follows.
-            self._insert(ids.astype(np.uint64), vectors)
+            complete = self._insert(ids.astype(np.uint64), vectors)
             self._dirty = True
+            if not complete:  # stopping: the rows stay in the tail (and in RocksDB); the next start finds them
+                return int(ids.size)
         with self._tail_lock:
             self._rebuilt(self._tail.drop_front(span))
         return max(int(ids.size), 1)
 
-    def _insert(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix) -> None:
-        """Add to the graph in small pieces so that searches wait milliseconds, not seconds.
+    def _insert(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix) -> bool:
+        """Add to the graph in small pieces so that searches wait milliseconds, not seconds; False if stopped midway.
 
         usearch serialises search against a running add() (measured: a search
         waits for the whole call), and grows its arrays inside add(), which
@@ -625,6 +627,10 @@ class VectorIndex:
         step = max(self.config.insert_chunk, 1)
         done = 0
         while done < keys.size:
+            if self._stop.is_set():
+                # A step of 512 inserts takes seconds, and much longer at the builder's low priority on a busy
+                # machine: a clean stop waited for it (py-spy: MainThread in the builder join of a slow stop).
+                return False
             room = int(self._graph.capacity) - len(self._graph)
             exclusive = room <= 0
             take = 1 if exclusive else min(room, step, keys.size - done)
@@ -640,6 +646,7 @@ class VectorIndex:
                 else:
                     self._lock.release_shared()
             done += take
+        return True
 
     def save_estimate_s(self) -> float:
         """Seconds a save would take now, from the graph's size and the last save's speed."""

@@ -210,3 +210,13 @@ def test_a_clean_stop_skips_a_save_longer_than_its_budget(tmp_path: Path) -> Non
     saved.bulk_build(np.arange(1, 101, dtype=np.int64), rng.normal(size=(100, 8)).astype(np.float32))
     saved.close()
     assert (tmp_path / vector_index.INDEX_FILE).exists()
+
+
+def test_a_stop_interrupts_a_builder_step_and_leaves_its_rows_in_the_tail(tmp_path: Path) -> None:
+    rng = np.random.default_rng(15)
+    index = VectorIndex(tmp_path, 8, IndexConfig())
+    index.add(np.arange(1, 101, dtype=np.int64), rng.normal(size=(100, 8)).astype(np.float32))
+    index._stop.set()  # what close() sets while the builder is inside a step
+    index._build_step()
+    assert index.tail_count == 100
+    assert index.graph_count == 0
