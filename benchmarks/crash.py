@@ -132,7 +132,13 @@ class Served:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def serve(data_dir: Path, extra_args: Sequence[str], *, dimension: int = DIMENSION) -> Served:
+def serve(
+    data_dir: Path,
+    extra_args: Sequence[str],
+    *,
+    dimension: int = DIMENSION,
+    startup_timeout_s: float = STARTUP_TIMEOUT_S,
+) -> Served:
     """Start ``memevo serve`` on ``data_dir`` and a fresh unix socket; return once its ready file exists."""
     run_dir = Path(tempfile.mkdtemp(prefix="memevo-crash-run-"))
     socket_path = run_dir / "memevo.sock"
@@ -145,13 +151,13 @@ def serve(data_dir: Path, extra_args: Sequence[str], *, dimension: int = DIMENSI
     ]  # fmt: skip
     with log_path.open("wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    deadline = time.monotonic() + startup_timeout_s
     while not ready.exists():
         if process.poll() is not None:
             raise RuntimeError(f"memevo serve exited with {process.returncode}:\n{log_path.read_text()}")
         if time.monotonic() > deadline:
             process.kill()
-            raise RuntimeError(f"memevo serve not ready after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
+            raise RuntimeError(f"memevo serve not ready after {startup_timeout_s} s:\n{log_path.read_text()}")
         time.sleep(0.02)
     return Served(process, f"unix://{socket_path}", run_dir, log_path)
 
@@ -810,6 +816,10 @@ AVAILABILITY_BATCH = 1_000
 AVAILABILITY_PROBES = 200
 """Memories checked by own vector after each restart: the last written and as many random older ones."""
 LATENCY_RECALLS = 30
+AVAILABILITY_STARTUP_TIMEOUT_S = 1_800.0
+"""A crashed 1M store parses every record before serving: minutes on a loaded 2-core machine."""
+FILLED_MARKER = "availability-filled.json"
+"""Written into a ``--data`` directory once filled (size, dimension, ids), so that a later run reuses it."""
 
 
 @dataclass
@@ -867,29 +877,41 @@ def _first_recall(target: str, spawned: float, query: bytes) -> float:
 
 
 def restart_availability(
-    count: int, *, dimension: int, repeats: int, seed: int, log: Callable[[str], None]
+    count: int, *, dimension: int, repeats: int, seed: int, log: Callable[[str], None], keep: Path | None = None
 ) -> tuple[list[Availability], float]:
-    """Fill a fresh data directory with ``count`` memories, its graph never saved, then SIGKILL and restart it
-    ``repeats`` times; returns the restarts and the seconds of the final clean stop."""
+    """Fill a data directory with ``count`` memories, its graph never saved, then SIGKILL and restart it
+    ``repeats`` times; returns the restarts and the seconds of the final clean stop.
+
+    ``keep``: a directory to fill (or reuse, when a previous run filled it with the same size and dimension)
+    and keep; by default a temporary one, removed at the end.
+    """
     rng = np.random.default_rng(seed)
-    data_dir = Path(tempfile.mkdtemp(prefix="memevo-availability-"))
+    data_dir = keep / f"n{count}-d{dimension}" if keep is not None else Path(tempfile.mkdtemp(prefix="memevo-avail-"))
+    marker = data_dir / FILLED_MARKER
     rows: list[Availability] = []
     try:
-        # No save during the fill, the builder nearly idle (it would take a core from the writes), and the tail
-        # limit above the count so that writes never wait for it.
-        no_save = ["--index-save-interval-s", "1e9", "--index-build-rate", "1", "--max-fresh-tail", str(2 * count)]
-        served = serve(data_dir, no_save, dimension=dimension)
-        channel, service = stub(served.target)
-        log(f"filling {count} memories ({dimension}-d)")
-        written = _fill(service, count, dimension, rng, log)
-        channel.close()
-        served.kill()
+        if marker.exists():
+            written = np.asarray(json.loads(marker.read_text())["ids"], dtype=np.int64)
+            log(f"reusing {data_dir} ({written.size} memories)")
+        else:
+            # No save during the fill, the builder nearly idle (it would take a core from the writes), and the
+            # tail limit above the count so that writes never wait for it.
+            no_save = ["--index-save-interval-s", "1e9", "--index-build-rate", "1", "--max-fresh-tail", str(2 * count)]
+            data_dir.mkdir(parents=True, exist_ok=True)
+            served = serve(data_dir, no_save, dimension=dimension)
+            channel, service = stub(served.target)
+            log(f"filling {count} memories ({dimension}-d)")
+            written = _fill(service, count, dimension, rng, log)
+            channel.close()
+            served.kill()
+            if keep is not None:
+                marker.write_text(json.dumps({"count": count, "dimension": dimension, "ids": written.tolist()}))
         for repeat in range(repeats):
             probe_ids = np.unique(
                 np.concatenate([np.arange(max(count - AVAILABILITY_PROBES, 0), count), rng.integers(0, count, 200)])
             )
             spawned = time.monotonic()
-            served = serve(data_dir, [], dimension=dimension)
+            served = serve(data_dir, [], dimension=dimension, startup_timeout_s=AVAILABILITY_STARTUP_TIMEOUT_S)
             ready_s = time.monotonic() - spawned
             first_s = _first_recall(served.target, spawned, rng.standard_normal(dimension).astype("<f4").tobytes())
             channel, service = stub(served.target)
@@ -936,7 +958,8 @@ def restart_availability(
         log(f"  clean stop: {stop_s:.2f} s (exit {code})")
         return rows, stop_s
     finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def availability_table(results: dict[int, tuple[list[Availability], float]]) -> str:
@@ -1012,7 +1035,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=500,
         help="older memories re-checked by own vector at each restart; 0 = all (default: %(default)s)",
     )
-    parser.add_argument("--data", type=Path, default=None, help="data directory (default: a temporary one)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="data directory (default: a temporary one); with --availability, a folder whose filled stores are "
+        "kept and reused",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(
         "--availability",
@@ -1085,6 +1114,7 @@ def _main_availability(args: argparse.Namespace, argv: Sequence[str] | None) -> 
             repeats=args.repeats,
             seed=args.seed,
             log=lambda line: print(line, file=sys.stderr, flush=True),
+            keep=args.data,
         )
     after = machine()
     print(availability_table(results))
