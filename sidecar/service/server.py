@@ -30,6 +30,7 @@ from ..store.files import restrict_new_files
 from ..store.rocks import WRITES_HEALTH_NAME
 from .auth import EVERYTHING, AuthInterceptor, TokenTable, check_listen_policy, server_credentials
 from .metrics import Metrics, MetricsEndpoint, ObservingInterceptor, sweep_trigger
+from .reflection import MemberAwarePool
 from .servicer import MemoryServicer
 from .streams import StreamGate
 from .validation import DecodingInterceptor
@@ -151,6 +152,7 @@ class Sidecar:
                 reflection.SERVICE_NAME,
             ),
             self.server,
+            pool=MemberAwarePool(),  # type: ignore[arg-type]  # duck-typed: the servicer calls Find* only
         )
         self._credentials = credentials
         self.metrics_endpoint: MetricsEndpoint | None = None

@@ -21,6 +21,7 @@ from conftest import Sidecar, start_sidecar
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from helpers import (
     channel,
@@ -82,6 +83,19 @@ def test_reflection_describes_the_service(shared_sidecar: Sidecar) -> None:
     assert stream.client_streaming
     assert not stream.server_streaming
     assert service.methods_by_name["Watch"].server_streaming
+
+
+def test_reflection_resolves_methods_and_fields_by_name(shared_sidecar: Sidecar) -> None:
+    """What ``grpcurl describe memevo.v1.MemoryService.Recall`` and ghz ask: the file of a method's (or a field's)
+    full name. The runtime's default pool knows only top-level symbols; these used to be "Symbol not found"."""
+    database = ProtoReflectionDescriptorDatabase(channel(shared_sidecar.tcp_target))
+    for symbol in ("memevo.v1.MemoryService.Recall", "memevo.v1.RecallRequest.query"):
+        assert database.FindFileContainingSymbol(symbol).name == "memevo/v1/memory_service.proto"
+    # An unknown member is still unknown (asked raw: the client-side database would fall back on its own).
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel(shared_sidecar.tcp_target))
+    asked = reflection_pb2.ServerReflectionRequest(file_containing_symbol="memevo.v1.MemoryService.NoSuchMethod")
+    (answer,) = list(stub.ServerReflectionInfo(iter([asked]), timeout=10))
+    assert answer.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
 
 
 # ---- token auth -----------------------------------------------------------------------------
