@@ -229,16 +229,21 @@ class Engine:
             missing = live
             reason = self.index.load_problem
         if missing.size:
-            self.index.begin_rebuild(missing, self._read_vectors(missing), reason)
+            self.index.begin_rebuild(missing, lambda rows: self._read_vectors(missing, out=rows), reason)
         # Start-up's share of the index (load, checksum, reading what the graph lacks), for restart timings.
         log.info("index ready to serve in %.2f s", time.perf_counter() - started)
 
-    def _read_vectors(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-        out = np.empty((ids.size, self.dimension), dtype=np.float32)
+    def _read_vectors(
+        self, ids: npt.NDArray[np.int64], out: npt.NDArray[np.float32] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """The stored vector of each id, in ``out`` when given (``ids.size`` rows)."""
+        if out is None:
+            out = np.empty((ids.size, self.dimension), dtype=np.float32)
         step = 8192
         for start in range(0, ids.size, step):
             chunk = ids[start : start + step]
-            raws = self.store.multi_get(CF_VECTORS, [u64_key(int(i)) for i in chunk])
+            packed = chunk.astype(">u8").tobytes()  # u64_key of each id, without a call per id
+            raws = self.store.multi_get(CF_VECTORS, [packed[at : at + 8] for at in range(0, len(packed), 8)])
             present = [raw for raw in raws if raw is not None]
             if len(present) < len(raws):
                 row = next(row for row, raw in enumerate(raws) if raw is None)

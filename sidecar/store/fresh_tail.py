@@ -64,6 +64,24 @@ class FreshTail:
         self._live += n
         self._cached = None
 
+    def reserve(self, count: int) -> tuple[IdArray, FloatMatrix]:
+        """Writable rows for ``count`` entries at the end of an empty tail, with room to grow after them.
+
+        For start-up, before anything reads the tail: the caller fills the rows in place (a million vectors
+        after a crash, read once instead of copied through temporaries) and then calls :meth:`commit`.
+        """
+        if self._end != self._head:
+            raise ValueError("reserve() needs an empty tail; append() to a tail in use")
+        self._regrow(count)
+        return self._ids[:count], self._vectors[:count]
+
+    def commit(self, count: int) -> None:
+        """Make the first ``count`` rows given by :meth:`reserve` live, once filled (ids and unit vectors)."""
+        self._alive[:count] = True
+        self._end = self._live = count
+        self._ascending = _increasing(self._ids[:count])
+        self._cached = None
+
     def _regrow(self, incoming: int) -> None:
         """Copy the live rows into a new buffer with room for ``incoming`` more (old arrays stay as they were)."""
         window = slice(self._head, self._end)

@@ -46,6 +46,8 @@ SEARCH_MANY_BLOCK = 128
 """Most query rows :meth:`VectorIndex.search_many` scores against the tail at once."""
 SEARCH_MANY_CELLS = 4_000_000
 """Most block x tail similarities held at once (~50 MB with the partition's indices), for large tails."""
+NORMALISE_ROWS = 65_536
+"""Rows a start-up rebuild normalises at once (the norms' temporary stays small)."""
 DIGEST_CHUNK_BYTES = 16 << 20
 """Read size while checksumming the index file (hashlib releases the GIL for each chunk)."""
 SAVE_BYTES_PER_S = 150e6
@@ -350,16 +352,25 @@ class VectorIndex:
         """Vectors in the graph."""
         return len(self._graph)
 
-    def begin_rebuild(self, ids: IdArray, vectors: FloatMatrix, reason: str) -> None:
+    def begin_rebuild(self, ids: IdArray, fill: Callable[[FloatMatrix], object], reason: str) -> None:
         """Make what the graph lacks at start-up searchable now (fresh tail), before any write; the builder inserts it.
 
-        ``ids`` ascending, all below every id written later. Until the builder has them in the graph, recall scans
-        them exactly, and the tail's back-pressure does not count them (see :attr:`write_backlog`).
+        ``ids`` ascending, all below every id written later; ``fill`` writes their vectors (any length) into the
+        array it is given, one row per id: the tail's own buffer, normalised in place after, so that a million
+        vectors are not copied through temporaries. Until the builder has them in the graph, recall scans them
+        exactly, and the tail's back-pressure does not count them (see :attr:`write_backlog`).
         """
         if ids.size == 0:
             return
-        self.add(ids, vectors)
         with self._tail_lock:
+            id_rows, vector_rows = self._tail.reserve(int(ids.size))
+        id_rows[:] = ids
+        fill(vector_rows)
+        for start in range(0, ids.size, NORMALISE_ROWS):
+            block = vector_rows[start : start + NORMALISE_ROWS]
+            block /= np.linalg.norm(block, axis=1, keepdims=True)
+        with self._tail_lock:
+            self._tail.commit(int(ids.size))
             self._rebuild_total = int(ids.size)
             self._rebuild_left = int(ids.size)
             self._rebuild_below = int(ids[-1]) + 1

@@ -170,12 +170,15 @@ def test_a_start_up_rebuild_is_searched_exactly_counted_apart_and_drained(tmp_pa
     rng = np.random.default_rng(12)
     index = VectorIndex(tmp_path, 8, IndexConfig(build_batch=64))
     missing = rng.normal(size=(500, 8)).astype(np.float32)
-    index.begin_rebuild(np.arange(1, 501, dtype=np.int64), missing, "saved index behind RocksDB")
+    index.begin_rebuild(
+        np.arange(1, 501, dtype=np.int64), lambda rows: np.copyto(rows, missing), "saved index behind RocksDB"
+    )
     index.add(np.arange(501, 511, dtype=np.int64), rng.normal(size=(10, 8)).astype(np.float32))
     assert index.rebuild == vector_index.RebuildState(500, 500, "saved index behind RocksDB")
     assert index.write_backlog == 10
     own = index.search(normalize_rows(missing[199:200]), 1)
     assert 200 in own.ids.tolist()
+    assert own.similarities[own.ids == 200][0] == pytest.approx(1.0, abs=1e-6)  # normalised in place
     index.remove(np.asarray([3, 505], dtype=np.int64))  # one rebuild row, one written row
     assert index.rebuild.remaining == 499
     assert index.write_backlog == 9
