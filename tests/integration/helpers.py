@@ -161,6 +161,16 @@ def counts(service: memory_service_pb2_grpc.MemoryServiceStub) -> tuple[int, int
     return stats.last_sequence, stats.total_count
 
 
+def assert_all_readable(service: memory_service_pb2_grpc.MemoryServiceStub, acked: dict[int, str]) -> None:
+    """Every acknowledged write (id -> content) is stored, and nothing else is."""
+    assert counts(service)[1] == len(acked)
+    ids = sorted(acked)
+    for start in range(0, len(ids), 1000):
+        chunk = ids[start : start + 1000]
+        found = service.Get(memory_service_pb2.GetRequest(ids=chunk))
+        assert [m.content for m in found.memories] == [acked[i] for i in chunk]
+
+
 def wait_until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
     """Poll ``predicate`` until it holds; fail the test naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

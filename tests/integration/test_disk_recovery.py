@@ -25,7 +25,17 @@ import grpc
 import pytest
 from conftest import Sidecar, start_sidecar, start_sidecar_with_file_size_limit
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from helpers import channel, counts, memory, status_details, stub, vec, wait_until, write_until_refused
+from helpers import (
+    assert_all_readable,
+    channel,
+    counts,
+    memory,
+    status_details,
+    stub,
+    vec,
+    wait_until,
+    write_until_refused,
+)
 
 from memevo.v1 import memory_service_pb2
 
@@ -96,23 +106,14 @@ def _refused_then_resumed(sidecar: Sidecar, make_room: Any, mention: str) -> dic
         memory_service_pb2.RememberBatchRequest(memories=[memory(f"more {i}", vec(10 + i)) for i in range(20)])
     )
     acked.update({r.memory.id: f"more {i}" for i, r in enumerate(more.results)})
-    _all_readable(service, acked)
+    assert_all_readable(service, acked)
     return acked
-
-
-def _all_readable(service: Any, acked: dict[int, str]) -> None:
-    assert counts(service)[1] == len(acked)
-    ids = sorted(acked)
-    for start in range(0, len(ids), 1000):
-        chunk = ids[start : start + 1000]
-        found = service.Get(memory_service_pb2.GetRequest(ids=chunk))
-        assert [m.content for m in found.memories] == [acked[i] for i in chunk]
 
 
 def _after_restart(data_dir: Path, acked: dict[int, str]) -> None:
     restarted = start_sidecar(data_dir)
     try:
-        _all_readable(stub(restarted.unix_target), acked)
+        assert_all_readable(stub(restarted.unix_target), acked)
     finally:
         assert restarted.stop() == 0, restarted.log()
 

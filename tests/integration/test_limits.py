@@ -25,6 +25,7 @@ import grpc
 import pytest
 from conftest import Sidecar, start_sidecar, start_sidecar_with_file_size_limit
 from helpers import (
+    assert_all_readable,
     bad_fields,
     counts,
     memory,
@@ -326,12 +327,7 @@ def _all_there(data_dir: Path, acked: dict[int, str]) -> None:
     restarted = start_sidecar(data_dir)
     try:
         service = stub(restarted.unix_target)
-        assert counts(service)[1] == len(acked)
-        ids = sorted(acked)
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            found = service.Get(memory_service_pb2.GetRequest(ids=chunk))
-            assert [m.content for m in found.memories] == [acked[i] for i in chunk]
+        assert_all_readable(service, acked)
         service.Remember(memory_service_pb2.RememberRequest(memory=memory("writes work again", vec(8))))
     finally:
         restarted.stop()
