@@ -17,7 +17,7 @@ import grpc
 import pytest
 from conftest import Sidecar, start_sidecar
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from helpers import channel, memory, status_details, stub, vec, wait_until
+from helpers import channel, counts, memory, status_details, stub, vec, wait_until
 
 from memevo.v1 import memory_service_pb2
 
@@ -104,9 +104,12 @@ TOKENS = ("alpha-t0ken", "beta-t0ken")
 def _watch(target: str, token: str, writer: Any, seed: int) -> tuple[Any, grpc.RpcError | None]:
     """A Watch from ``token``, and the error that ended it if it was not admitted.
 
-    An admitted Watch delivers the event of a new write; a refused one ends at once.
+    An admitted Watch delivers the event of a new write; a refused one ends at once. It asks for the log from
+    before that write: an admitted stream's handler may start only after the write (its pool thread still held by
+    a stream cancelled a moment ago), and a live-only Watch would then wait for an event that never comes.
     """
-    call = stub(target, token).Watch(memory_service_pb2.WatchRequest(), timeout=120)
+    before = counts(writer)[0]
+    call = stub(target, token).Watch(memory_service_pb2.WatchRequest(after_sequence=before), timeout=120)
     writer.Remember(memory_service_pb2.RememberRequest(memory=memory(f"event {seed}", vec(seed))), timeout=ANSWER_S)
     try:
         next(call)
