@@ -102,3 +102,5 @@ class Hit:
     similarity: float
     score: float
     hint: str
+    breakdown: memory_service_pb2.ScoreBreakdown | None = None
+    """The terms ``score`` was computed from; None where the caller ranked without them."""

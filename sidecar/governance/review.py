@@ -62,6 +62,8 @@ ALL_KINDS = frozenset(
 )
 """What a reviewer that names no kinds takes. Supersessions are offered only to reviewers that ask for them by
 kind: a reviewer written before they existed would not know what ACCEPT does to one."""
+OBSERVED_KINDS = ALL_KINDS | {review_pb2.PROPOSAL_KIND_SUPERSEDE}
+"""What an observing stream (``ReviewerHello.observe``) that names no kinds sees: everything."""
 
 
 @dataclass
@@ -72,6 +74,8 @@ class Reviewer:
     kinds: frozenset[int]
     outbox: queue.Queue[memory_service_pb2.ReviewResponse] = field(default_factory=queue.Queue)
     key: int = field(default_factory=lambda: uuid.uuid4().int)
+    observer: bool = False
+    """Sees and may decide proposals, but governance does not count it as attached (see :meth:`ReviewBroker.takes`)."""
 
 
 @dataclass
@@ -119,14 +123,21 @@ class ReviewBroker:
 
     # ---- reviewers ---------------------------------------------------------------------------
 
-    def attach(self, name: str, kinds: Sequence[int]) -> Reviewer:
-        """Register a reviewer and offer it every open proposal of its kinds."""
-        reviewer = Reviewer(name, frozenset(kinds) or ALL_KINDS)
+    def attach(self, name: str, kinds: Sequence[int], *, observe: bool = False) -> Reviewer:
+        """Register a reviewer and offer it every open proposal of its kinds.
+
+        An observer (``observe``) takes every kind by default, supersessions too, and is told ``caught_up``
+        once the proposals open now were queued for it; :meth:`takes` does not count it.
+        """
+        default = OBSERVED_KINDS if observe else ALL_KINDS
+        reviewer = Reviewer(name, frozenset(kinds) or default, observer=observe)
         with self._lock:
             self._reviewers[reviewer.key] = reviewer
             for open_proposal in self._open.values():
                 if open_proposal.proposal.kind in reviewer.kinds:
                     self._offer(open_proposal, reviewer)
+            if observe:
+                reviewer.outbox.put(memory_service_pb2.ReviewResponse(caught_up=True))
         return reviewer
 
     def detach(self, reviewer: Reviewer) -> None:
@@ -139,7 +150,7 @@ class ReviewBroker:
     def takes(self, kind: int) -> bool:
         """Whether an attached reviewer takes proposals of ``kind``."""
         with self._lock:
-            return any(kind in r.kinds for r in self._reviewers.values())
+            return any(kind in r.kinds and not r.observer for r in self._reviewers.values())
 
     def _offer(self, open_proposal: OpenProposal, reviewer: Reviewer) -> None:
         records, _ = self.engine.get(open_proposal.ids)
@@ -515,7 +526,7 @@ class ReviewBroker:
                 open_evictions=kinds.count(review_pb2.PROPOSAL_KIND_EVICT),
                 open_reinterpretations=kinds.count(review_pb2.PROPOSAL_KIND_REINTERPRET),
                 open_supersessions=kinds.count(review_pb2.PROPOSAL_KIND_SUPERSEDE),
-                reviewers=len(self._reviewers),
+                reviewers=sum(not r.observer for r in self._reviewers.values()),
                 last_pass=self.last_pass,
             )
 

@@ -399,8 +399,10 @@ class Recaller:
         lexical_norm = lexical / lexical.max() if lexical.size and lexical.max() > 0 else lexical
         weight = LEXICAL_WEIGHT if query.text else 0.0
         match = (1.0 - weight) * np.maximum(sims, 0.0) + weight * lexical_norm
+        fields = np.zeros(ids.size, dtype=np.float64)
         if query.text:
-            match = match + FIELD_WEIGHT * self._field_match(query, terms, columns.fields[ids])
+            fields = self._field_match(query, terms, columns.fields[ids])
+            match = match + FIELD_WEIGHT * fields
             named, gap = self._attribute_evidence(query, flt.namespace, columns.fields[ids], columns.entity[ids])
             match = _with_attribute_evidence(match, named, gap)
             match = match * self._entity_factor(query, terms, columns.entity[ids])
@@ -419,6 +421,7 @@ class Recaller:
             match = np.where(columns.kind[ids] == memory_pb2.MEMORY_KIND_STRATEGY, match * PROCEDURE_BOOST, match)
         order = np.argsort(-match, kind="stable")[:pool]
         ids, sims, match = ids[order], sims[order], match[order]
+        word_share, fields = lexical_norm[order], fields[order]
         # Rank the pool from the hot columns and read only the records returned: reading, parsing and
         # annotating every pool member (4 x k of them) was most of a recall's time.
         scored = self.engine.score_rows(ids)
@@ -427,7 +430,9 @@ class Recaller:
         ranked = np.argsort(-scores, kind="stable")
         if query.diversity > 0.0 and ranked.size > 1:
             ranked = ranked[self._diversify(ids[ranked], scores[ranked], query)]
-        hits = self._read_hits(query, ids, sims, scores, ranked, scored)
+        trust = trust_of(scored.accuracy, scored.relevance, columns.kind[ids], columns.signature[ids])
+        terms_of = _Breakdowns(word_share, fields, match, trust, factor)
+        hits = self._read_hits(query, ids, sims, scores, ranked, scored, terms_of)
         returned = np.asarray([h.memory.id for h in hits], dtype=np.int64)
         self.engine.note_pool(ids, match, columns.inconsistency[ids], (demoted_by != 0) | columns.doubted[ids])
         columns.record_access(returned, now_s(), query.turn)
@@ -638,6 +643,7 @@ class Recaller:
         scores: npt.NDArray[np.float64],
         ranked: IdArray,
         scored: Scores,
+        terms_of: _Breakdowns,
     ) -> list[Hit]:
         """The records of the best ``query.k`` positions of ``ranked``, skipping any forgotten meanwhile."""
         framework = self.engine.framework_version
@@ -655,7 +661,9 @@ class Recaller:
                 if record is None:  # forgotten between the candidate step and the read
                     continue
                 hint = hint_for(record, query, framework)
-                hits.append(Hit(record, float(sims[position]), float(scores[position]), hint))
+                hits.append(
+                    Hit(record, float(sims[position]), float(scores[position]), hint, terms_of.at(position))
+                )
         return hits
 
     def _word_matches(
@@ -908,20 +916,7 @@ def rank_factors(
     Pure arrays in, array out, so that replay ranks logged candidates exactly as recall did.
     """
     kind = np.asarray(kind)
-    is_strategy = kind == memory_pb2.MEMORY_KIND_STRATEGY
-    accuracy = np.array(accuracy, dtype=np.float64)
-    strategies = np.flatnonzero(is_strategy)
-    if strategies.size:
-        # A strategy's accuracy is mostly its outcome record, i.e. how hard its task is: it says which of
-        # the task's strategies to prefer (see demotion), not how it compares with facts, episodes or another
-        # task's strategies. Taken as is, a task that usually fails ranked its best strategy under every
-        # untested log line about the task, and under an easier task's lesson that the question did not ask
-        # for. Each task's strategies are shifted so that its best counts as 1 (those without a task
-        # signature together): shifting keeps their differences, so the lift does not amplify thin evidence.
-        _, task = np.unique(np.asarray(signature)[strategies], return_inverse=True)
-        accuracy[strategies] += 1.0 - _group_best(accuracy[strategies], task)
-    trust = np.clip(0.6 * accuracy + 0.4 * np.minimum(np.asarray(relevance, dtype=np.float64), 1.0), 0.0, 1.0)
-    factor = TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust
+    factor = TRUST_FLOOR + (1.0 - TRUST_FLOOR) * trust_of(accuracy, relevance, kind, signature)
     # The client's own rating of what matters (as in Generative Agents' retrieval): a fact or a lesson
     # outranks a passing remark that names the same entity and is as close to the query.
     rated = np.asarray(importance, dtype=np.float64)
@@ -934,3 +929,44 @@ def rank_factors(
     # kinds is all episodes, and ranks as before.
     factor[kind == memory_pb2.MEMORY_KIND_EPISODE] *= EPISODE_FACTOR
     return factor
+
+
+def trust_of(
+    accuracy: npt.NDArray[np.floating[Any]],
+    relevance: npt.NDArray[np.floating[Any]],
+    kind: npt.NDArray[np.integer[Any]],
+    signature: npt.NDArray[np.int32],
+) -> npt.NDArray[np.float64]:
+    """Each candidate's trust in [0, 1]: 0.6 x accuracy + 0.4 x min(relevance, 1), strategies shifted per task."""
+    accuracy = np.array(accuracy, dtype=np.float64)
+    strategies = np.flatnonzero(np.asarray(kind) == memory_pb2.MEMORY_KIND_STRATEGY)
+    if strategies.size:
+        # A strategy's accuracy is mostly its outcome record, i.e. how hard its task is: it says which of
+        # the task's strategies to prefer (see demotion), not how it compares with facts, episodes or another
+        # task's strategies. Taken as is, a task that usually fails ranked its best strategy under every
+        # untested log line about the task, and under an easier task's lesson that the question did not ask
+        # for. Each task's strategies are shifted so that its best counts as 1 (those without a task
+        # signature together): shifting keeps their differences, so the lift does not amplify thin evidence.
+        _, task = np.unique(np.asarray(signature)[strategies], return_inverse=True)
+        accuracy[strategies] += 1.0 - _group_best(accuracy[strategies], task)
+    return np.clip(0.6 * accuracy + 0.4 * np.minimum(np.asarray(relevance, dtype=np.float64), 1.0), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class _Breakdowns:
+    """The terms of each pool member's score (positions as in the pool), for :class:`ScoreBreakdown`."""
+
+    words: npt.NDArray[np.floating[Any]]
+    fields: npt.NDArray[np.floating[Any]]
+    match: npt.NDArray[np.floating[Any]]
+    trust: npt.NDArray[np.floating[Any]]
+    factor: npt.NDArray[np.floating[Any]]
+
+    def at(self, position: int) -> memory_service_pb2.ScoreBreakdown:
+        return memory_service_pb2.ScoreBreakdown(
+            words=float(self.words[position]),
+            fields=float(self.fields[position]),
+            match=float(self.match[position]),
+            trust=float(self.trust[position]),
+            factor=float(self.factor[position]),
+        )

@@ -458,7 +458,9 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             observed.returned_ids = [h.memory.id for h in hits]
         response = memory_service_pb2.RecallResponse(retrieval_id=observed.retrieval_id, arm=observed.arm)
         for hit in hits:
-            response.memories.add(memory=hit.memory, similarity=hit.similarity, score=hit.score, hint=hit.hint)
+            response.memories.add(
+                memory=hit.memory, similarity=hit.similarity, score=hit.score, hint=hit.hint, breakdown=hit.breakdown
+            )
         return response
 
     @unary
@@ -703,7 +705,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             if kind not in review_pb2.ProposalKind.values() or kind == review_pb2.PROPOSAL_KIND_UNSPECIFIED:
                 v.add(f"hello.kinds[{position}]", f"unknown ProposalKind value {kind}")
         v.raise_if_any()
-        reviewer = self.review.attach(first.hello.reviewer, list(first.hello.kinds))
+        reviewer = self.review.attach(first.hello.reviewer, list(first.hello.kinds), observe=first.hello.observe)
         failure: list[MemevoError] = []
         reading = threading.Event()
         reading.set()

@@ -557,6 +557,7 @@ class RecalledMemory(_message.Message):
     SIMILARITY_FIELD_NUMBER: _builtins.int
     SCORE_FIELD_NUMBER: _builtins.int
     HINT_FIELD_NUMBER: _builtins.int
+    BREAKDOWN_FIELD_NUMBER: _builtins.int
     similarity: _builtins.float
     """Cosine similarity to the query in [-1, 1] (within about 1e-3 of the exact value: the index keeps
     half-precision vectors).
@@ -567,6 +568,10 @@ class RecalledMemory(_message.Message):
     """How to read this memory, e.g. "current" or "historical reference — the situation may have changed"."""
     @_builtins.property
     def memory(self) -> _memory_pb2.Memory: ...
+    @_builtins.property
+    def breakdown(self) -> Global___ScoreBreakdown:
+        """The terms score was computed from (score = breakdown.match x breakdown.factor)."""
+
     def __init__(
         self,
         *,
@@ -574,14 +579,57 @@ class RecalledMemory(_message.Message):
         similarity: _builtins.float = ...,
         score: _builtins.float = ...,
         hint: _builtins.str = ...,
+        breakdown: Global___ScoreBreakdown | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["memory", b"memory"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["breakdown", b"breakdown", "memory", b"memory"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hint", b"hint", "memory", b"memory", "score", b"score", "similarity", b"similarity"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakdown", b"breakdown", "hint", b"hint", "memory", b"memory", "score", b"score", "similarity", b"similarity"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RecalledMemory: _TypeAlias = RecalledMemory  # noqa: Y015
+
+@_typing.final
+class ScoreBreakdown(_message.Message):
+    """The terms of one recalled memory's score, as recall computed them (see RecallRequest for the formula)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORDS_FIELD_NUMBER: _builtins.int
+    FIELDS_FIELD_NUMBER: _builtins.int
+    MATCH_FIELD_NUMBER: _builtins.int
+    TRUST_FIELD_NUMBER: _builtins.int
+    FACTOR_FIELD_NUMBER: _builtins.int
+    words: _builtins.float
+    """In [0, 1]: the memory's BM25 over the best BM25 among the candidates; 0 without query text."""
+    fields: _builtins.float
+    """In [0, 1]: the idf-weighted share of the query's words that name the memory's entity, fact attribute or
+    task signature; 0 without query text.
+    """
+    match: _builtins.float
+    """>= 0: the match after every query-dependent term (cosine, words, fields, attribute, entity, answer shape,
+    task, how-to).
+    """
+    trust: _builtins.float
+    """In [0, 1]: 0.6 x accuracy + 0.4 x min(relevance, 1) (a strategy's accuracy shifted within its task)."""
+    factor: _builtins.float
+    """> 0: what match is multiplied by: trust, importance, inconsistency, demotion and episode terms."""
+    def __init__(
+        self,
+        *,
+        words: _builtins.float = ...,
+        fields: _builtins.float = ...,
+        match: _builtins.float = ...,
+        trust: _builtins.float = ...,
+        factor: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["factor", b"factor", "fields", b"fields", "match", b"match", "trust", b"trust", "words", b"words"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScoreBreakdown: _TypeAlias = ScoreBreakdown  # noqa: Y015
 
 @_typing.final
 class RecallResponse(_message.Message):
@@ -1438,8 +1486,15 @@ class ReviewerHello(_message.Message):
 
     REVIEWER_FIELD_NUMBER: _builtins.int
     KINDS_FIELD_NUMBER: _builtins.int
+    OBSERVE_FIELD_NUMBER: _builtins.int
     reviewer: _builtins.str
     """A name for the change log, e.g. "planner-llm". Required."""
+    observe: _builtins.bool
+    """Observe the queue without becoming a reviewer (e.g. a console): the stream receives every open proposal of
+    its kinds (default: every kind, supersessions included), then caught_up, then new ones as they open, and it
+    may send decisions, but governance does not count it as attached (evictions are not held for it and
+    consolidations do not wait for it). Default false.
+    """
     @_builtins.property
     def kinds(self) -> _containers.RepeatedScalarFieldContainer[_review_pb2.ProposalKind.ValueType]:
         """Proposal kinds this reviewer takes. Default: all."""
@@ -1449,10 +1504,11 @@ class ReviewerHello(_message.Message):
         *,
         reviewer: _builtins.str = ...,
         kinds: _abc.Iterable[_review_pb2.ProposalKind.ValueType] | None = ...,
+        observe: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "reviewer", b"reviewer"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "observe", b"observe", "reviewer", b"reviewer"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1494,8 +1550,11 @@ class ReviewResponse(_message.Message):
 
     PROPOSAL_FIELD_NUMBER: _builtins.int
     SETTLED_PROPOSAL_ID_FIELD_NUMBER: _builtins.int
+    CAUGHT_UP_FIELD_NUMBER: _builtins.int
     settled_proposal_id: _builtins.str
     """The id of a proposal that was decided (by this or another reviewer, or by policy at its deadline)."""
+    caught_up: _builtins.bool
+    """Observing streams only: every proposal open when the stream attached has been sent. Always true."""
     @_builtins.property
     def proposal(self) -> _review_pb2.Proposal:
         """A proposal to decide."""
@@ -1505,12 +1564,13 @@ class ReviewResponse(_message.Message):
         *,
         proposal: _review_pb2.Proposal | None = ...,
         settled_proposal_id: _builtins.str = ...,
+        caught_up: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "proposal", b"proposal", "settled_proposal_id", b"settled_proposal_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caught_up", b"caught_up", "message", b"message", "proposal", b"proposal", "settled_proposal_id", b"settled_proposal_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "proposal", b"proposal", "settled_proposal_id", b"settled_proposal_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caught_up", b"caught_up", "message", b"message", "proposal", b"proposal", "settled_proposal_id", b"settled_proposal_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["proposal", "settled_proposal_id"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["proposal", "settled_proposal_id", "caught_up"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 

@@ -1019,7 +1019,9 @@ type RecalledMemory struct {
 	// The ranking score; higher ranks first.
 	Score float32 `protobuf:"fixed32,3,opt,name=score,proto3" json:"score,omitempty"`
 	// How to read this memory, e.g. "current" or "historical reference — the situation may have changed".
-	Hint          string `protobuf:"bytes,4,opt,name=hint,proto3" json:"hint,omitempty"`
+	Hint string `protobuf:"bytes,4,opt,name=hint,proto3" json:"hint,omitempty"`
+	// The terms score was computed from (score = breakdown.match x breakdown.factor).
+	Breakdown     *ScoreBreakdown `protobuf:"bytes,5,opt,name=breakdown,proto3" json:"breakdown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1082,6 +1084,97 @@ func (x *RecalledMemory) GetHint() string {
 	return ""
 }
 
+func (x *RecalledMemory) GetBreakdown() *ScoreBreakdown {
+	if x != nil {
+		return x.Breakdown
+	}
+	return nil
+}
+
+// The terms of one recalled memory's score, as recall computed them (see RecallRequest for the formula).
+type ScoreBreakdown struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In [0, 1]: the memory's BM25 over the best BM25 among the candidates; 0 without query text.
+	Words float32 `protobuf:"fixed32,1,opt,name=words,proto3" json:"words,omitempty"`
+	// In [0, 1]: the idf-weighted share of the query's words that name the memory's entity, fact attribute or
+	// task signature; 0 without query text.
+	Fields float32 `protobuf:"fixed32,2,opt,name=fields,proto3" json:"fields,omitempty"`
+	// >= 0: the match after every query-dependent term (cosine, words, fields, attribute, entity, answer shape,
+	// task, how-to).
+	Match float32 `protobuf:"fixed32,3,opt,name=match,proto3" json:"match,omitempty"`
+	// In [0, 1]: 0.6 x accuracy + 0.4 x min(relevance, 1) (a strategy's accuracy shifted within its task).
+	Trust float32 `protobuf:"fixed32,4,opt,name=trust,proto3" json:"trust,omitempty"`
+	// > 0: what match is multiplied by: trust, importance, inconsistency, demotion and episode terms.
+	Factor        float32 `protobuf:"fixed32,5,opt,name=factor,proto3" json:"factor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScoreBreakdown) Reset() {
+	*x = ScoreBreakdown{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScoreBreakdown) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScoreBreakdown) ProtoMessage() {}
+
+func (x *ScoreBreakdown) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScoreBreakdown.ProtoReflect.Descriptor instead.
+func (*ScoreBreakdown) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ScoreBreakdown) GetWords() float32 {
+	if x != nil {
+		return x.Words
+	}
+	return 0
+}
+
+func (x *ScoreBreakdown) GetFields() float32 {
+	if x != nil {
+		return x.Fields
+	}
+	return 0
+}
+
+func (x *ScoreBreakdown) GetMatch() float32 {
+	if x != nil {
+		return x.Match
+	}
+	return 0
+}
+
+func (x *ScoreBreakdown) GetTrust() float32 {
+	if x != nil {
+		return x.Trust
+	}
+	return 0
+}
+
+func (x *ScoreBreakdown) GetFactor() float32 {
+	if x != nil {
+		return x.Factor
+	}
+	return 0
+}
+
 type RecallResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Best first; at most k.
@@ -1096,7 +1189,7 @@ type RecallResponse struct {
 
 func (x *RecallResponse) Reset() {
 	*x = RecallResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1201,7 @@ func (x *RecallResponse) String() string {
 func (*RecallResponse) ProtoMessage() {}
 
 func (x *RecallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[11]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1214,7 @@ func (x *RecallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecallResponse.ProtoReflect.Descriptor instead.
 func (*RecallResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{11}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RecallResponse) GetMemories() []*RecalledMemory {
@@ -1168,7 +1261,7 @@ type BuildContextRequest struct {
 
 func (x *BuildContextRequest) Reset() {
 	*x = BuildContextRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1273,7 @@ func (x *BuildContextRequest) String() string {
 func (*BuildContextRequest) ProtoMessage() {}
 
 func (x *BuildContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[12]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1286,7 @@ func (x *BuildContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildContextRequest.ProtoReflect.Descriptor instead.
 func (*BuildContextRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{12}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BuildContextRequest) GetQuery() string {
@@ -1268,7 +1361,7 @@ type ContextItem struct {
 
 func (x *ContextItem) Reset() {
 	*x = ContextItem{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1373,7 @@ func (x *ContextItem) String() string {
 func (*ContextItem) ProtoMessage() {}
 
 func (x *ContextItem) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[13]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1386,7 @@ func (x *ContextItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextItem.ProtoReflect.Descriptor instead.
 func (*ContextItem) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{13}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ContextItem) GetMemory() *Memory {
@@ -1342,7 +1435,7 @@ type BuildContextResponse struct {
 
 func (x *BuildContextResponse) Reset() {
 	*x = BuildContextResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1447,7 @@ func (x *BuildContextResponse) String() string {
 func (*BuildContextResponse) ProtoMessage() {}
 
 func (x *BuildContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[14]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1460,7 @@ func (x *BuildContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildContextResponse.ProtoReflect.Descriptor instead.
 func (*BuildContextResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{14}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BuildContextResponse) GetText() string {
@@ -1429,7 +1522,7 @@ type ReportOutcomeRequest struct {
 
 func (x *ReportOutcomeRequest) Reset() {
 	*x = ReportOutcomeRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1534,7 @@ func (x *ReportOutcomeRequest) String() string {
 func (*ReportOutcomeRequest) ProtoMessage() {}
 
 func (x *ReportOutcomeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[15]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1547,7 @@ func (x *ReportOutcomeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportOutcomeRequest.ProtoReflect.Descriptor instead.
 func (*ReportOutcomeRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{15}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportOutcomeRequest) GetRetrievalId() string {
@@ -1516,7 +1609,7 @@ type ReportOutcomeResponse struct {
 
 func (x *ReportOutcomeResponse) Reset() {
 	*x = ReportOutcomeResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1621,7 @@ func (x *ReportOutcomeResponse) String() string {
 func (*ReportOutcomeResponse) ProtoMessage() {}
 
 func (x *ReportOutcomeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[16]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1634,7 @@ func (x *ReportOutcomeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportOutcomeResponse.ProtoReflect.Descriptor instead.
 func (*ReportOutcomeResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{16}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportOutcomeResponse) GetUpdatedCount() uint64 {
@@ -1563,7 +1656,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1668,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[17]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1681,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{17}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRequest) GetIds() []uint64 {
@@ -1617,7 +1710,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1722,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[18]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1735,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{18}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetResponse) GetMemories() []*Memory {
@@ -1674,7 +1767,7 @@ type FactKey struct {
 
 func (x *FactKey) Reset() {
 	*x = FactKey{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1779,7 @@ func (x *FactKey) String() string {
 func (*FactKey) ProtoMessage() {}
 
 func (x *FactKey) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[19]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1792,7 @@ func (x *FactKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FactKey.ProtoReflect.Descriptor instead.
 func (*FactKey) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{19}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FactKey) GetNamespace() string {
@@ -1738,7 +1831,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1843,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[20]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1856,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{20}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HistoryRequest) GetSubject() isHistoryRequest_Subject {
@@ -1821,7 +1914,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1926,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[21]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1939,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{21}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryResponse) GetVersions() []*Memory {
@@ -1881,7 +1974,7 @@ type ForgetRequest struct {
 
 func (x *ForgetRequest) Reset() {
 	*x = ForgetRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1986,7 @@ func (x *ForgetRequest) String() string {
 func (*ForgetRequest) ProtoMessage() {}
 
 func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[22]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +1999,7 @@ func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
 func (*ForgetRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{22}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ForgetRequest) GetIds() []uint64 {
@@ -1956,7 +2049,7 @@ type ForgetResponse struct {
 
 func (x *ForgetResponse) Reset() {
 	*x = ForgetResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2061,7 @@ func (x *ForgetResponse) String() string {
 func (*ForgetResponse) ProtoMessage() {}
 
 func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2074,7 @@ func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
 func (*ForgetResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{23}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ForgetResponse) GetForgottenIds() []uint64 {
@@ -2021,7 +2114,7 @@ type SupersedeRequest struct {
 
 func (x *SupersedeRequest) Reset() {
 	*x = SupersedeRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2126,7 @@ func (x *SupersedeRequest) String() string {
 func (*SupersedeRequest) ProtoMessage() {}
 
 func (x *SupersedeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2139,7 @@ func (x *SupersedeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersedeRequest.ProtoReflect.Descriptor instead.
 func (*SupersedeRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{24}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SupersedeRequest) GetOldId() uint64 {
@@ -2132,7 +2225,7 @@ type SupersedeResponse struct {
 
 func (x *SupersedeResponse) Reset() {
 	*x = SupersedeResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2237,7 @@ func (x *SupersedeResponse) String() string {
 func (*SupersedeResponse) ProtoMessage() {}
 
 func (x *SupersedeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2250,7 @@ func (x *SupersedeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersedeResponse.ProtoReflect.Descriptor instead.
 func (*SupersedeResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{25}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SupersedeResponse) GetOldMemory() *Memory {
@@ -2191,7 +2284,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2296,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2309,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RestoreRequest) GetMemoryId() uint64 {
@@ -2258,7 +2351,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2363,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2376,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RestoreResponse) GetMemory() *Memory {
@@ -2307,7 +2400,7 @@ type GovernRequest struct {
 
 func (x *GovernRequest) Reset() {
 	*x = GovernRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2412,7 @@ func (x *GovernRequest) String() string {
 func (*GovernRequest) ProtoMessage() {}
 
 func (x *GovernRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2425,7 @@ func (x *GovernRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernRequest.ProtoReflect.Descriptor instead.
 func (*GovernRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GovernRequest) GetDryRun() bool {
@@ -2368,7 +2461,7 @@ type TransitionCount struct {
 
 func (x *TransitionCount) Reset() {
 	*x = TransitionCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2473,7 @@ func (x *TransitionCount) String() string {
 func (*TransitionCount) ProtoMessage() {}
 
 func (x *TransitionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2486,7 @@ func (x *TransitionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionCount.ProtoReflect.Descriptor instead.
 func (*TransitionCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TransitionCount) GetFromState() MemoryState {
@@ -2440,7 +2533,7 @@ type SweepStats struct {
 
 func (x *SweepStats) Reset() {
 	*x = SweepStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2545,7 @@ func (x *SweepStats) String() string {
 func (*SweepStats) ProtoMessage() {}
 
 func (x *SweepStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2558,7 @@ func (x *SweepStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepStats.ProtoReflect.Descriptor instead.
 func (*SweepStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SweepStats) GetStartedAt() *timestamppb.Timestamp {
@@ -2521,7 +2614,7 @@ type GovernResponse struct {
 
 func (x *GovernResponse) Reset() {
 	*x = GovernResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2626,7 @@ func (x *GovernResponse) String() string {
 func (*GovernResponse) ProtoMessage() {}
 
 func (x *GovernResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2639,7 @@ func (x *GovernResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernResponse.ProtoReflect.Descriptor instead.
 func (*GovernResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GovernResponse) GetSweep() *SweepStats {
@@ -2584,7 +2677,7 @@ type ConsolidationStats struct {
 
 func (x *ConsolidationStats) Reset() {
 	*x = ConsolidationStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2689,7 @@ func (x *ConsolidationStats) String() string {
 func (*ConsolidationStats) ProtoMessage() {}
 
 func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2609,7 +2702,7 @@ func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsolidationStats.ProtoReflect.Descriptor instead.
 func (*ConsolidationStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConsolidationStats) GetSeedsExamined() uint64 {
@@ -2675,7 +2768,7 @@ type ReviewStats struct {
 
 func (x *ReviewStats) Reset() {
 	*x = ReviewStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2780,7 @@ func (x *ReviewStats) String() string {
 func (*ReviewStats) ProtoMessage() {}
 
 func (x *ReviewStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2793,7 @@ func (x *ReviewStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewStats.ProtoReflect.Descriptor instead.
 func (*ReviewStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReviewStats) GetOpenConsolidations() uint64 {
@@ -2760,7 +2853,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2865,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +2878,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchRequest) GetAfterSequence() uint64 {
@@ -2818,7 +2911,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +2923,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +2936,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchResponse) GetEvent() *ChangeEvent {
@@ -2859,14 +2952,19 @@ type ReviewerHello struct {
 	// A name for the change log, e.g. "planner-llm". Required.
 	Reviewer string `protobuf:"bytes,1,opt,name=reviewer,proto3" json:"reviewer,omitempty"`
 	// Proposal kinds this reviewer takes. Default: all.
-	Kinds         []ProposalKind `protobuf:"varint,2,rep,packed,name=kinds,proto3,enum=memevo.v1.ProposalKind" json:"kinds,omitempty"`
+	Kinds []ProposalKind `protobuf:"varint,2,rep,packed,name=kinds,proto3,enum=memevo.v1.ProposalKind" json:"kinds,omitempty"`
+	// Observe the queue without becoming a reviewer (e.g. a console): the stream receives every open proposal of
+	// its kinds (default: every kind, supersessions included), then caught_up, then new ones as they open, and it
+	// may send decisions, but governance does not count it as attached (evictions are not held for it and
+	// consolidations do not wait for it). Default false.
+	Observe       bool `protobuf:"varint,3,opt,name=observe,proto3" json:"observe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReviewerHello) Reset() {
 	*x = ReviewerHello{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2878,7 +2976,7 @@ func (x *ReviewerHello) String() string {
 func (*ReviewerHello) ProtoMessage() {}
 
 func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2891,7 +2989,7 @@ func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewerHello.ProtoReflect.Descriptor instead.
 func (*ReviewerHello) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReviewerHello) GetReviewer() string {
@@ -2908,6 +3006,13 @@ func (x *ReviewerHello) GetKinds() []ProposalKind {
 	return nil
 }
 
+func (x *ReviewerHello) GetObserve() bool {
+	if x != nil {
+		return x.Observe
+	}
+	return false
+}
+
 type ReviewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Message:
@@ -2921,7 +3026,7 @@ type ReviewRequest struct {
 
 func (x *ReviewRequest) Reset() {
 	*x = ReviewRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3038,7 @@ func (x *ReviewRequest) String() string {
 func (*ReviewRequest) ProtoMessage() {}
 
 func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3051,7 @@ func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRequest.ProtoReflect.Descriptor instead.
 func (*ReviewRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReviewRequest) GetMessage() isReviewRequest_Message {
@@ -2998,6 +3103,7 @@ type ReviewResponse struct {
 	//
 	//	*ReviewResponse_Proposal
 	//	*ReviewResponse_SettledProposalId
+	//	*ReviewResponse_CaughtUp
 	Message       isReviewResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3005,7 +3111,7 @@ type ReviewResponse struct {
 
 func (x *ReviewResponse) Reset() {
 	*x = ReviewResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3123,7 @@ func (x *ReviewResponse) String() string {
 func (*ReviewResponse) ProtoMessage() {}
 
 func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3136,7 @@ func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewResponse.ProtoReflect.Descriptor instead.
 func (*ReviewResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReviewResponse) GetMessage() isReviewResponse_Message {
@@ -3058,6 +3164,15 @@ func (x *ReviewResponse) GetSettledProposalId() string {
 	return ""
 }
 
+func (x *ReviewResponse) GetCaughtUp() bool {
+	if x != nil {
+		if x, ok := x.Message.(*ReviewResponse_CaughtUp); ok {
+			return x.CaughtUp
+		}
+	}
+	return false
+}
+
 type isReviewResponse_Message interface {
 	isReviewResponse_Message()
 }
@@ -3072,9 +3187,16 @@ type ReviewResponse_SettledProposalId struct {
 	SettledProposalId string `protobuf:"bytes,2,opt,name=settled_proposal_id,json=settledProposalId,proto3,oneof"`
 }
 
+type ReviewResponse_CaughtUp struct {
+	// Observing streams only: every proposal open when the stream attached has been sent. Always true.
+	CaughtUp bool `protobuf:"varint,3,opt,name=caught_up,json=caughtUp,proto3,oneof"`
+}
+
 func (*ReviewResponse_Proposal) isReviewResponse_Message() {}
 
 func (*ReviewResponse_SettledProposalId) isReviewResponse_Message() {}
+
+func (*ReviewResponse_CaughtUp) isReviewResponse_Message() {}
 
 type UnconsolidateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3088,7 +3210,7 @@ type UnconsolidateRequest struct {
 
 func (x *UnconsolidateRequest) Reset() {
 	*x = UnconsolidateRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3222,7 @@ func (x *UnconsolidateRequest) String() string {
 func (*UnconsolidateRequest) ProtoMessage() {}
 
 func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3235,7 @@ func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateRequest.ProtoReflect.Descriptor instead.
 func (*UnconsolidateRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnconsolidateRequest) GetAbstractionId() uint64 {
@@ -3140,7 +3262,7 @@ type UnconsolidateResponse struct {
 
 func (x *UnconsolidateResponse) Reset() {
 	*x = UnconsolidateResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3152,7 +3274,7 @@ func (x *UnconsolidateResponse) String() string {
 func (*UnconsolidateResponse) ProtoMessage() {}
 
 func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3165,7 +3287,7 @@ func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateResponse.ProtoReflect.Descriptor instead.
 func (*UnconsolidateResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UnconsolidateResponse) GetRestoredIds() []uint64 {
@@ -3191,7 +3313,7 @@ type DeclareFrameworkRequest struct {
 
 func (x *DeclareFrameworkRequest) Reset() {
 	*x = DeclareFrameworkRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3325,7 @@ func (x *DeclareFrameworkRequest) String() string {
 func (*DeclareFrameworkRequest) ProtoMessage() {}
 
 func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3338,7 @@ func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkRequest.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeclareFrameworkRequest) GetVersion() string {
@@ -3259,7 +3381,7 @@ type DeclareFrameworkResponse struct {
 
 func (x *DeclareFrameworkResponse) Reset() {
 	*x = DeclareFrameworkResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3393,7 @@ func (x *DeclareFrameworkResponse) String() string {
 func (*DeclareFrameworkResponse) ProtoMessage() {}
 
 func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3406,7 @@ func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkResponse.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeclareFrameworkResponse) GetPreviousVersion() string {
@@ -3309,7 +3431,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3443,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3456,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 type GetPolicyResponse struct {
@@ -3346,7 +3468,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3480,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3493,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -3393,7 +3515,7 @@ type UpdatePolicyRequest struct {
 
 func (x *UpdatePolicyRequest) Reset() {
 	*x = UpdatePolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3527,7 @@ func (x *UpdatePolicyRequest) String() string {
 func (*UpdatePolicyRequest) ProtoMessage() {}
 
 func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3540,7 @@ func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdatePolicyRequest) GetPolicy() *Policy {
@@ -3445,7 +3567,7 @@ type UpdatePolicyResponse struct {
 
 func (x *UpdatePolicyResponse) Reset() {
 	*x = UpdatePolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +3579,7 @@ func (x *UpdatePolicyResponse) String() string {
 func (*UpdatePolicyResponse) ProtoMessage() {}
 
 func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +3592,7 @@ func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdatePolicyResponse) GetPolicy() *Policy {
@@ -3488,7 +3610,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3622,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3635,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
 }
 
 // Memories in one (state, kind) cell.
@@ -3528,7 +3650,7 @@ type StateKindCount struct {
 
 func (x *StateKindCount) Reset() {
 	*x = StateKindCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3662,7 @@ func (x *StateKindCount) String() string {
 func (*StateKindCount) ProtoMessage() {}
 
 func (x *StateKindCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3675,7 @@ func (x *StateKindCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateKindCount.ProtoReflect.Descriptor instead.
 func (*StateKindCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StateKindCount) GetState() MemoryState {
@@ -3604,7 +3726,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3616,7 +3738,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3629,7 +3751,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *IndexStats) GetIndexedCount() uint64 {
@@ -3716,7 +3838,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3850,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3863,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetStatsResponse) GetCounts() []*StateKindCount {
@@ -3834,7 +3956,7 @@ type SetExperimentRequest struct {
 
 func (x *SetExperimentRequest) Reset() {
 	*x = SetExperimentRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3846,7 +3968,7 @@ func (x *SetExperimentRequest) String() string {
 func (*SetExperimentRequest) ProtoMessage() {}
 
 func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3859,7 +3981,7 @@ func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentRequest.ProtoReflect.Descriptor instead.
 func (*SetExperimentRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SetExperimentRequest) GetExperiment() *Experiment {
@@ -3886,7 +4008,7 @@ type SetExperimentResponse struct {
 
 func (x *SetExperimentResponse) Reset() {
 	*x = SetExperimentResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3898,7 +4020,7 @@ func (x *SetExperimentResponse) String() string {
 func (*SetExperimentResponse) ProtoMessage() {}
 
 func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3911,7 +4033,7 @@ func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentResponse.ProtoReflect.Descriptor instead.
 func (*SetExperimentResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetExperimentResponse) GetExperiment() *Experiment {
@@ -3933,7 +4055,7 @@ type PromoteArmRequest struct {
 
 func (x *PromoteArmRequest) Reset() {
 	*x = PromoteArmRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4067,7 @@ func (x *PromoteArmRequest) String() string {
 func (*PromoteArmRequest) ProtoMessage() {}
 
 func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4080,7 @@ func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmRequest.ProtoReflect.Descriptor instead.
 func (*PromoteArmRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{53}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PromoteArmRequest) GetArm() string {
@@ -3987,7 +4109,7 @@ type PromoteArmResponse struct {
 
 func (x *PromoteArmResponse) Reset() {
 	*x = PromoteArmResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4121,7 @@ func (x *PromoteArmResponse) String() string {
 func (*PromoteArmResponse) ProtoMessage() {}
 
 func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4134,7 @@ func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmResponse.ProtoReflect.Descriptor instead.
 func (*PromoteArmResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{54}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PromoteArmResponse) GetPolicy() *Policy {
@@ -4091,14 +4213,21 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x04turn\x18\t \x01(\x03H\x00R\x04turn\x88\x01\x01\x12\x1c\n" +
 	"\tdiversity\x18\n" +
 	" \x01(\x02R\tdiversityB\a\n" +
-	"\x05_turn\"\x85\x01\n" +
+	"\x05_turn\"\xbe\x01\n" +
 	"\x0eRecalledMemory\x12)\n" +
 	"\x06memory\x18\x01 \x01(\v2\x11.memevo.v1.MemoryR\x06memory\x12\x1e\n" +
 	"\n" +
 	"similarity\x18\x02 \x01(\x02R\n" +
 	"similarity\x12\x14\n" +
 	"\x05score\x18\x03 \x01(\x02R\x05score\x12\x12\n" +
-	"\x04hint\x18\x04 \x01(\tR\x04hint\"|\n" +
+	"\x04hint\x18\x04 \x01(\tR\x04hint\x127\n" +
+	"\tbreakdown\x18\x05 \x01(\v2\x19.memevo.v1.ScoreBreakdownR\tbreakdown\"\x82\x01\n" +
+	"\x0eScoreBreakdown\x12\x14\n" +
+	"\x05words\x18\x01 \x01(\x02R\x05words\x12\x16\n" +
+	"\x06fields\x18\x02 \x01(\x02R\x06fields\x12\x14\n" +
+	"\x05match\x18\x03 \x01(\x02R\x05match\x12\x14\n" +
+	"\x05trust\x18\x04 \x01(\x02R\x05trust\x12\x16\n" +
+	"\x06factor\x18\x05 \x01(\x02R\x06factor\"|\n" +
 	"\x0eRecallResponse\x125\n" +
 	"\bmemories\x18\x01 \x03(\v2\x19.memevo.v1.RecalledMemoryR\bmemories\x12!\n" +
 	"\fretrieval_id\x18\x02 \x01(\tR\vretrievalId\x12\x10\n" +
@@ -4236,17 +4365,19 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x05types\x18\x03 \x03(\x0e2\x1a.memevo.v1.ChangeEventTypeR\x05typesB\x11\n" +
 	"\x0f_after_sequence\"=\n" +
 	"\rWatchResponse\x12,\n" +
-	"\x05event\x18\x01 \x01(\v2\x16.memevo.v1.ChangeEventR\x05event\"Z\n" +
+	"\x05event\x18\x01 \x01(\v2\x16.memevo.v1.ChangeEventR\x05event\"t\n" +
 	"\rReviewerHello\x12\x1a\n" +
 	"\breviewer\x18\x01 \x01(\tR\breviewer\x12-\n" +
-	"\x05kinds\x18\x02 \x03(\x0e2\x17.memevo.v1.ProposalKindR\x05kinds\"\x7f\n" +
+	"\x05kinds\x18\x02 \x03(\x0e2\x17.memevo.v1.ProposalKindR\x05kinds\x12\x18\n" +
+	"\aobserve\x18\x03 \x01(\bR\aobserve\"\x7f\n" +
 	"\rReviewRequest\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.memevo.v1.ReviewerHelloH\x00R\x05hello\x121\n" +
 	"\bdecision\x18\x02 \x01(\v2\x13.memevo.v1.DecisionH\x00R\bdecisionB\t\n" +
-	"\amessage\"\x80\x01\n" +
+	"\amessage\"\x9f\x01\n" +
 	"\x0eReviewResponse\x121\n" +
 	"\bproposal\x18\x01 \x01(\v2\x13.memevo.v1.ProposalH\x00R\bproposal\x120\n" +
-	"\x13settled_proposal_id\x18\x02 \x01(\tH\x00R\x11settledProposalIdB\t\n" +
+	"\x13settled_proposal_id\x18\x02 \x01(\tH\x00R\x11settledProposalId\x12\x1d\n" +
+	"\tcaught_up\x18\x03 \x01(\bH\x00R\bcaughtUpB\t\n" +
 	"\amessage\"\\\n" +
 	"\x14UnconsolidateRequest\x12%\n" +
 	"\x0eabstraction_id\x18\x01 \x01(\x04R\rabstractionId\x12\x1d\n" +
@@ -4380,7 +4511,7 @@ func file_memevo_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(WriteOutcome)(0),                // 0: memevo.v1.WriteOutcome
 	(RecallMode)(0),                  // 1: memevo.v1.RecallMode
@@ -4397,172 +4528,174 @@ var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(*RecallFilter)(nil),             // 12: memevo.v1.RecallFilter
 	(*RecallRequest)(nil),            // 13: memevo.v1.RecallRequest
 	(*RecalledMemory)(nil),           // 14: memevo.v1.RecalledMemory
-	(*RecallResponse)(nil),           // 15: memevo.v1.RecallResponse
-	(*BuildContextRequest)(nil),      // 16: memevo.v1.BuildContextRequest
-	(*ContextItem)(nil),              // 17: memevo.v1.ContextItem
-	(*BuildContextResponse)(nil),     // 18: memevo.v1.BuildContextResponse
-	(*ReportOutcomeRequest)(nil),     // 19: memevo.v1.ReportOutcomeRequest
-	(*ReportOutcomeResponse)(nil),    // 20: memevo.v1.ReportOutcomeResponse
-	(*GetRequest)(nil),               // 21: memevo.v1.GetRequest
-	(*GetResponse)(nil),              // 22: memevo.v1.GetResponse
-	(*FactKey)(nil),                  // 23: memevo.v1.FactKey
-	(*HistoryRequest)(nil),           // 24: memevo.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 25: memevo.v1.HistoryResponse
-	(*ForgetRequest)(nil),            // 26: memevo.v1.ForgetRequest
-	(*ForgetResponse)(nil),           // 27: memevo.v1.ForgetResponse
-	(*SupersedeRequest)(nil),         // 28: memevo.v1.SupersedeRequest
-	(*SupersedeResponse)(nil),        // 29: memevo.v1.SupersedeResponse
-	(*RestoreRequest)(nil),           // 30: memevo.v1.RestoreRequest
-	(*RestoreResponse)(nil),          // 31: memevo.v1.RestoreResponse
-	(*GovernRequest)(nil),            // 32: memevo.v1.GovernRequest
-	(*TransitionCount)(nil),          // 33: memevo.v1.TransitionCount
-	(*SweepStats)(nil),               // 34: memevo.v1.SweepStats
-	(*GovernResponse)(nil),           // 35: memevo.v1.GovernResponse
-	(*ConsolidationStats)(nil),       // 36: memevo.v1.ConsolidationStats
-	(*ReviewStats)(nil),              // 37: memevo.v1.ReviewStats
-	(*WatchRequest)(nil),             // 38: memevo.v1.WatchRequest
-	(*WatchResponse)(nil),            // 39: memevo.v1.WatchResponse
-	(*ReviewerHello)(nil),            // 40: memevo.v1.ReviewerHello
-	(*ReviewRequest)(nil),            // 41: memevo.v1.ReviewRequest
-	(*ReviewResponse)(nil),           // 42: memevo.v1.ReviewResponse
-	(*UnconsolidateRequest)(nil),     // 43: memevo.v1.UnconsolidateRequest
-	(*UnconsolidateResponse)(nil),    // 44: memevo.v1.UnconsolidateResponse
-	(*DeclareFrameworkRequest)(nil),  // 45: memevo.v1.DeclareFrameworkRequest
-	(*DeclareFrameworkResponse)(nil), // 46: memevo.v1.DeclareFrameworkResponse
-	(*GetPolicyRequest)(nil),         // 47: memevo.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 48: memevo.v1.GetPolicyResponse
-	(*UpdatePolicyRequest)(nil),      // 49: memevo.v1.UpdatePolicyRequest
-	(*UpdatePolicyResponse)(nil),     // 50: memevo.v1.UpdatePolicyResponse
-	(*GetStatsRequest)(nil),          // 51: memevo.v1.GetStatsRequest
-	(*StateKindCount)(nil),           // 52: memevo.v1.StateKindCount
-	(*IndexStats)(nil),               // 53: memevo.v1.IndexStats
-	(*GetStatsResponse)(nil),         // 54: memevo.v1.GetStatsResponse
-	(*SetExperimentRequest)(nil),     // 55: memevo.v1.SetExperimentRequest
-	(*SetExperimentResponse)(nil),    // 56: memevo.v1.SetExperimentResponse
-	(*PromoteArmRequest)(nil),        // 57: memevo.v1.PromoteArmRequest
-	(*PromoteArmResponse)(nil),       // 58: memevo.v1.PromoteArmResponse
-	(*Memory)(nil),                   // 59: memevo.v1.Memory
-	(*MemoryInput)(nil),              // 60: memevo.v1.MemoryInput
-	(MemoryKind)(0),                  // 61: memevo.v1.MemoryKind
-	(*timestamppb.Timestamp)(nil),    // 62: google.protobuf.Timestamp
-	(*ChangeEvent)(nil),              // 63: memevo.v1.ChangeEvent
-	(MemoryState)(0),                 // 64: memevo.v1.MemoryState
-	(ChangeEventType)(0),             // 65: memevo.v1.ChangeEventType
-	(ProposalKind)(0),                // 66: memevo.v1.ProposalKind
-	(*Decision)(nil),                 // 67: memevo.v1.Decision
-	(*Proposal)(nil),                 // 68: memevo.v1.Proposal
-	(*Policy)(nil),                   // 69: memevo.v1.Policy
-	(*ExperimentStats)(nil),          // 70: memevo.v1.ExperimentStats
-	(*Experiment)(nil),               // 71: memevo.v1.Experiment
+	(*ScoreBreakdown)(nil),           // 15: memevo.v1.ScoreBreakdown
+	(*RecallResponse)(nil),           // 16: memevo.v1.RecallResponse
+	(*BuildContextRequest)(nil),      // 17: memevo.v1.BuildContextRequest
+	(*ContextItem)(nil),              // 18: memevo.v1.ContextItem
+	(*BuildContextResponse)(nil),     // 19: memevo.v1.BuildContextResponse
+	(*ReportOutcomeRequest)(nil),     // 20: memevo.v1.ReportOutcomeRequest
+	(*ReportOutcomeResponse)(nil),    // 21: memevo.v1.ReportOutcomeResponse
+	(*GetRequest)(nil),               // 22: memevo.v1.GetRequest
+	(*GetResponse)(nil),              // 23: memevo.v1.GetResponse
+	(*FactKey)(nil),                  // 24: memevo.v1.FactKey
+	(*HistoryRequest)(nil),           // 25: memevo.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 26: memevo.v1.HistoryResponse
+	(*ForgetRequest)(nil),            // 27: memevo.v1.ForgetRequest
+	(*ForgetResponse)(nil),           // 28: memevo.v1.ForgetResponse
+	(*SupersedeRequest)(nil),         // 29: memevo.v1.SupersedeRequest
+	(*SupersedeResponse)(nil),        // 30: memevo.v1.SupersedeResponse
+	(*RestoreRequest)(nil),           // 31: memevo.v1.RestoreRequest
+	(*RestoreResponse)(nil),          // 32: memevo.v1.RestoreResponse
+	(*GovernRequest)(nil),            // 33: memevo.v1.GovernRequest
+	(*TransitionCount)(nil),          // 34: memevo.v1.TransitionCount
+	(*SweepStats)(nil),               // 35: memevo.v1.SweepStats
+	(*GovernResponse)(nil),           // 36: memevo.v1.GovernResponse
+	(*ConsolidationStats)(nil),       // 37: memevo.v1.ConsolidationStats
+	(*ReviewStats)(nil),              // 38: memevo.v1.ReviewStats
+	(*WatchRequest)(nil),             // 39: memevo.v1.WatchRequest
+	(*WatchResponse)(nil),            // 40: memevo.v1.WatchResponse
+	(*ReviewerHello)(nil),            // 41: memevo.v1.ReviewerHello
+	(*ReviewRequest)(nil),            // 42: memevo.v1.ReviewRequest
+	(*ReviewResponse)(nil),           // 43: memevo.v1.ReviewResponse
+	(*UnconsolidateRequest)(nil),     // 44: memevo.v1.UnconsolidateRequest
+	(*UnconsolidateResponse)(nil),    // 45: memevo.v1.UnconsolidateResponse
+	(*DeclareFrameworkRequest)(nil),  // 46: memevo.v1.DeclareFrameworkRequest
+	(*DeclareFrameworkResponse)(nil), // 47: memevo.v1.DeclareFrameworkResponse
+	(*GetPolicyRequest)(nil),         // 48: memevo.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 49: memevo.v1.GetPolicyResponse
+	(*UpdatePolicyRequest)(nil),      // 50: memevo.v1.UpdatePolicyRequest
+	(*UpdatePolicyResponse)(nil),     // 51: memevo.v1.UpdatePolicyResponse
+	(*GetStatsRequest)(nil),          // 52: memevo.v1.GetStatsRequest
+	(*StateKindCount)(nil),           // 53: memevo.v1.StateKindCount
+	(*IndexStats)(nil),               // 54: memevo.v1.IndexStats
+	(*GetStatsResponse)(nil),         // 55: memevo.v1.GetStatsResponse
+	(*SetExperimentRequest)(nil),     // 56: memevo.v1.SetExperimentRequest
+	(*SetExperimentResponse)(nil),    // 57: memevo.v1.SetExperimentResponse
+	(*PromoteArmRequest)(nil),        // 58: memevo.v1.PromoteArmRequest
+	(*PromoteArmResponse)(nil),       // 59: memevo.v1.PromoteArmResponse
+	(*Memory)(nil),                   // 60: memevo.v1.Memory
+	(*MemoryInput)(nil),              // 61: memevo.v1.MemoryInput
+	(MemoryKind)(0),                  // 62: memevo.v1.MemoryKind
+	(*timestamppb.Timestamp)(nil),    // 63: google.protobuf.Timestamp
+	(*ChangeEvent)(nil),              // 64: memevo.v1.ChangeEvent
+	(MemoryState)(0),                 // 65: memevo.v1.MemoryState
+	(ChangeEventType)(0),             // 66: memevo.v1.ChangeEventType
+	(ProposalKind)(0),                // 67: memevo.v1.ProposalKind
+	(*Decision)(nil),                 // 68: memevo.v1.Decision
+	(*Proposal)(nil),                 // 69: memevo.v1.Proposal
+	(*Policy)(nil),                   // 70: memevo.v1.Policy
+	(*ExperimentStats)(nil),          // 71: memevo.v1.ExperimentStats
+	(*Experiment)(nil),               // 72: memevo.v1.Experiment
 }
 var file_memevo_v1_memory_service_proto_depIdxs = []int32{
-	59, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
+	60, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
 	0,  // 1: memevo.v1.WriteResult.outcome:type_name -> memevo.v1.WriteOutcome
-	60, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
+	61, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
 	4,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
-	60, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
+	61, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
 	4,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
-	60, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
+	61, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
 	10, // 7: memevo.v1.RememberStreamRequest.items:type_name -> memevo.v1.RememberStreamItem
-	60, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
-	61, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
-	62, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
-	62, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
+	61, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
+	62, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
+	63, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
+	63, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
 	12, // 12: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 13: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
-	62, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
-	59, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
-	14, // 16: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
-	12, // 17: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
-	1,  // 18: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
-	62, // 19: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
-	59, // 20: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
-	17, // 21: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
-	2,  // 22: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
-	59, // 23: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
-	23, // 24: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
-	59, // 25: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
-	63, // 26: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
-	60, // 27: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	59, // 28: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	59, // 29: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	59, // 30: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
-	64, // 31: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	64, // 32: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	62, // 33: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
-	33, // 34: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
-	34, // 35: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
-	36, // 36: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
-	36, // 37: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
-	65, // 38: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	63, // 39: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	66, // 40: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
-	40, // 41: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	67, // 42: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	68, // 43: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	69, // 44: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	69, // 45: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	69, // 46: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	64, // 47: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	61, // 48: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	62, // 49: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
-	3,  // 50: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
-	52, // 51: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
-	53, // 52: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
-	34, // 53: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	70, // 54: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
-	37, // 55: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
-	71, // 56: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
-	71, // 57: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
-	69, // 58: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
-	70, // 59: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
-	5,  // 60: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	7,  // 61: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	9,  // 62: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	13, // 63: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	16, // 64: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	19, // 65: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	21, // 66: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	24, // 67: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	26, // 68: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	28, // 69: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	32, // 70: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	38, // 71: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	41, // 72: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	43, // 73: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	30, // 74: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
-	45, // 75: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	47, // 76: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	49, // 77: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	51, // 78: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	55, // 79: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
-	57, // 80: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
-	6,  // 81: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	8,  // 82: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	11, // 83: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	15, // 84: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	18, // 85: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	20, // 86: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	22, // 87: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	25, // 88: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	27, // 89: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	29, // 90: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	35, // 91: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	39, // 92: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	42, // 93: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	44, // 94: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	31, // 95: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
-	46, // 96: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	48, // 97: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	50, // 98: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	54, // 99: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	56, // 100: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
-	58, // 101: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
-	81, // [81:102] is the sub-list for method output_type
-	60, // [60:81] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	63, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
+	60, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
+	15, // 16: memevo.v1.RecalledMemory.breakdown:type_name -> memevo.v1.ScoreBreakdown
+	14, // 17: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
+	12, // 18: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
+	1,  // 19: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
+	63, // 20: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
+	60, // 21: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
+	18, // 22: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
+	2,  // 23: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
+	60, // 24: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
+	24, // 25: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
+	60, // 26: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
+	64, // 27: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
+	61, // 28: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	60, // 29: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	60, // 30: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	60, // 31: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
+	65, // 32: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	65, // 33: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	63, // 34: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	34, // 35: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
+	35, // 36: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
+	37, // 37: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
+	37, // 38: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
+	66, // 39: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	64, // 40: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	67, // 41: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	41, // 42: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
+	68, // 43: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	69, // 44: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	70, // 45: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	70, // 46: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	70, // 47: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	65, // 48: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	62, // 49: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	63, // 50: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	3,  // 51: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
+	53, // 52: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
+	54, // 53: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
+	35, // 54: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
+	71, // 55: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	38, // 56: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
+	72, // 57: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	72, // 58: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	70, // 59: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	71, // 60: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	5,  // 61: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	7,  // 62: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	9,  // 63: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	13, // 64: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	17, // 65: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	20, // 66: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	22, // 67: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	25, // 68: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	27, // 69: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	29, // 70: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	33, // 71: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	39, // 72: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	42, // 73: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	44, // 74: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	31, // 75: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
+	46, // 76: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	48, // 77: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	50, // 78: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	52, // 79: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	56, // 80: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	58, // 81: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	6,  // 82: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	8,  // 83: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	11, // 84: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	16, // 85: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	19, // 86: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	21, // 87: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	23, // 88: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	26, // 89: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	28, // 90: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	30, // 91: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	36, // 92: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	40, // 93: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	43, // 94: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	45, // 95: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	32, // 96: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
+	47, // 97: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	49, // 98: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	51, // 99: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	55, // 100: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	57, // 101: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	59, // 102: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	82, // [82:103] is the sub-list for method output_type
+	61, // [61:82] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }
@@ -4578,36 +4711,37 @@ func file_memevo_v1_memory_service_proto_init() {
 	file_memevo_v1_memory_service_proto_msgTypes[3].OneofWrappers = []any{}
 	file_memevo_v1_memory_service_proto_msgTypes[5].OneofWrappers = []any{}
 	file_memevo_v1_memory_service_proto_msgTypes[9].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[12].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[15].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[20].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[13].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[16].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[21].OneofWrappers = []any{
 		(*HistoryRequest_FactKey)(nil),
 		(*HistoryRequest_MemoryId)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[22].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[24].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[23].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[25].OneofWrappers = []any{
 		(*SupersedeRequest_NewId)(nil),
 		(*SupersedeRequest_NewMemory)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[26].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[28].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[34].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[37].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[27].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[29].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{
 		(*ReviewRequest_Hello)(nil),
 		(*ReviewRequest_Decision)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[39].OneofWrappers = []any{
 		(*ReviewResponse_Proposal)(nil),
 		(*ReviewResponse_SettledProposalId)(nil),
+		(*ReviewResponse_CaughtUp)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[41].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[42].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_service_proto_rawDesc), len(file_memevo_v1_memory_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/memory_service.proto.
  */
 export const file_memevo_v1_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIp0BChVSZW1lbWJlclN0cmVhbVJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBEiwKBWl0ZW1zGAQgAygLMh0ubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtSXRlbUIHCgVfdHVybiJQChJSZW1lbWJlclN0cmVhbUl0ZW0SJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAJCBwoFX3R1cm4iZAoOUmVjYWxsZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRISCgpzaW1pbGFyaXR5GAIgASgCEg0KBXNjb3JlGAMgASgCEgwKBGhpbnQYBCABKAkiYAoOUmVjYWxsUmVzcG9uc2USKwoIbWVtb3JpZXMYASADKAsyGS5tZW1ldm8udjEuUmVjYWxsZWRNZW1vcnkSFAoMcmV0cmlldmFsX2lkGAIgASgJEgsKA2FybRgDIAEoCSL3AQoTQnVpbGRDb250ZXh0UmVxdWVzdBINCgVxdWVyeRgBIAEoCRIUCgxxdWVyeV92ZWN0b3IYAiABKAwSFAoMdG9rZW5fYnVkZ2V0GAMgASgNEhAKCGxhbmd1YWdlGAQgASgJEicKBmZpbHRlchgFIAEoCzIXLm1lbWV2by52MS5SZWNhbGxGaWx0ZXISIwoEbW9kZRgGIAEoDjIVLm1lbWV2by52MS5SZWNhbGxNb2RlEikKBWFzX29mGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgR0dXJuGAggASgDSACIAQFCBwoFX3R1cm4iXQoLQ29udGV4dEl0ZW0SIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRINCgVncm91cBgCIAEoCRIMCgRoaW50GAMgASgJEg4KBnRva2VucxgEIAEoDSKDAQoUQnVpbGRDb250ZXh0UmVzcG9uc2USDAoEdGV4dBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLm1lbWV2by52MS5Db250ZXh0SXRlbRITCgt0b2tlbnNfdXNlZBgDIAEoDRIUCgxyZXRyaWV2YWxfaWQYBCABKAkSCwoDYXJtGAUgASgJIsgBChRSZXBvcnRPdXRjb21lUmVxdWVzdBIUCgxyZXRyaWV2YWxfaWQYASABKAkSIwoHb3V0Y29tZRgCIAEoDjISLm1lbWV2by52MS5PdXRjb21lEhcKD3VzZWRfbWVtb3J5X2lkcxgDIAMoBBIMCgRub3RlGAQgASgJEhIKCnJlcXVlc3RfaWQYBSABKAkSEQoEdHVybhgGIAEoA0gAiAEBEhMKBnJld2FyZBgHIAEoAkgBiAEBQgcKBV90dXJuQgkKB19yZXdhcmQiLgoVUmVwb3J0T3V0Y29tZVJlc3BvbnNlEhUKDXVwZGF0ZWRfY291bnQYASABKAQiMgoKR2V0UmVxdWVzdBILCgNpZHMYASADKAQSFwoPaW5jbHVkZV92ZWN0b3JzGAIgASgIIkcKC0dldFJlc3BvbnNlEiMKCG1lbW9yaWVzGAEgAygLMhEubWVtZXZvLnYxLk1lbW9yeRITCgttaXNzaW5nX2lkcxgCIAMoBCI/CgdGYWN0S2V5EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZlbnRpdHkYAiABKAkSEQoJYXR0cmlidXRlGAMgASgJIlgKDkhpc3RvcnlSZXF1ZXN0EiYKCGZhY3Rfa2V5GAEgASgLMhIubWVtZXZvLnYxLkZhY3RLZXlIABITCgltZW1vcnlfaWQYAiABKARIAEIJCgdzdWJqZWN0Il4KD0hpc3RvcnlSZXNwb25zZRIjCgh2ZXJzaW9ucxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSJgoGZXZlbnRzGAIgAygLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50InIKDUZvcmdldFJlcXVlc3QSCwoDaWRzGAEgAygEEg4KBnJlYXNvbhgCIAEoCRIUCgxrZWVwX2hpc3RvcnkYAyABKAgSEgoKcmVxdWVzdF9pZBgEIAEoCRIRCgR0dXJuGAUgASgDSACIAQFCBwoFX3R1cm4iPAoORm9yZ2V0UmVzcG9uc2USFQoNZm9yZ290dGVuX2lkcxgBIAMoBBITCgttaXNzaW5nX2lkcxgCIAMoBCKxAQoQU3VwZXJzZWRlUmVxdWVzdBIOCgZvbGRfaWQYASABKAQSEAoGbmV3X2lkGAIgASgESAASLAoKbmV3X21lbW9yeRgDIAEoCzIWLm1lbWV2by52MS5NZW1vcnlJbnB1dEgAEg4KBnJlYXNvbhgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJEhEKBHR1cm4YBiABKANIAYgBAUINCgtyZXBsYWNlbWVudEIHCgVfdHVybiJhChFTdXBlcnNlZGVSZXNwb25zZRIlCgpvbGRfbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRIlCgpuZXdfbWVtb3J5GAIgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJjCg5SZXN0b3JlUmVxdWVzdBIRCgltZW1vcnlfaWQYASABKAQSDgoGcmVhc29uGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkSEQoEdHVybhgEIAEoA0gAiAEBQgcKBV90dXJuIjQKD1Jlc3RvcmVSZXNwb25zZRIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5Ik8KDUdvdmVyblJlcXVlc3QSDwoHZHJ5X3J1bhgBIAEoCBIRCgluYW1lc3BhY2UYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuInYKD1RyYW5zaXRpb25Db3VudBIqCgpmcm9tX3N0YXRlGAEgASgOMhYubWVtZXZvLnYxLk1lbW9yeVN0YXRlEigKCHRvX3N0YXRlGAIgASgOMhYubWVtZXZvLnYxLk1lbW9yeVN0YXRlEg0KBWNvdW50GAMgASgEIrwBCgpTd2VlcFN0YXRzEi4KCnN0YXJ0ZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2V2YWx1YXRlZF9jb3VudBgCIAEoBBIvCgt0cmFuc2l0aW9ucxgDIAMoCzIaLm1lbWV2by52MS5UcmFuc2l0aW9uQ291bnQSEQoJa2VybmVsX21zGAQgASgBEhAKCHRvdGFsX21zGAUgASgBEg8KB3RyaWdnZXIYBiABKAkibAoOR292ZXJuUmVzcG9uc2USJAoFc3dlZXAYASABKAsyFS5tZW1ldm8udjEuU3dlZXBTdGF0cxI0Cg1jb25zb2xpZGF0aW9uGAIgASgLMh0ubWVtZXZvLnYxLkNvbnNvbGlkYXRpb25TdGF0cyKhAQoSQ29uc29saWRhdGlvblN0YXRzEhYKDnNlZWRzX2V4YW1pbmVkGAEgASgEEhQKDGdyb3Vwc19mb3VuZBgCIAEoBBIYChBwcm9wb3NhbHNfb3BlbmVkGAMgASgEEhoKEmNvbnNvbGlkYXRlZF9jb3VudBgEIAEoBBIVCg1leHBpcmVkX2NvdW50GAUgASgEEhAKCHRvdGFsX21zGAYgASgBIsMBCgtSZXZpZXdTdGF0cxIbChNvcGVuX2NvbnNvbGlkYXRpb25zGAEgASgEEhYKDm9wZW5fZXZpY3Rpb25zGAIgASgEEh4KFm9wZW5fcmVpbnRlcnByZXRhdGlvbnMYAyABKAQSEQoJcmV2aWV3ZXJzGAQgASgNEjAKCWxhc3RfcGFzcxgFIAEoCzIdLm1lbWV2by52MS5Db25zb2xpZGF0aW9uU3RhdHMSGgoSb3Blbl9zdXBlcnNlc3Npb25zGAYgASgEInwKDFdhdGNoUmVxdWVzdBIbCg5hZnRlcl9zZXF1ZW5jZRgBIAEoBEgAiAEBEhEKCW5hbWVzcGFjZRgCIAEoCRIpCgV0eXBlcxgDIAMoDjIaLm1lbWV2by52MS5DaGFuZ2VFdmVudFR5cGVCEQoPX2FmdGVyX3NlcXVlbmNlIjYKDVdhdGNoUmVzcG9uc2USJQoFZXZlbnQYASABKAsyFi5tZW1ldm8udjEuQ2hhbmdlRXZlbnQiSQoNUmV2aWV3ZXJIZWxsbxIQCghyZXZpZXdlchgBIAEoCRImCgVraW5kcxgCIAMoDjIXLm1lbWV2by52MS5Qcm9wb3NhbEtpbmQibgoNUmV2aWV3UmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLm1lbWV2by52MS5SZXZpZXdlckhlbGxvSAASJwoIZGVjaXNpb24YAiABKAsyEy5tZW1ldm8udjEuRGVjaXNpb25IAEIJCgdtZXNzYWdlImMKDlJldmlld1Jlc3BvbnNlEicKCHByb3Bvc2FsGAEgASgLMhMubWVtZXZvLnYxLlByb3Bvc2FsSAASHQoTc2V0dGxlZF9wcm9wb3NhbF9pZBgCIAEoCUgAQgkKB21lc3NhZ2UiQgoUVW5jb25zb2xpZGF0ZVJlcXVlc3QSFgoOYWJzdHJhY3Rpb25faWQYASABKAQSEgoKcmVxdWVzdF9pZBgCIAEoCSItChVVbmNvbnNvbGlkYXRlUmVzcG9uc2USFAoMcmVzdG9yZWRfaWRzGAEgAygEIm8KF0RlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRIRCgR0dXJuGAQgASgDSACIAQFCBwoFX3R1cm4iSwoYRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEhgKEHByZXZpb3VzX3ZlcnNpb24YASABKAkSFQoNZmxhZ2dlZF9jb3VudBgCIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kiTAoTVXBkYXRlUG9saWN5UmVxdWVzdBIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSIRCg9HZXRTdGF0c1JlcXVlc3QiawoOU3RhdGVLaW5kQ291bnQSJQoFc3RhdGUYASABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSIwoEa2luZBgCIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWNvdW50GAMgASgEIvMBCgpJbmRleFN0YXRzEhUKDWluZGV4ZWRfY291bnQYASABKAQSGAoQZnJlc2hfdGFpbF9jb3VudBgCIAEoBBIWCg5zYXZlZF9zZXF1ZW5jZRgDIAEoBBIsCghzYXZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoFc3RhdGUYBSABKA4yFS5tZW1ldm8udjEuSW5kZXhTdGF0ZRIVCg1yZWJ1aWxkX3RvdGFsGAYgASgEEhkKEXJlYnVpbGRfcmVtYWluaW5nGAcgASgEEhYKDnJlYnVpbGRfcmVhc29uGAggASgJIu0CChBHZXRTdGF0c1Jlc3BvbnNlEikKBmNvdW50cxgBIAMoCzIZLm1lbWV2by52MS5TdGF0ZUtpbmRDb3VudBITCgt0b3RhbF9jb3VudBgCIAEoBBIkCgVpbmRleBgDIAEoCzIVLm1lbWV2by52MS5JbmRleFN0YXRzEhUKDWxhc3Rfc2VxdWVuY2UYBCABKAQSEAoIZW1iZWRkZXIYBSABKAkSEQoJZGltZW5zaW9uGAYgASgNEhYKDnNjaGVtYV92ZXJzaW9uGAcgASgNEiwKDXJlY2VudF9zd2VlcHMYCCADKAsyFS5tZW1ldm8udjEuU3dlZXBTdGF0cxIZChFmcmFtZXdvcmtfdmVyc2lvbhgJIAEoCRIuCgpleHBlcmltZW50GAogASgLMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRTdGF0cxImCgZyZXZpZXcYHiABKAsyFi5tZW1ldm8udjEuUmV2aWV3U3RhdHMiVQoUU2V0RXhwZXJpbWVudFJlcXVlc3QSKQoKZXhwZXJpbWVudBgBIAEoCzIVLm1lbWV2by52MS5FeHBlcmltZW50EhIKCnJlcXVlc3RfaWQYAiABKAkiQgoVU2V0RXhwZXJpbWVudFJlc3BvbnNlEikKCmV4cGVyaW1lbnQYASABKAsyFS5tZW1ldm8udjEuRXhwZXJpbWVudCI0ChFQcm9tb3RlQXJtUmVxdWVzdBILCgNhcm0YASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSJoChJQcm9tb3RlQXJtUmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeRIvCgtmaW5hbF9zdGF0cxgCIAEoCzIaLm1lbWV2by52MS5FeHBlcmltZW50U3RhdHMqqQEKDFdyaXRlT3V0Y29tZRIdChlXUklURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVV1JJVEVfT1VUQ09NRV9DUkVBVEVEEAESGwoXV1JJVEVfT1VUQ09NRV9DT05GSVJNRUQQAhIlCiFXUklURV9PVVRDT01FX1NVUEVSU0VERURfUFJFVklPVVMQAxIbChdXUklURV9PVVRDT01FX0JBQ0tEQVRFRBAEKlsKClJlY2FsbE1vZGUSGwoXUkVDQUxMX01PREVfVU5TUEVDSUZJRUQQABIXChNSRUNBTExfTU9ERV9DVVJSRU5UEAESFwoTUkVDQUxMX01PREVfSElTVE9SWRACKmEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfU1VDQ0VTUxABEhMKD09VVENPTUVfRkFJTFVSRRACEhMKD09VVENPTUVfUEFSVElBTBADKlwKCkluZGV4U3RhdGUSGwoXSU5ERVhfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFJTkRFWF9TVEFURV9SRUFEWRABEhoKFklOREVYX1NUQVRFX1JFQlVJTERJTkcQAjKUDAoNTWVtb3J5U2VydmljZRJDCghSZW1lbWJlchIaLm1lbWV2by52MS5SZW1lbWJlclJlcXVlc3QaGy5tZW1ldm8udjEuUmVtZW1iZXJSZXNwb25zZRJSCg1SZW1lbWJlckJhdGNoEh8ubWVtZXZvLnYxLlJlbWVtYmVyQmF0Y2hSZXF1ZXN0GiAubWVtZXZvLnYxLlJlbWVtYmVyQmF0Y2hSZXNwb25zZRJXCg5SZW1lbWJlclN0cmVhbRIgLm1lbWV2by52MS5SZW1lbWJlclN0cmVhbVJlcXVlc3QaIS5tZW1ldm8udjEuUmVtZW1iZXJTdHJlYW1SZXNwb25zZSgBEj0KBlJlY2FsbBIYLm1lbWV2by52MS5SZWNhbGxSZXF1ZXN0GhkubWVtZXZvLnYxLlJlY2FsbFJlc3BvbnNlEk8KDEJ1aWxkQ29udGV4dBIeLm1lbWV2by52MS5CdWlsZENvbnRleHRSZXF1ZXN0Gh8ubWVtZXZvLnYxLkJ1aWxkQ29udGV4dFJlc3BvbnNlElIKDVJlcG9ydE91dGNvbWUSHy5tZW1ldm8udjEuUmVwb3J0T3V0Y29tZVJlcXVlc3QaIC5tZW1ldm8udjEuUmVwb3J0T3V0Y29tZVJlc3BvbnNlEjQKA0dldBIVLm1lbWV2by52MS5HZXRSZXF1ZXN0GhYubWVtZXZvLnYxLkdldFJlc3BvbnNlEkAKB0hpc3RvcnkSGS5tZW1ldm8udjEuSGlzdG9yeVJlcXVlc3QaGi5tZW1ldm8udjEuSGlzdG9yeVJlc3BvbnNlEj0KBkZvcmdldBIYLm1lbWV2by52MS5Gb3JnZXRSZXF1ZXN0GhkubWVtZXZvLnYxLkZvcmdldFJlc3BvbnNlEkYKCVN1cGVyc2VkZRIbLm1lbWV2by52MS5TdXBlcnNlZGVSZXF1ZXN0GhwubWVtZXZvLnYxLlN1cGVyc2VkZVJlc3BvbnNlEj0KBkdvdmVybhIYLm1lbWV2by52MS5Hb3Zlcm5SZXF1ZXN0GhkubWVtZXZvLnYxLkdvdmVyblJlc3BvbnNlEjwKBVdhdGNoEhcubWVtZXZvLnYxLldhdGNoUmVxdWVzdBoYLm1lbWV2by52MS5XYXRjaFJlc3BvbnNlMAESQQoGUmV2aWV3EhgubWVtZXZvLnYxLlJldmlld1JlcXVlc3QaGS5tZW1ldm8udjEuUmV2aWV3UmVzcG9uc2UoATABElIKDVVuY29uc29saWRhdGUSHy5tZW1ldm8udjEuVW5jb25zb2xpZGF0ZVJlcXVlc3QaIC5tZW1ldm8udjEuVW5jb25zb2xpZGF0ZVJlc3BvbnNlEkAKB1Jlc3RvcmUSGS5tZW1ldm8udjEuUmVzdG9yZVJlcXVlc3QaGi5tZW1ldm8udjEuUmVzdG9yZVJlc3BvbnNlElsKEERlY2xhcmVGcmFtZXdvcmsSIi5tZW1ldm8udjEuRGVjbGFyZUZyYW1ld29ya1JlcXVlc3QaIy5tZW1ldm8udjEuRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEkYKCUdldFBvbGljeRIbLm1lbWV2by52MS5HZXRQb2xpY3lSZXF1ZXN0GhwubWVtZXZvLnYxLkdldFBvbGljeVJlc3BvbnNlEk8KDFVwZGF0ZVBvbGljeRIeLm1lbWV2by52MS5VcGRhdGVQb2xpY3lSZXF1ZXN0Gh8ubWVtZXZvLnYxLlVwZGF0ZVBvbGljeVJlc3BvbnNlEkMKCEdldFN0YXRzEhoubWVtZXZvLnYxLkdldFN0YXRzUmVxdWVzdBobLm1lbWV2by52MS5HZXRTdGF0c1Jlc3BvbnNlElIKDVNldEV4cGVyaW1lbnQSHy5tZW1ldm8udjEuU2V0RXhwZXJpbWVudFJlcXVlc3QaIC5tZW1ldm8udjEuU2V0RXhwZXJpbWVudFJlc3BvbnNlEkkKClByb21vdGVBcm0SHC5tZW1ldm8udjEuUHJvbW90ZUFybVJlcXVlc3QaHS5tZW1ldm8udjEuUHJvbW90ZUFybVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
+  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIp0BChVSZW1lbWJlclN0cmVhbVJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBEiwKBWl0ZW1zGAQgAygLMh0ubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtSXRlbUIHCgVfdHVybiJQChJSZW1lbWJlclN0cmVhbUl0ZW0SJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAJCBwoFX3R1cm4ikgEKDlJlY2FsbGVkTWVtb3J5EiEKBm1lbW9yeRgBIAEoCzIRLm1lbWV2by52MS5NZW1vcnkSEgoKc2ltaWxhcml0eRgCIAEoAhINCgVzY29yZRgDIAEoAhIMCgRoaW50GAQgASgJEiwKCWJyZWFrZG93bhgFIAEoCzIZLm1lbWV2by52MS5TY29yZUJyZWFrZG93biJdCg5TY29yZUJyZWFrZG93bhINCgV3b3JkcxgBIAEoAhIOCgZmaWVsZHMYAiABKAISDQoFbWF0Y2gYAyABKAISDQoFdHJ1c3QYBCABKAISDgoGZmFjdG9yGAUgASgCImAKDlJlY2FsbFJlc3BvbnNlEisKCG1lbW9yaWVzGAEgAygLMhkubWVtZXZvLnYxLlJlY2FsbGVkTWVtb3J5EhQKDHJldHJpZXZhbF9pZBgCIAEoCRILCgNhcm0YAyABKAki9wEKE0J1aWxkQ29udGV4dFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEhQKDHRva2VuX2J1ZGdldBgDIAEoDRIQCghsYW5ndWFnZRgEIAEoCRInCgZmaWx0ZXIYBSABKAsyFy5tZW1ldm8udjEuUmVjYWxsRmlsdGVyEiMKBG1vZGUYBiABKA4yFS5tZW1ldm8udjEuUmVjYWxsTW9kZRIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoEdHVybhgIIAEoA0gAiAEBQgcKBV90dXJuIl0KC0NvbnRleHRJdGVtEiEKBm1lbW9yeRgBIAEoCzIRLm1lbWV2by52MS5NZW1vcnkSDQoFZ3JvdXAYAiABKAkSDAoEaGludBgDIAEoCRIOCgZ0b2tlbnMYBCABKA0igwEKFEJ1aWxkQ29udGV4dFJlc3BvbnNlEgwKBHRleHQYASABKAkSJQoFaXRlbXMYAiADKAsyFi5tZW1ldm8udjEuQ29udGV4dEl0ZW0SEwoLdG9rZW5zX3VzZWQYAyABKA0SFAoMcmV0cmlldmFsX2lkGAQgASgJEgsKA2FybRgFIAEoCSLIAQoUUmVwb3J0T3V0Y29tZVJlcXVlc3QSFAoMcmV0cmlldmFsX2lkGAEgASgJEiMKB291dGNvbWUYAiABKA4yEi5tZW1ldm8udjEuT3V0Y29tZRIXCg91c2VkX21lbW9yeV9pZHMYAyADKAQSDAoEbm90ZRgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJEhEKBHR1cm4YBiABKANIAIgBARITCgZyZXdhcmQYByABKAJIAYgBAUIHCgVfdHVybkIJCgdfcmV3YXJkIi4KFVJlcG9ydE91dGNvbWVSZXNwb25zZRIVCg11cGRhdGVkX2NvdW50GAEgASgEIjIKCkdldFJlcXVlc3QSCwoDaWRzGAEgAygEEhcKD2luY2x1ZGVfdmVjdG9ycxgCIAEoCCJHCgtHZXRSZXNwb25zZRIjCghtZW1vcmllcxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSEwoLbWlzc2luZ19pZHMYAiADKAQiPwoHRmFjdEtleRIRCgluYW1lc3BhY2UYASABKAkSDgoGZW50aXR5GAIgASgJEhEKCWF0dHJpYnV0ZRgDIAEoCSJYCg5IaXN0b3J5UmVxdWVzdBImCghmYWN0X2tleRgBIAEoCzISLm1lbWV2by52MS5GYWN0S2V5SAASEwoJbWVtb3J5X2lkGAIgASgESABCCQoHc3ViamVjdCJeCg9IaXN0b3J5UmVzcG9uc2USIwoIdmVyc2lvbnMYASADKAsyES5tZW1ldm8udjEuTWVtb3J5EiYKBmV2ZW50cxgCIAMoCzIWLm1lbWV2by52MS5DaGFuZ2VFdmVudCJyCg1Gb3JnZXRSZXF1ZXN0EgsKA2lkcxgBIAMoBBIOCgZyZWFzb24YAiABKAkSFAoMa2VlcF9oaXN0b3J5GAMgASgIEhIKCnJlcXVlc3RfaWQYBCABKAkSEQoEdHVybhgFIAEoA0gAiAEBQgcKBV90dXJuIjwKDkZvcmdldFJlc3BvbnNlEhUKDWZvcmdvdHRlbl9pZHMYASADKAQSEwoLbWlzc2luZ19pZHMYAiADKAQisQEKEFN1cGVyc2VkZVJlcXVlc3QSDgoGb2xkX2lkGAEgASgEEhAKBm5ld19pZBgCIAEoBEgAEiwKCm5ld19tZW1vcnkYAyABKAsyFi5tZW1ldm8udjEuTWVtb3J5SW5wdXRIABIOCgZyZWFzb24YBCABKAkSEgoKcmVxdWVzdF9pZBgFIAEoCRIRCgR0dXJuGAYgASgDSAGIAQFCDQoLcmVwbGFjZW1lbnRCBwoFX3R1cm4iYQoRU3VwZXJzZWRlUmVzcG9uc2USJQoKb2xkX21lbW9yeRgBIAEoCzIRLm1lbWV2by52MS5NZW1vcnkSJQoKbmV3X21lbW9yeRgCIAEoCzIRLm1lbWV2by52MS5NZW1vcnkiYwoOUmVzdG9yZVJlcXVlc3QSEQoJbWVtb3J5X2lkGAEgASgEEg4KBnJlYXNvbhgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEhEKBHR1cm4YBCABKANIAIgBAUIHCgVfdHVybiI0Cg9SZXN0b3JlUmVzcG9uc2USIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJPCg1Hb3Zlcm5SZXF1ZXN0Eg8KB2RyeV9ydW4YASABKAgSEQoJbmFtZXNwYWNlGAIgASgJEhEKBHR1cm4YAyABKANIAIgBAUIHCgVfdHVybiJ2Cg9UcmFuc2l0aW9uQ291bnQSKgoKZnJvbV9zdGF0ZRgBIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgCIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRINCgVjb3VudBgDIAEoBCK8AQoKU3dlZXBTdGF0cxIuCgpzdGFydGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9ldmFsdWF0ZWRfY291bnQYAiABKAQSLwoLdHJhbnNpdGlvbnMYAyADKAsyGi5tZW1ldm8udjEuVHJhbnNpdGlvbkNvdW50EhEKCWtlcm5lbF9tcxgEIAEoARIQCgh0b3RhbF9tcxgFIAEoARIPCgd0cmlnZ2VyGAYgASgJImwKDkdvdmVyblJlc3BvbnNlEiQKBXN3ZWVwGAEgASgLMhUubWVtZXZvLnYxLlN3ZWVwU3RhdHMSNAoNY29uc29saWRhdGlvbhgCIAEoCzIdLm1lbWV2by52MS5Db25zb2xpZGF0aW9uU3RhdHMioQEKEkNvbnNvbGlkYXRpb25TdGF0cxIWCg5zZWVkc19leGFtaW5lZBgBIAEoBBIUCgxncm91cHNfZm91bmQYAiABKAQSGAoQcHJvcG9zYWxzX29wZW5lZBgDIAEoBBIaChJjb25zb2xpZGF0ZWRfY291bnQYBCABKAQSFQoNZXhwaXJlZF9jb3VudBgFIAEoBBIQCgh0b3RhbF9tcxgGIAEoASLDAQoLUmV2aWV3U3RhdHMSGwoTb3Blbl9jb25zb2xpZGF0aW9ucxgBIAEoBBIWCg5vcGVuX2V2aWN0aW9ucxgCIAEoBBIeChZvcGVuX3JlaW50ZXJwcmV0YXRpb25zGAMgASgEEhEKCXJldmlld2VycxgEIAEoDRIwCglsYXN0X3Bhc3MYBSABKAsyHS5tZW1ldm8udjEuQ29uc29saWRhdGlvblN0YXRzEhoKEm9wZW5fc3VwZXJzZXNzaW9ucxgGIAEoBCJ8CgxXYXRjaFJlcXVlc3QSGwoOYWZ0ZXJfc2VxdWVuY2UYASABKARIAIgBARIRCgluYW1lc3BhY2UYAiABKAkSKQoFdHlwZXMYAyADKA4yGi5tZW1ldm8udjEuQ2hhbmdlRXZlbnRUeXBlQhEKD19hZnRlcl9zZXF1ZW5jZSI2Cg1XYXRjaFJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50IloKDVJldmlld2VySGVsbG8SEAoIcmV2aWV3ZXIYASABKAkSJgoFa2luZHMYAiADKA4yFy5tZW1ldm8udjEuUHJvcG9zYWxLaW5kEg8KB29ic2VydmUYAyABKAgibgoNUmV2aWV3UmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLm1lbWV2by52MS5SZXZpZXdlckhlbGxvSAASJwoIZGVjaXNpb24YAiABKAsyEy5tZW1ldm8udjEuRGVjaXNpb25IAEIJCgdtZXNzYWdlIngKDlJldmlld1Jlc3BvbnNlEicKCHByb3Bvc2FsGAEgASgLMhMubWVtZXZvLnYxLlByb3Bvc2FsSAASHQoTc2V0dGxlZF9wcm9wb3NhbF9pZBgCIAEoCUgAEhMKCWNhdWdodF91cBgDIAEoCEgAQgkKB21lc3NhZ2UiQgoUVW5jb25zb2xpZGF0ZVJlcXVlc3QSFgoOYWJzdHJhY3Rpb25faWQYASABKAQSEgoKcmVxdWVzdF9pZBgCIAEoCSItChVVbmNvbnNvbGlkYXRlUmVzcG9uc2USFAoMcmVzdG9yZWRfaWRzGAEgAygEIm8KF0RlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRIRCgR0dXJuGAQgASgDSACIAQFCBwoFX3R1cm4iSwoYRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEhgKEHByZXZpb3VzX3ZlcnNpb24YASABKAkSFQoNZmxhZ2dlZF9jb3VudBgCIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kiTAoTVXBkYXRlUG9saWN5UmVxdWVzdBIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSIRCg9HZXRTdGF0c1JlcXVlc3QiawoOU3RhdGVLaW5kQ291bnQSJQoFc3RhdGUYASABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSIwoEa2luZBgCIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWNvdW50GAMgASgEIvMBCgpJbmRleFN0YXRzEhUKDWluZGV4ZWRfY291bnQYASABKAQSGAoQZnJlc2hfdGFpbF9jb3VudBgCIAEoBBIWCg5zYXZlZF9zZXF1ZW5jZRgDIAEoBBIsCghzYXZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoFc3RhdGUYBSABKA4yFS5tZW1ldm8udjEuSW5kZXhTdGF0ZRIVCg1yZWJ1aWxkX3RvdGFsGAYgASgEEhkKEXJlYnVpbGRfcmVtYWluaW5nGAcgASgEEhYKDnJlYnVpbGRfcmVhc29uGAggASgJIu0CChBHZXRTdGF0c1Jlc3BvbnNlEikKBmNvdW50cxgBIAMoCzIZLm1lbWV2by52MS5TdGF0ZUtpbmRDb3VudBITCgt0b3RhbF9jb3VudBgCIAEoBBIkCgVpbmRleBgDIAEoCzIVLm1lbWV2by52MS5JbmRleFN0YXRzEhUKDWxhc3Rfc2VxdWVuY2UYBCABKAQSEAoIZW1iZWRkZXIYBSABKAkSEQoJZGltZW5zaW9uGAYgASgNEhYKDnNjaGVtYV92ZXJzaW9uGAcgASgNEiwKDXJlY2VudF9zd2VlcHMYCCADKAsyFS5tZW1ldm8udjEuU3dlZXBTdGF0cxIZChFmcmFtZXdvcmtfdmVyc2lvbhgJIAEoCRIuCgpleHBlcmltZW50GAogASgLMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRTdGF0cxImCgZyZXZpZXcYHiABKAsyFi5tZW1ldm8udjEuUmV2aWV3U3RhdHMiVQoUU2V0RXhwZXJpbWVudFJlcXVlc3QSKQoKZXhwZXJpbWVudBgBIAEoCzIVLm1lbWV2by52MS5FeHBlcmltZW50EhIKCnJlcXVlc3RfaWQYAiABKAkiQgoVU2V0RXhwZXJpbWVudFJlc3BvbnNlEikKCmV4cGVyaW1lbnQYASABKAsyFS5tZW1ldm8udjEuRXhwZXJpbWVudCI0ChFQcm9tb3RlQXJtUmVxdWVzdBILCgNhcm0YASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCSJoChJQcm9tb3RlQXJtUmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeRIvCgtmaW5hbF9zdGF0cxgCIAEoCzIaLm1lbWV2by52MS5FeHBlcmltZW50U3RhdHMqqQEKDFdyaXRlT3V0Y29tZRIdChlXUklURV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVV1JJVEVfT1VUQ09NRV9DUkVBVEVEEAESGwoXV1JJVEVfT1VUQ09NRV9DT05GSVJNRUQQAhIlCiFXUklURV9PVVRDT01FX1NVUEVSU0VERURfUFJFVklPVVMQAxIbChdXUklURV9PVVRDT01FX0JBQ0tEQVRFRBAEKlsKClJlY2FsbE1vZGUSGwoXUkVDQUxMX01PREVfVU5TUEVDSUZJRUQQABIXChNSRUNBTExfTU9ERV9DVVJSRU5UEAESFwoTUkVDQUxMX01PREVfSElTVE9SWRACKmEKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhMKD09VVENPTUVfU1VDQ0VTUxABEhMKD09VVENPTUVfRkFJTFVSRRACEhMKD09VVENPTUVfUEFSVElBTBADKlwKCkluZGV4U3RhdGUSGwoXSU5ERVhfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFJTkRFWF9TVEFURV9SRUFEWRABEhoKFklOREVYX1NUQVRFX1JFQlVJTERJTkcQAjKUDAoNTWVtb3J5U2VydmljZRJDCghSZW1lbWJlchIaLm1lbWV2by52MS5SZW1lbWJlclJlcXVlc3QaGy5tZW1ldm8udjEuUmVtZW1iZXJSZXNwb25zZRJSCg1SZW1lbWJlckJhdGNoEh8ubWVtZXZvLnYxLlJlbWVtYmVyQmF0Y2hSZXF1ZXN0GiAubWVtZXZvLnYxLlJlbWVtYmVyQmF0Y2hSZXNwb25zZRJXCg5SZW1lbWJlclN0cmVhbRIgLm1lbWV2by52MS5SZW1lbWJlclN0cmVhbVJlcXVlc3QaIS5tZW1ldm8udjEuUmVtZW1iZXJTdHJlYW1SZXNwb25zZSgBEj0KBlJlY2FsbBIYLm1lbWV2by52MS5SZWNhbGxSZXF1ZXN0GhkubWVtZXZvLnYxLlJlY2FsbFJlc3BvbnNlEk8KDEJ1aWxkQ29udGV4dBIeLm1lbWV2by52MS5CdWlsZENvbnRleHRSZXF1ZXN0Gh8ubWVtZXZvLnYxLkJ1aWxkQ29udGV4dFJlc3BvbnNlElIKDVJlcG9ydE91dGNvbWUSHy5tZW1ldm8udjEuUmVwb3J0T3V0Y29tZVJlcXVlc3QaIC5tZW1ldm8udjEuUmVwb3J0T3V0Y29tZVJlc3BvbnNlEjQKA0dldBIVLm1lbWV2by52MS5HZXRSZXF1ZXN0GhYubWVtZXZvLnYxLkdldFJlc3BvbnNlEkAKB0hpc3RvcnkSGS5tZW1ldm8udjEuSGlzdG9yeVJlcXVlc3QaGi5tZW1ldm8udjEuSGlzdG9yeVJlc3BvbnNlEj0KBkZvcmdldBIYLm1lbWV2by52MS5Gb3JnZXRSZXF1ZXN0GhkubWVtZXZvLnYxLkZvcmdldFJlc3BvbnNlEkYKCVN1cGVyc2VkZRIbLm1lbWV2by52MS5TdXBlcnNlZGVSZXF1ZXN0GhwubWVtZXZvLnYxLlN1cGVyc2VkZVJlc3BvbnNlEj0KBkdvdmVybhIYLm1lbWV2by52MS5Hb3Zlcm5SZXF1ZXN0GhkubWVtZXZvLnYxLkdvdmVyblJlc3BvbnNlEjwKBVdhdGNoEhcubWVtZXZvLnYxLldhdGNoUmVxdWVzdBoYLm1lbWV2by52MS5XYXRjaFJlc3BvbnNlMAESQQoGUmV2aWV3EhgubWVtZXZvLnYxLlJldmlld1JlcXVlc3QaGS5tZW1ldm8udjEuUmV2aWV3UmVzcG9uc2UoATABElIKDVVuY29uc29saWRhdGUSHy5tZW1ldm8udjEuVW5jb25zb2xpZGF0ZVJlcXVlc3QaIC5tZW1ldm8udjEuVW5jb25zb2xpZGF0ZVJlc3BvbnNlEkAKB1Jlc3RvcmUSGS5tZW1ldm8udjEuUmVzdG9yZVJlcXVlc3QaGi5tZW1ldm8udjEuUmVzdG9yZVJlc3BvbnNlElsKEERlY2xhcmVGcmFtZXdvcmsSIi5tZW1ldm8udjEuRGVjbGFyZUZyYW1ld29ya1JlcXVlc3QaIy5tZW1ldm8udjEuRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEkYKCUdldFBvbGljeRIbLm1lbWV2by52MS5HZXRQb2xpY3lSZXF1ZXN0GhwubWVtZXZvLnYxLkdldFBvbGljeVJlc3BvbnNlEk8KDFVwZGF0ZVBvbGljeRIeLm1lbWV2by52MS5VcGRhdGVQb2xpY3lSZXF1ZXN0Gh8ubWVtZXZvLnYxLlVwZGF0ZVBvbGljeVJlc3BvbnNlEkMKCEdldFN0YXRzEhoubWVtZXZvLnYxLkdldFN0YXRzUmVxdWVzdBobLm1lbWV2by52MS5HZXRTdGF0c1Jlc3BvbnNlElIKDVNldEV4cGVyaW1lbnQSHy5tZW1ldm8udjEuU2V0RXhwZXJpbWVudFJlcXVlc3QaIC5tZW1ldm8udjEuU2V0RXhwZXJpbWVudFJlc3BvbnNlEkkKClByb21vdGVBcm0SHC5tZW1ldm8udjEuUHJvbW90ZUFybVJlcXVlc3QaHS5tZW1ldm8udjEuUHJvbW90ZUFybVJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
 
 /**
  * The result of storing one memory.
@@ -501,6 +501,13 @@ export type RecalledMemory = Message<"memevo.v1.RecalledMemory"> & {
    * @generated from field: string hint = 4;
    */
   hint: string;
+
+  /**
+   * The terms score was computed from (score = breakdown.match x breakdown.factor).
+   *
+   * @generated from field: memevo.v1.ScoreBreakdown breakdown = 5;
+   */
+  breakdown?: ScoreBreakdown | undefined;
 };
 
 /**
@@ -509,6 +516,57 @@ export type RecalledMemory = Message<"memevo.v1.RecalledMemory"> & {
  */
 export const RecalledMemorySchema: GenMessage<RecalledMemory> = /*@__PURE__*/
   messageDesc(file_memevo_v1_memory_service, 10);
+
+/**
+ * The terms of one recalled memory's score, as recall computed them (see RecallRequest for the formula).
+ *
+ * @generated from message memevo.v1.ScoreBreakdown
+ */
+export type ScoreBreakdown = Message<"memevo.v1.ScoreBreakdown"> & {
+  /**
+   * In [0, 1]: the memory's BM25 over the best BM25 among the candidates; 0 without query text.
+   *
+   * @generated from field: float words = 1;
+   */
+  words: number;
+
+  /**
+   * In [0, 1]: the idf-weighted share of the query's words that name the memory's entity, fact attribute or
+   * task signature; 0 without query text.
+   *
+   * @generated from field: float fields = 2;
+   */
+  fields: number;
+
+  /**
+   * >= 0: the match after every query-dependent term (cosine, words, fields, attribute, entity, answer shape,
+   * task, how-to).
+   *
+   * @generated from field: float match = 3;
+   */
+  match: number;
+
+  /**
+   * In [0, 1]: 0.6 x accuracy + 0.4 x min(relevance, 1) (a strategy's accuracy shifted within its task).
+   *
+   * @generated from field: float trust = 4;
+   */
+  trust: number;
+
+  /**
+   * > 0: what match is multiplied by: trust, importance, inconsistency, demotion and episode terms.
+   *
+   * @generated from field: float factor = 5;
+   */
+  factor: number;
+};
+
+/**
+ * Describes the message memevo.v1.ScoreBreakdown.
+ * Use `create(ScoreBreakdownSchema)` to create a new message.
+ */
+export const ScoreBreakdownSchema: GenMessage<ScoreBreakdown> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 11);
 
 /**
  * @generated from message memevo.v1.RecallResponse
@@ -541,7 +599,7 @@ export type RecallResponse = Message<"memevo.v1.RecallResponse"> & {
  * Use `create(RecallResponseSchema)` to create a new message.
  */
 export const RecallResponseSchema: GenMessage<RecallResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 11);
+  messageDesc(file_memevo_v1_memory_service, 12);
 
 /**
  * @generated from message memevo.v1.BuildContextRequest
@@ -607,7 +665,7 @@ export type BuildContextRequest = Message<"memevo.v1.BuildContextRequest"> & {
  * Use `create(BuildContextRequestSchema)` to create a new message.
  */
 export const BuildContextRequestSchema: GenMessage<BuildContextRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 12);
+  messageDesc(file_memevo_v1_memory_service, 13);
 
 /**
  * One memory placed in a context.
@@ -647,7 +705,7 @@ export type ContextItem = Message<"memevo.v1.ContextItem"> & {
  * Use `create(ContextItemSchema)` to create a new message.
  */
 export const ContextItemSchema: GenMessage<ContextItem> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 13);
+  messageDesc(file_memevo_v1_memory_service, 14);
 
 /**
  * @generated from message memevo.v1.BuildContextResponse
@@ -694,7 +752,7 @@ export type BuildContextResponse = Message<"memevo.v1.BuildContextResponse"> & {
  * Use `create(BuildContextResponseSchema)` to create a new message.
  */
 export const BuildContextResponseSchema: GenMessage<BuildContextResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 14);
+  messageDesc(file_memevo_v1_memory_service, 15);
 
 /**
  * @generated from message memevo.v1.ReportOutcomeRequest
@@ -757,7 +815,7 @@ export type ReportOutcomeRequest = Message<"memevo.v1.ReportOutcomeRequest"> & {
  * Use `create(ReportOutcomeRequestSchema)` to create a new message.
  */
 export const ReportOutcomeRequestSchema: GenMessage<ReportOutcomeRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 15);
+  messageDesc(file_memevo_v1_memory_service, 16);
 
 /**
  * @generated from message memevo.v1.ReportOutcomeResponse
@@ -776,7 +834,7 @@ export type ReportOutcomeResponse = Message<"memevo.v1.ReportOutcomeResponse"> &
  * Use `create(ReportOutcomeResponseSchema)` to create a new message.
  */
 export const ReportOutcomeResponseSchema: GenMessage<ReportOutcomeResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 16);
+  messageDesc(file_memevo_v1_memory_service, 17);
 
 /**
  * @generated from message memevo.v1.GetRequest
@@ -802,7 +860,7 @@ export type GetRequest = Message<"memevo.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 17);
+  messageDesc(file_memevo_v1_memory_service, 18);
 
 /**
  * @generated from message memevo.v1.GetResponse
@@ -828,7 +886,7 @@ export type GetResponse = Message<"memevo.v1.GetResponse"> & {
  * Use `create(GetResponseSchema)` to create a new message.
  */
 export const GetResponseSchema: GenMessage<GetResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 18);
+  messageDesc(file_memevo_v1_memory_service, 19);
 
 /**
  * A fact key: (namespace, entity, attribute).
@@ -863,7 +921,7 @@ export type FactKey = Message<"memevo.v1.FactKey"> & {
  * Use `create(FactKeySchema)` to create a new message.
  */
 export const FactKeySchema: GenMessage<FactKey> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 19);
+  messageDesc(file_memevo_v1_memory_service, 20);
 
 /**
  * @generated from message memevo.v1.HistoryRequest
@@ -898,7 +956,7 @@ export type HistoryRequest = Message<"memevo.v1.HistoryRequest"> & {
  * Use `create(HistoryRequestSchema)` to create a new message.
  */
 export const HistoryRequestSchema: GenMessage<HistoryRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 20);
+  messageDesc(file_memevo_v1_memory_service, 21);
 
 /**
  * @generated from message memevo.v1.HistoryResponse
@@ -924,7 +982,7 @@ export type HistoryResponse = Message<"memevo.v1.HistoryResponse"> & {
  * Use `create(HistoryResponseSchema)` to create a new message.
  */
 export const HistoryResponseSchema: GenMessage<HistoryResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 21);
+  messageDesc(file_memevo_v1_memory_service, 22);
 
 /**
  * @generated from message memevo.v1.ForgetRequest
@@ -971,7 +1029,7 @@ export type ForgetRequest = Message<"memevo.v1.ForgetRequest"> & {
  * Use `create(ForgetRequestSchema)` to create a new message.
  */
 export const ForgetRequestSchema: GenMessage<ForgetRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 22);
+  messageDesc(file_memevo_v1_memory_service, 23);
 
 /**
  * @generated from message memevo.v1.ForgetResponse
@@ -997,7 +1055,7 @@ export type ForgetResponse = Message<"memevo.v1.ForgetResponse"> & {
  * Use `create(ForgetResponseSchema)` to create a new message.
  */
 export const ForgetResponseSchema: GenMessage<ForgetResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 23);
+  messageDesc(file_memevo_v1_memory_service, 24);
 
 /**
  * @generated from message memevo.v1.SupersedeRequest
@@ -1060,7 +1118,7 @@ export type SupersedeRequest = Message<"memevo.v1.SupersedeRequest"> & {
  * Use `create(SupersedeRequestSchema)` to create a new message.
  */
 export const SupersedeRequestSchema: GenMessage<SupersedeRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 24);
+  messageDesc(file_memevo_v1_memory_service, 25);
 
 /**
  * @generated from message memevo.v1.SupersedeResponse
@@ -1086,7 +1144,7 @@ export type SupersedeResponse = Message<"memevo.v1.SupersedeResponse"> & {
  * Use `create(SupersedeResponseSchema)` to create a new message.
  */
 export const SupersedeResponseSchema: GenMessage<SupersedeResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 25);
+  messageDesc(file_memevo_v1_memory_service, 26);
 
 /**
  * @generated from message memevo.v1.RestoreRequest
@@ -1127,7 +1185,7 @@ export type RestoreRequest = Message<"memevo.v1.RestoreRequest"> & {
  * Use `create(RestoreRequestSchema)` to create a new message.
  */
 export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 26);
+  messageDesc(file_memevo_v1_memory_service, 27);
 
 /**
  * @generated from message memevo.v1.RestoreResponse
@@ -1147,7 +1205,7 @@ export type RestoreResponse = Message<"memevo.v1.RestoreResponse"> & {
  * Use `create(RestoreResponseSchema)` to create a new message.
  */
 export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 27);
+  messageDesc(file_memevo_v1_memory_service, 28);
 
 /**
  * @generated from message memevo.v1.GovernRequest
@@ -1180,7 +1238,7 @@ export type GovernRequest = Message<"memevo.v1.GovernRequest"> & {
  * Use `create(GovernRequestSchema)` to create a new message.
  */
 export const GovernRequestSchema: GenMessage<GovernRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 28);
+  messageDesc(file_memevo_v1_memory_service, 29);
 
 /**
  * How many memories moved from one state to another.
@@ -1209,7 +1267,7 @@ export type TransitionCount = Message<"memevo.v1.TransitionCount"> & {
  * Use `create(TransitionCountSchema)` to create a new message.
  */
 export const TransitionCountSchema: GenMessage<TransitionCount> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 29);
+  messageDesc(file_memevo_v1_memory_service, 30);
 
 /**
  * Statistics of one governance sweep.
@@ -1266,7 +1324,7 @@ export type SweepStats = Message<"memevo.v1.SweepStats"> & {
  * Use `create(SweepStatsSchema)` to create a new message.
  */
 export const SweepStatsSchema: GenMessage<SweepStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 30);
+  messageDesc(file_memevo_v1_memory_service, 31);
 
 /**
  * @generated from message memevo.v1.GovernResponse
@@ -1290,7 +1348,7 @@ export type GovernResponse = Message<"memevo.v1.GovernResponse"> & {
  * Use `create(GovernResponseSchema)` to create a new message.
  */
 export const GovernResponseSchema: GenMessage<GovernResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 31);
+  messageDesc(file_memevo_v1_memory_service, 32);
 
 /**
  * What one consolidation pass looked at and did.
@@ -1346,7 +1404,7 @@ export type ConsolidationStats = Message<"memevo.v1.ConsolidationStats"> & {
  * Use `create(ConsolidationStatsSchema)` to create a new message.
  */
 export const ConsolidationStatsSchema: GenMessage<ConsolidationStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 32);
+  messageDesc(file_memevo_v1_memory_service, 33);
 
 /**
  * The review queue at a glance.
@@ -1402,7 +1460,7 @@ export type ReviewStats = Message<"memevo.v1.ReviewStats"> & {
  * Use `create(ReviewStatsSchema)` to create a new message.
  */
 export const ReviewStatsSchema: GenMessage<ReviewStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 33);
+  messageDesc(file_memevo_v1_memory_service, 34);
 
 /**
  * @generated from message memevo.v1.WatchRequest
@@ -1436,7 +1494,7 @@ export type WatchRequest = Message<"memevo.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 34);
+  messageDesc(file_memevo_v1_memory_service, 35);
 
 /**
  * @generated from message memevo.v1.WatchResponse
@@ -1453,7 +1511,7 @@ export type WatchResponse = Message<"memevo.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 35);
+  messageDesc(file_memevo_v1_memory_service, 36);
 
 /**
  * A reviewer's first message.
@@ -1474,6 +1532,16 @@ export type ReviewerHello = Message<"memevo.v1.ReviewerHello"> & {
    * @generated from field: repeated memevo.v1.ProposalKind kinds = 2;
    */
   kinds: ProposalKind[];
+
+  /**
+   * Observe the queue without becoming a reviewer (e.g. a console): the stream receives every open proposal of
+   * its kinds (default: every kind, supersessions included), then caught_up, then new ones as they open, and it
+   * may send decisions, but governance does not count it as attached (evictions are not held for it and
+   * consolidations do not wait for it). Default false.
+   *
+   * @generated from field: bool observe = 3;
+   */
+  observe: boolean;
 };
 
 /**
@@ -1481,7 +1549,7 @@ export type ReviewerHello = Message<"memevo.v1.ReviewerHello"> & {
  * Use `create(ReviewerHelloSchema)` to create a new message.
  */
 export const ReviewerHelloSchema: GenMessage<ReviewerHello> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 36);
+  messageDesc(file_memevo_v1_memory_service, 37);
 
 /**
  * @generated from message memevo.v1.ReviewRequest
@@ -1514,7 +1582,7 @@ export type ReviewRequest = Message<"memevo.v1.ReviewRequest"> & {
  * Use `create(ReviewRequestSchema)` to create a new message.
  */
 export const ReviewRequestSchema: GenMessage<ReviewRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 37);
+  messageDesc(file_memevo_v1_memory_service, 38);
 
 /**
  * @generated from message memevo.v1.ReviewResponse
@@ -1539,6 +1607,14 @@ export type ReviewResponse = Message<"memevo.v1.ReviewResponse"> & {
      */
     value: string;
     case: "settledProposalId";
+  } | {
+    /**
+     * Observing streams only: every proposal open when the stream attached has been sent. Always true.
+     *
+     * @generated from field: bool caught_up = 3;
+     */
+    value: boolean;
+    case: "caughtUp";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1547,7 +1623,7 @@ export type ReviewResponse = Message<"memevo.v1.ReviewResponse"> & {
  * Use `create(ReviewResponseSchema)` to create a new message.
  */
 export const ReviewResponseSchema: GenMessage<ReviewResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 38);
+  messageDesc(file_memevo_v1_memory_service, 39);
 
 /**
  * @generated from message memevo.v1.UnconsolidateRequest
@@ -1573,7 +1649,7 @@ export type UnconsolidateRequest = Message<"memevo.v1.UnconsolidateRequest"> & {
  * Use `create(UnconsolidateRequestSchema)` to create a new message.
  */
 export const UnconsolidateRequestSchema: GenMessage<UnconsolidateRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 39);
+  messageDesc(file_memevo_v1_memory_service, 40);
 
 /**
  * @generated from message memevo.v1.UnconsolidateResponse
@@ -1592,7 +1668,7 @@ export type UnconsolidateResponse = Message<"memevo.v1.UnconsolidateResponse"> &
  * Use `create(UnconsolidateResponseSchema)` to create a new message.
  */
 export const UnconsolidateResponseSchema: GenMessage<UnconsolidateResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 40);
+  messageDesc(file_memevo_v1_memory_service, 41);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkRequest
@@ -1632,7 +1708,7 @@ export type DeclareFrameworkRequest = Message<"memevo.v1.DeclareFrameworkRequest
  * Use `create(DeclareFrameworkRequestSchema)` to create a new message.
  */
 export const DeclareFrameworkRequestSchema: GenMessage<DeclareFrameworkRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 41);
+  messageDesc(file_memevo_v1_memory_service, 42);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkResponse
@@ -1658,7 +1734,7 @@ export type DeclareFrameworkResponse = Message<"memevo.v1.DeclareFrameworkRespon
  * Use `create(DeclareFrameworkResponseSchema)` to create a new message.
  */
 export const DeclareFrameworkResponseSchema: GenMessage<DeclareFrameworkResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 42);
+  messageDesc(file_memevo_v1_memory_service, 43);
 
 /**
  * @generated from message memevo.v1.GetPolicyRequest
@@ -1671,7 +1747,7 @@ export type GetPolicyRequest = Message<"memevo.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 43);
+  messageDesc(file_memevo_v1_memory_service, 44);
 
 /**
  * @generated from message memevo.v1.GetPolicyResponse
@@ -1688,7 +1764,7 @@ export type GetPolicyResponse = Message<"memevo.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 44);
+  messageDesc(file_memevo_v1_memory_service, 45);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyRequest
@@ -1714,7 +1790,7 @@ export type UpdatePolicyRequest = Message<"memevo.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 45);
+  messageDesc(file_memevo_v1_memory_service, 46);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyResponse
@@ -1733,7 +1809,7 @@ export type UpdatePolicyResponse = Message<"memevo.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 46);
+  messageDesc(file_memevo_v1_memory_service, 47);
 
 /**
  * @generated from message memevo.v1.GetStatsRequest
@@ -1746,7 +1822,7 @@ export type GetStatsRequest = Message<"memevo.v1.GetStatsRequest"> & {
  * Use `create(GetStatsRequestSchema)` to create a new message.
  */
 export const GetStatsRequestSchema: GenMessage<GetStatsRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 47);
+  messageDesc(file_memevo_v1_memory_service, 48);
 
 /**
  * Memories in one (state, kind) cell.
@@ -1775,7 +1851,7 @@ export type StateKindCount = Message<"memevo.v1.StateKindCount"> & {
  * Use `create(StateKindCountSchema)` to create a new message.
  */
 export const StateKindCountSchema: GenMessage<StateKindCount> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 48);
+  messageDesc(file_memevo_v1_memory_service, 49);
 
 /**
  * The ANN index's status.
@@ -1847,7 +1923,7 @@ export type IndexStats = Message<"memevo.v1.IndexStats"> & {
  * Use `create(IndexStatsSchema)` to create a new message.
  */
 export const IndexStatsSchema: GenMessage<IndexStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 49);
+  messageDesc(file_memevo_v1_memory_service, 50);
 
 /**
  * @generated from message memevo.v1.GetStatsResponse
@@ -1932,7 +2008,7 @@ export type GetStatsResponse = Message<"memevo.v1.GetStatsResponse"> & {
  * Use `create(GetStatsResponseSchema)` to create a new message.
  */
 export const GetStatsResponseSchema: GenMessage<GetStatsResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 50);
+  messageDesc(file_memevo_v1_memory_service, 51);
 
 /**
  * @generated from message memevo.v1.SetExperimentRequest
@@ -1959,7 +2035,7 @@ export type SetExperimentRequest = Message<"memevo.v1.SetExperimentRequest"> & {
  * Use `create(SetExperimentRequestSchema)` to create a new message.
  */
 export const SetExperimentRequestSchema: GenMessage<SetExperimentRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 51);
+  messageDesc(file_memevo_v1_memory_service, 52);
 
 /**
  * @generated from message memevo.v1.SetExperimentResponse
@@ -1978,7 +2054,7 @@ export type SetExperimentResponse = Message<"memevo.v1.SetExperimentResponse"> &
  * Use `create(SetExperimentResponseSchema)` to create a new message.
  */
 export const SetExperimentResponseSchema: GenMessage<SetExperimentResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 52);
+  messageDesc(file_memevo_v1_memory_service, 53);
 
 /**
  * @generated from message memevo.v1.PromoteArmRequest
@@ -2004,7 +2080,7 @@ export type PromoteArmRequest = Message<"memevo.v1.PromoteArmRequest"> & {
  * Use `create(PromoteArmRequestSchema)` to create a new message.
  */
 export const PromoteArmRequestSchema: GenMessage<PromoteArmRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 53);
+  messageDesc(file_memevo_v1_memory_service, 54);
 
 /**
  * @generated from message memevo.v1.PromoteArmResponse
@@ -2030,7 +2106,7 @@ export type PromoteArmResponse = Message<"memevo.v1.PromoteArmResponse"> & {
  * Use `create(PromoteArmResponseSchema)` to create a new message.
  */
 export const PromoteArmResponseSchema: GenMessage<PromoteArmResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 54);
+  messageDesc(file_memevo_v1_memory_service, 55);
 
 /**
  * How a write was applied.
