@@ -25,6 +25,7 @@ from .config import (
     default_data_dir,
     default_listen,
 )
+from .console.cli import add_console_command, add_console_listen_argument
 from .embedding import EmbedderConfig
 from .errors import FailedPrecondition, MemevoError
 
@@ -221,6 +222,7 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="serve Prometheus metrics at http://HOST:PORT/metrics, loopback only, e.g. 127.0.0.1:9464 (default: off)",
     )
+    add_console_listen_argument(parser)
     parser.add_argument(
         "--log-format",
         choices=("text", "json"),
@@ -371,7 +373,7 @@ def serve(args: argparse.Namespace) -> int:
 
     configure_logging(json_format=args.log_format == "json", level=logging.getLogger().level)
     tokens = TokenTable.from_file(args.tokens_file) if args.tokens_file is not None else None
-    sidecar = Sidecar(config, token=token, tokens=tokens)
+    sidecar = Sidecar(config, token=token, tokens=tokens, console_listen=args.console_listen)
     signals: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -676,6 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser.set_defaults(run=inspect)
     _add_replay_commands(commands)
     _add_mcp_command(commands)
+    add_console_command(commands, default_target=default_listen(), token_env=TOKEN_ENV)
     return parser
 
 

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc
 
 from ..config import SidecarConfig
+from ..console.cli import check_console_listen, console_for
 from ..engine import Engine
 from ..errors import FailedPrecondition, StorageError
 from ..governance.daemon import GovernanceDaemon
@@ -34,6 +35,9 @@ from .reflection import MemberAwarePool
 from .servicer import MemoryServicer
 from .streams import StreamGate
 from .validation import DecodingInterceptor
+
+if TYPE_CHECKING:
+    from ..console.server import Console
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +98,14 @@ class Sidecar:
     refused unless the config allows them (see :func:`check_listen_policy`).
     """
 
-    def __init__(self, config: SidecarConfig, *, token: str | None = None, tokens: TokenTable | None = None) -> None:
+    def __init__(
+        self,
+        config: SidecarConfig,
+        *,
+        token: str | None = None,
+        tokens: TokenTable | None = None,
+        console_listen: str = "",
+    ) -> None:
         table = TokenTable()
         table.merge(tokens or TokenTable())
         if token:
@@ -104,6 +115,10 @@ class Sidecar:
                 raise FailedPrecondition(f"bad sidecar token: {exc}", reason="BAD_TOKEN") from exc
         # Refused before the data directory is opened: a misconfiguration must not touch the data.
         check_listen_policy(config, has_tokens=bool(table))
+        if console_listen:
+            check_console_listen(console_listen)
+        self._console_listen = console_listen
+        self.console: Console | None = None
         credentials = server_credentials(config)
         self.streams = StreamGate(
             max_streams=config.max_streams, max_per_caller=config.max_streams_per_caller, tokens=table or None
@@ -184,13 +199,18 @@ class Sidecar:
                     self.config.metrics_listen, lambda: self.metrics.render(self.engine)
                 )
             self.server.start()
+            if self._console_listen:
+                self.console = console_for(self, self._console_listen)
         except Exception:
+            self.server.stop(0)
             self.engine.close()
             raise
         for path in self._sockets:
             os.chmod(path, 0o600)  # only this user may talk to the sidecar
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.start()
+        if self.console is not None:
+            self.console.start()
         # What start-up loaded (columns, word index, caches: ~340k objects at 100k memories) lives until
         # stop and holds no garbage: frozen, the collector's full passes (~90 ms over all of it, measured)
         # skip it, so a write never waits for one.
@@ -206,6 +226,8 @@ class Sidecar:
             ready: dict[str, Any] = {"pid": os.getpid(), "listen": self.addresses}
             if self.metrics_endpoint is not None:
                 ready["metrics"] = self.metrics_endpoint.address
+            if self.console is not None:
+                ready["console"] = self.console.address
             tmp = Path(str(self.config.ready_file) + ".tmp")
             tmp.write_text(json.dumps(ready))
             os.replace(tmp, self.config.ready_file)
@@ -216,6 +238,8 @@ class Sidecar:
             " (TLS on TCP)" if self._credentials is not None else "",
             f"; metrics on http://{self.metrics_endpoint.address}/metrics" if self.metrics_endpoint else "",
         )
+        if self.console is not None:
+            log.info("memevo console on %s", self.console.url)
         return self.addresses
 
     def _writes_changed(self, refusal: StorageError | None) -> None:
@@ -228,6 +252,8 @@ class Sidecar:
             if self._stopped.is_set():
                 return
             started = time.perf_counter()
+            if self.console is not None:
+                self.console.stop()  # its streams first: the server's drain would wait for them
             self.health.enter_graceful_shutdown()
             self.servicer.stopping.set()
             # New calls are refused from here on; calls still running after grace_s are cancelled.

@@ -1,0 +1,472 @@
+"""The console's HTTP server: static pages and a JSON API over :class:`ConsoleSource`, on loopback only.
+
+Safety: the server binds loopback addresses only; it answers only requests whose Host header names a
+loopback host (a web page elsewhere cannot reach it through DNS rebinding); writes are POSTs with a JSON
+body from the console's own origin; and every read or write is a gRPC call made with the browser's own
+bearer token, so the sidecar's token rules apply unchanged (no token, or a token scoped to other
+namespaces, is refused by the sidecar and the page shows the refusal).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import re
+import threading
+import time
+import urllib.request
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime, timezone
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, review_pb2
+
+from ..errors import FailedPrecondition
+from ..service.auth import is_loopback
+from .digest import ChangeDigest, reason_class
+from .source import ConsoleSource, SourceError
+
+log = logging.getLogger(__name__)
+
+PAGES = ("/", "/search", "/life", "/review", "/live")
+STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
+SECURITY_HEADERS = (
+    ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+)
+VALUE_SAMPLE_PER_KIND = 400
+"""Memories per kind whose values the overview's histograms are drawn from (a uniform sample)."""
+VALUE_BINS = 24
+GET_CHUNK = 1000
+"""Ids per Get call (the sidecar's default max_k)."""
+LIVE_HEARTBEAT_S = 5.0
+"""A live stream with nothing to send writes an empty line this often, to notice a closed tab."""
+LIVE_BACKLOG = 50
+"""Events before the current one a live page starts with."""
+RATE_SAMPLE_S = 5.0
+RATE_SAMPLES = 120
+WRITE_METHODS = ("Remember", "RememberBatch", "RememberStream")
+READ_METHODS = ("Recall", "BuildContext")
+MAX_BODY_BYTES = 64 * 1024
+_CALLS_LINE = re.compile(r'^memevo_rpc_calls_total\{[^}]*method="(\w+)"[^}]*\}\s+([0-9.e+]+)', re.M)
+
+
+def to_json(message: Message) -> dict[str, Any]:
+    """A protobuf message as the pages read it: proto field names, enums by name, defaults included."""
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def scrape_calls(url: str) -> Callable[[], dict[str, int]]:
+    """Call counts per method read from a sidecar's Prometheus endpoint (``--metrics-listen``)."""
+
+    def read() -> dict[str, int]:
+        with urllib.request.urlopen(url, timeout=2.0) as response:  # a loopback URL the user gave
+            text = response.read().decode()
+        counts: dict[str, int] = {}
+        for method, value in _CALLS_LINE.findall(text):
+            counts[method] = counts.get(method, 0) + int(float(value))
+        return counts
+
+    return read
+
+
+class RateSampler:
+    """Samples cumulative call counts every few seconds; rates per minute come from their differences."""
+
+    def __init__(self, read: Callable[[], dict[str, int]]) -> None:
+        self._read = read
+        self.samples: deque[tuple[float, dict[str, int]]] = deque(maxlen=RATE_SAMPLES)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memevo-console-rates", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.samples.append((time.time(), self._read()))
+            except Exception as exc:  # a scrape that failed once is tried again at the next sample
+                log.debug("console: reading call counts failed: %s", exc)
+            if self._stop.wait(RATE_SAMPLE_S):
+                return
+
+    def rates(self) -> dict[str, Any]:
+        """Writes and recalls per minute between consecutive samples."""
+        samples = list(self.samples)
+        times: list[float] = []
+        writes: list[float] = []
+        reads: list[float] = []
+        for (t0, a), (t1, b) in itertools.pairwise(samples):
+            minutes = max(t1 - t0, 1e-6) / 60.0
+            times.append(t1)
+            writes.append(sum(b.get(m, 0) - a.get(m, 0) for m in WRITE_METHODS) / minutes)
+            reads.append(sum(b.get(m, 0) - a.get(m, 0) for m in READ_METHODS) / minutes)
+        return {"times": times, "writes_per_min": writes, "recalls_per_min": reads}
+
+
+def _timestamp(text: str) -> Any:
+    """An ISO date-time (a datetime-local field's value, read as UTC) as a protobuf Timestamp."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    stamp = Timestamp()
+    stamp.FromDatetime(when)
+    return stamp
+
+
+class ConsoleError(Exception):
+    """A request the console itself refuses (bad parameters), as an HTTP status and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Console:
+    """The console's pages and API over one sidecar. ``start`` it; ``stop`` it before the sidecar."""
+
+    def __init__(
+        self,
+        address: str,
+        source: ConsoleSource,
+        *,
+        token: str | None = None,
+        calls: Callable[[], dict[str, int]] | None = None,
+    ) -> None:
+        if not is_loopback(address):
+            raise FailedPrecondition(
+                f"console address {address}: the console listens on loopback only (127.0.0.1:PORT, [::1]:PORT "
+                "or localhost:PORT)",
+                reason="LISTEN_REFUSED",
+            )
+        host, _, port_text = address.rpartition(":")
+        try:
+            port = int(port_text)
+        except ValueError as exc:
+            raise FailedPrecondition(f"console address {address}: expected HOST:PORT", reason="LISTEN_REFUSED") from exc
+        self.source = source
+        self.digest = ChangeDigest(source, token)
+        self.rates = RateSampler(calls) if calls is not None else None
+        console = self
+
+        class Handler(_Handler):
+            app = console
+
+        bind = host.strip("[]") or "127.0.0.1"
+        if bind == "localhost":
+            bind = "127.0.0.1"
+        server_class = _V6Server if ":" in bind else ThreadingHTTPServer
+        try:
+            self._server = server_class((bind, port), Handler)
+        except OSError as exc:
+            raise FailedPrecondition(f"console address {address}: {exc}", reason="LISTEN_FAILED") from exc
+        self._server.daemon_threads = True
+        bound_host, bound_port = str(self._server.server_address[0]), int(self._server.server_address[1])
+        self.address = f"[{bound_host}]:{bound_port}" if ":" in bound_host else f"{bound_host}:{bound_port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="memevo-console", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}/"
+
+    def start(self) -> None:
+        self.digest.start()
+        if self.rates is not None:
+            self.rates.start()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self.rates is not None:
+            self.rates.stop()
+        self.digest.stop()
+        self.source.close()
+
+    # ---- the API ------------------------------------------------------------------------------
+
+    def overview(self, token: str | None) -> dict[str, Any]:
+        stats = self.source.stats(token)  # sidecar-wide: a '*' token (or none when tokens are off)
+        policy = self.source.policy(token).policy
+        return {
+            "stats": to_json(stats),
+            "log": self.digest.progress(),
+            "series": self.digest.series(),
+            "values": self._values(token, policy),
+            "rates": self.rates.rates() if self.rates is not None else None,
+        }
+
+    def _values(self, token: str | None, policy: Any) -> dict[str, Any]:
+        thresholds: dict[int, tuple[float, float]] = {}
+        default = (0.2, 0.05)
+        for entry in policy.kinds:
+            pair = (entry.archive_below, entry.evict_below)
+            if entry.kind == memory_pb2.MEMORY_KIND_UNSPECIFIED:
+                default = pair
+            else:
+                thresholds[entry.kind] = pair
+        out: dict[str, Any] = {}
+        for kind, ids in self.digest.sample(VALUE_SAMPLE_PER_KIND).items():
+            values: list[float] = []
+            id_list = ids.tolist()
+            for start in range(0, len(id_list), GET_CHUNK):
+                found = self.source.get(id_list[start : start + GET_CHUNK], token)
+                values += [m.scores.value for m in found.memories]
+            if not values:
+                continue
+            archive, evict = thresholds.get(kind, default)
+            array = np.asarray(values, dtype=np.float64)
+            low = min(float(array.min()), evict, 0.0)
+            high = max(float(array.max()), archive) + 1e-9
+            counts, edges = np.histogram(array, bins=VALUE_BINS, range=(low, high))
+            out[memory_pb2.MemoryKind.Name(kind)] = {  # type: ignore[arg-type]
+                "edges": edges.tolist(),
+                "counts": counts.tolist(),
+                "sampled": len(values),
+                "archive_below": archive,
+                "evict_below": evict,
+            }
+        return out
+
+    def search(self, query: dict[str, list[str]], token: str | None) -> dict[str, Any]:
+        def one(name: str, default: str = "") -> str:
+            return query.get(name, [default])[0].strip()
+
+        request = memory_service_pb2.RecallRequest(query=one("q"), k=int(one("k", "10") or 10))
+        request.filter.namespace = one("ns", "default") or "default"
+        request.filter.entity = one("entity")
+        request.filter.tags.extend(t for t in one("tags").split(",") if t.strip())
+        for name in query.get("kind", []):
+            if name:
+                request.filter.kinds.append(memory_pb2.MemoryKind.Value(name))
+        history = one("mode") == "history"
+        request.mode = memory_service_pb2.RECALL_MODE_HISTORY if history else memory_service_pb2.RECALL_MODE_CURRENT
+        request.include_archived = one("archived") in ("1", "true", "on")
+        if one("as_of"):
+            try:
+                request.as_of.CopyFrom(_timestamp(one("as_of")))
+            except ValueError as exc:
+                raise ConsoleError(400, f"as_of: {exc}") from exc
+        response = self.source.recall(request, token)
+        return to_json(response)
+
+    def life(self, query: dict[str, list[str]], token: str | None) -> dict[str, Any]:
+        request = memory_service_pb2.HistoryRequest()
+        if query.get("id", [""])[0]:
+            try:
+                request.memory_id = int(query["id"][0])
+            except ValueError as exc:
+                raise ConsoleError(400, "id: a memory id is a number") from exc
+        else:
+            request.fact_key.namespace = query.get("ns", ["default"])[0] or "default"
+            request.fact_key.entity = query.get("entity", [""])[0]
+            request.fact_key.attribute = query.get("attribute", [""])[0]
+        response = self.source.history(request, token)
+        out = to_json(response)
+        for event, raw in zip(out["events"], response.events, strict=True):
+            event["reason_class"] = reason_class(raw.type, raw.reason)
+        return out
+
+    def review(self, token: str | None) -> dict[str, Any]:
+        proposals = self.source.open_proposals(token)
+        decided = [dict(to_json(e), reason_class=reason_class(e.type, e.reason)) for e in self.digest.decisions]
+        return {"proposals": [to_json(p) for p in proposals], "decisions": decided[::-1]}
+
+    def decide(self, body: dict[str, Any], token: str | None) -> dict[str, Any]:
+        verdicts = {"accept": review_pb2.VERDICT_ACCEPT, "reject": review_pb2.VERDICT_REJECT}
+        verdict = verdicts.get(str(body.get("verdict", "")))
+        proposal_id = str(body.get("proposal_id", ""))
+        if verdict is None or not proposal_id:
+            raise ConsoleError(400, "expected {proposal_id, verdict: accept|reject, note}")
+        decision = review_pb2.Decision(proposal_id=proposal_id, verdict=verdict, note=str(body.get("note", ""))[:4096])
+        settled = self.source.decide(decision, token, reviewer="console")
+        return {"proposal_id": proposal_id, "settled": settled}
+
+
+class _V6Server(ThreadingHTTPServer):
+    import socket
+
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    app: Console
+    server_version = "memevo-console"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("console: " + format, *args)
+
+    # ---- checks -----------------------------------------------------------------------------
+
+    def _host_allowed(self) -> bool:
+        host = (self.headers.get("Host") or "").strip()
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return bool(host) and is_loopback(f"{name}:0")
+
+    def _token(self) -> str | None:
+        value = self.headers.get("Authorization") or ""
+        return value[len("Bearer ") :].strip() or None if value.startswith("Bearer ") else None
+
+    # ---- answers ----------------------------------------------------------------------------
+
+    def _send(self, status: int, body: bytes, content_type: str, *, cache: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "max-age=300" if cache else "no-store")
+        for name, value in SECURITY_HEADERS:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, payload: Any) -> None:
+        self._send(status, json.dumps(payload).encode(), "application/json")
+
+    def _error(self, status: int, message: str, code: str = "") -> None:
+        self._json(status, {"error": message, "code": code or HTTPStatus(status).phrase})
+
+    def _static(self, name: str) -> None:
+        suffix = name[name.rfind(".") :]
+        try:
+            body = resources.files("memevo.sidecar.console").joinpath("static", name).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            self._error(404, f"no such file: {name}")
+            return
+        self._send(200, body, STATIC_TYPES.get(suffix, "application/octet-stream"), cache=suffix != ".html")
+
+    def do_GET(self) -> None:
+        if not self._host_allowed():
+            self._error(403, "the console answers only requests addressed to a loopback host")
+            return
+        parts = urlsplit(self.path)
+        path, query = parts.path, parse_qs(parts.query)
+        if path in PAGES:
+            self._static("index.html")
+            return
+        if path.startswith("/static/") and re.fullmatch(r"/static/[\w.-]+", path):
+            self._static(path.removeprefix("/static/"))
+            return
+        if path == "/api/live":
+            self._live(query)
+            return
+        routes: dict[str, Callable[[], Any]] = {
+            "/api/overview": lambda: self.app.overview(self._token()),
+            "/api/search": lambda: self.app.search(query, self._token()),
+            "/api/life": lambda: self.app.life(query, self._token()),
+            "/api/review": lambda: self.app.review(self._token()),
+        }
+        route = routes.get(path)
+        if route is None:
+            self._error(404, f"no such page: {path}")
+            return
+        self._answer(route)
+
+    def do_POST(self) -> None:
+        if not self._host_allowed():
+            self._error(403, "the console answers only requests addressed to a loopback host")
+            return
+        origin = self.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc != self.headers.get("Host"):
+            self._error(403, "writes are accepted from the console's own pages only")
+            return
+        if urlsplit(self.path).path != "/api/review/decide":
+            self._error(404, "no such action")
+            return
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
+            self._error(415, "send application/json")
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self._error(413, "body too large")
+            return
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._error(400, "the body is not JSON")
+            return
+        if not isinstance(body, dict):
+            self._error(400, "the body must be a JSON object")
+            return
+        self._answer(lambda: self.app.decide(body, self._token()))
+
+    def _answer(self, route: Callable[[], Any]) -> None:
+        try:
+            payload = route()
+        except SourceError as error:
+            self._error(error.status, error.message, error.code)
+            return
+        except ConsoleError as error:
+            self._error(error.status, error.message)
+            return
+        except Exception as exc:
+            log.exception("console: %s failed", self.path)
+            self._error(500, f"{type(exc).__name__}: {exc}")
+            return
+        self._json(200, payload)
+
+    def _live(self, query: dict[str, list[str]]) -> None:
+        """The change log as JSON lines, streamed until the page closes (a Watch with the caller's token)."""
+        request = memory_service_pb2.WatchRequest(namespace=query.get("ns", [""])[0])
+        after = query.get("after", [""])[0]
+        request.after_sequence = int(after) if after.isdigit() else max(0, self.app.digest.cursor - LIVE_BACKLOG)
+        kinds = {memory_pb2.MemoryKind.Value(k) for k in query.get("kind", []) if k}
+        try:
+            for name in query.get("type", []):
+                if name:
+                    request.types.append(events_pb2.ChangeEventType.Value(name))
+        except ValueError as exc:
+            self._error(400, str(exc))
+            return
+        stream = self.app.source.watch(request, self._token())
+        try:
+            first = stream.next_item(timeout_s=1.0)
+        except SourceError as error:
+            self._error(error.status, error.message, error.code)
+            return
+        except StopIteration:
+            first = None
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Cache-Control", "no-store")
+        for name, value in SECURITY_HEADERS:
+            self.send_header(name, value)
+        self.end_headers()
+        try:
+            item = first
+            while True:
+                if item is None:
+                    self.wfile.write(b"\n")
+                else:
+                    event = item.event
+                    if not kinds or event.kind in kinds:
+                        line = dict(to_json(event), reason_class=reason_class(event.type, event.reason))
+                        self.wfile.write(json.dumps(line).encode() + b"\n")
+                self.wfile.flush()
+                item = stream.next_item(timeout_s=LIVE_HEARTBEAT_S)
+        except (BrokenPipeError, ConnectionResetError, StopIteration):
+            pass
+        except SourceError as error:
+            self.wfile.write(json.dumps({"error": error.message, "code": error.code}).encode() + b"\n")
+        finally:
+            stream.cancel()

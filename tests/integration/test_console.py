@@ -1,0 +1,402 @@
+"""The memory console (issue 27) against a live sidecar holding a generated history, in a real headless Chromium.
+
+Chromium and its driver come from the distribution's packages (``.ci/run`` installs them); selenium drives
+them. Set MEMEVO_CONSOLE_SCREENSHOTS=DIR to save a screenshot of each page (docs/console/ holds the README's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import RUN_ROOT, Sidecar, start_sidecar
+from google.protobuf.timestamp_pb2 import Timestamp
+from helpers import pack, stub, unit, wait_until
+
+from memevo.v1 import memory_pb2, memory_service_pb2, policy_pb2
+
+pytestmark = pytest.mark.integration
+
+ADMIN = "console-admin-token"
+TEAM = "console-team-token"
+DIM = 384
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+PAGE_WAIT_S = 20.0
+
+
+def _stamp(when: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(when)
+    return stamp
+
+
+def _group(rng: np.random.Generator, task: str, words: str) -> list[memory_pb2.MemoryInput]:
+    """Six near-identical strategies (cosine ~0.99): a consolidation group."""
+    centre = unit(rng.normal(size=DIM))
+    return [
+        memory_pb2.MemoryInput(
+            content=f"{words}, attempt {i}",
+            vector=pack(unit(centre + 0.01 * rng.normal(size=DIM))),
+            kind=memory_pb2.MEMORY_KIND_STRATEGY,
+            task_signature=task,
+        )
+        for i in range(6)
+    ]
+
+
+def generate_history(target: str) -> dict[str, Any]:
+    """A small history: facts that changed, preferences, episodes, two consolidation groups, a sweep."""
+    service = stub(target, ADMIN)
+    policy = service.GetPolicy(memory_service_pb2.GetPolicyRequest()).policy
+    policy.consolidation.without_reviewer = policy_pb2.CONSOLIDATION_MODE_WAIT
+    service.UpdatePolicy(memory_service_pb2.UpdatePolicyRequest(policy=policy))
+    start = datetime.now(timezone.utc) - timedelta(days=30)
+    old = service.Remember(
+        memory_service_pb2.RememberRequest(
+            memory=memory_pb2.MemoryInput(
+                content="Ana lives in Lisbon.",
+                kind=memory_pb2.MEMORY_KIND_FACT,
+                entity="user:ana",
+                fact=memory_pb2.Fact(attribute="city", value="Lisbon"),
+                source=memory_pb2.MEMORY_SOURCE_USER_STATEMENT,
+                valid_from=_stamp(start),
+            )
+        )
+    ).result.memory.id
+    new = service.Remember(
+        memory_service_pb2.RememberRequest(
+            memory=memory_pb2.MemoryInput(
+                content="Ana moved to Porto.",
+                kind=memory_pb2.MEMORY_KIND_FACT,
+                entity="user:ana",
+                fact=memory_pb2.Fact(attribute="city", value="Porto"),
+                source=memory_pb2.MEMORY_SOURCE_USER_STATEMENT,
+                valid_from=_stamp(start + timedelta(days=20)),
+            )
+        )
+    ).result.memory.id
+    texts = [
+        ("Ana prefers tea over coffee.", memory_pb2.MEMORY_KIND_PREFERENCE),
+        ("Ben likes short answers with code first.", memory_pb2.MEMORY_KIND_PREFERENCE),
+        ("The deploy on Monday failed because the database migration timed out.", memory_pb2.MEMORY_KIND_EPISODE),
+        ("We talked about the quarterly roadmap with Ana.", memory_pb2.MEMORY_KIND_EPISODE),
+        ("The staging cluster runs Kubernetes 1.29.", memory_pb2.MEMORY_KIND_FACT),
+        ("Ben is on call this week.", memory_pb2.MEMORY_KIND_EPISODE),
+    ]
+    service.RememberBatch(
+        memory_service_pb2.RememberBatchRequest(memories=[memory_pb2.MemoryInput(content=t, kind=k) for t, k in texts])
+    )
+    service.Remember(
+        memory_service_pb2.RememberRequest(
+            memory=memory_pb2.MemoryInput(content="Team B ships on Fridays.", namespace="team-b")
+        )
+    )
+    rng = np.random.default_rng(7)
+    groups = [
+        _group(rng, "upload", "Retry the flaky upload with backoff"),
+        _group(rng, "deploy", "Deploy behind a flag"),
+    ]
+    group_ids = [
+        [r.memory.id for r in service.RememberBatch(memory_service_pb2.RememberBatchRequest(memories=g)).results]
+        for g in groups
+    ]
+    service.Govern(memory_service_pb2.GovernRequest())
+    return {"old": old, "new": new, "groups": group_ids}
+
+
+@pytest.fixture(scope="module")
+def console_sidecar() -> Iterator[tuple[Sidecar, str, dict[str, Any]]]:
+    RUN_ROOT.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="console-", dir=RUN_ROOT))
+    tokens = root / "tokens"
+    tokens.write_text(f"{ADMIN} *\n{TEAM} team-b\n")
+    tokens.chmod(0o600)
+    process = start_sidecar(
+        root / "data",
+        "--tokens-file",
+        str(tokens),
+        "--console-listen",
+        "127.0.0.1:0",
+        "--sweep-interval-s",
+        "0",
+        embedder="local",
+    )
+    ready = json.loads((Path(process.args[process.args.index("--ready-file") + 1])).read_text())
+    history = generate_history(process.unix_target)
+    yield process, f"http://{ready['console']}", history
+    process.stop()
+
+
+def _http(
+    url: str, token: str | None = None, *, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+# ---- in a real browser ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        message = "Chromium and chromedriver are needed (apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _no_console_errors(driver: Any, page: str) -> None:
+    severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    assert not severe, f"{page}: console errors {severe}"
+
+
+def _wait_css(driver: Any, css: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    found: list[Any] = []
+
+    def present() -> bool:
+        found[:] = driver.find_elements(By.CSS_SELECTOR, css)
+        return bool(found)
+
+    try:
+        wait_until(present, f"{css} on {driver.current_url}", timeout_s=PAGE_WAIT_S)
+    except AssertionError as missing:
+        raise AssertionError(f"{missing}; browser log: {driver.get_log('browser')}") from None
+    return found
+
+
+def _shot(driver: Any, name: str) -> None:
+    folder = os.environ.get("MEMEVO_CONSOLE_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        height = driver.execute_script("return document.body.scrollHeight")
+        driver.set_window_size(1400, min(max(int(height) + 40, 700), 2400))
+        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+        driver.set_window_size(1400, 1000)
+
+
+def test_every_page_in_a_browser(console_sidecar: tuple[Sidecar, str, dict[str, Any]], browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    process, url, history = console_sidecar
+    service = stub(process.unix_target, ADMIN)
+    driver = browser
+
+    # Overview: its counts are GetStats'.
+    wait_until(lambda: _http(f"{url}/api/overview", ADMIN)[1]["log"]["cursor"] > 0, "the log digest", timeout_s=30)
+    driver.get(f"{url}/#token={ADMIN}")
+    total = _wait_css(driver, "#total-count")[0]
+    stats = service.GetStats(memory_service_pb2.GetStatsRequest())
+    assert int(total.text) == stats.total_count
+    shown = {
+        cell.get_attribute("data-count"): int(cell.text)
+        for cell in driver.find_elements(By.CSS_SELECTOR, "#counts td[data-count]")
+    }
+    for count in stats.counts:
+        state = memory_pb2.MemoryState.Name(count.state).removeprefix("MEMORY_STATE_")
+        kind = memory_pb2.MemoryKind.Name(count.kind).removeprefix("MEMORY_KIND_")
+        if state != "EVICTED":
+            assert shown[f"{state}/{kind}"] == count.count, (state, kind)
+    assert sum(v for k, v in shown.items() if not k.endswith("/*")) == stats.total_count
+    _wait_css(driver, "#values svg line[data-threshold='archive']")
+    _no_console_errors(driver, "overview")
+    _shot(driver, "overview")
+
+    # Search: each hit with its score breakdown and hint.
+    driver.get(f"{url}/search?q=Where+does+Ana+live%3F&ns=default&k=5")
+    rows = _wait_css(driver, "#hits tr[data-hit]")
+    assert rows[0].get_attribute("data-hit") == str(history["new"])
+    assert driver.find_elements(By.CSS_SELECTOR, "#hits td.hint")[0].text
+    _no_console_errors(driver, "search")
+    _shot(driver, "search")
+
+    # A superseded fact's life: both versions and the reason.
+    driver.get(f"{url}/life?ns=default&entity=user%3Aana&attribute=city")
+    versions = _wait_css(driver, "#versions tr[data-version]")
+    assert [v.get_attribute("data-version") for v in versions] == [str(history["old"]), str(history["new"])]
+    transitions = driver.find_element(By.ID, "transitions").text
+    assert f"superseded by memory {history['new']}" in transitions
+    assert "keyed" in transitions
+    assert "Lisbon" in driver.page_source
+    assert "Porto" in driver.page_source
+    _no_console_errors(driver, "life")
+    _shot(driver, "life")
+
+    # The review queue: accepting a proposal from the page consolidates its members.
+    driver.get(f"{url}/review")
+    boxes = _wait_css(driver, "[data-proposal]")
+    assert len(boxes) == 2
+    _shot(driver, "review")
+    first = boxes[0]
+    proposal_id = first.get_attribute("data-proposal")
+    members = [int(a.get_attribute("data-memory")) for a in first.find_elements(By.CSS_SELECTOR, "a[data-memory]")]
+    first.find_element(By.CSS_SELECTOR, "button[data-action='accept']").click()
+    wait_until(
+        lambda: "accepted" in driver.find_element(By.ID, "review-status").text, "the decision", timeout_s=PAGE_WAIT_S
+    )
+    records = service.Get(memory_service_pb2.GetRequest(ids=members)).memories
+    assert {r.state for r in records} == {memory_pb2.MEMORY_STATE_CONSOLIDATED}
+    assert len({r.consolidated_into for r in records}) == 1
+    wait_until(
+        lambda: (
+            proposal_id
+            not in [b.get_attribute("data-proposal") for b in driver.find_elements(By.CSS_SELECTOR, "[data-proposal]")]
+            and bool(driver.find_elements(By.CSS_SELECTOR, "[data-proposal]"))
+        ),
+        "the queue reloaded",
+        timeout_s=PAGE_WAIT_S,
+    )
+    _no_console_errors(driver, "review")
+
+    # Live changes: a write shows up.
+    driver.get(f"{url}/live")
+    _wait_css(driver, "#live-list tr")
+    written = service.Remember(
+        memory_service_pb2.RememberRequest(memory=memory_pb2.MemoryInput(content="Ana's new phone arrived today."))
+    ).result.memory.id
+    _wait_css(driver, f"#live-list a[data-memory='{written}']")
+    _no_console_errors(driver, "live")
+    _shot(driver, "live")
+
+
+# ---- tokens, loopback and the write path, over plain HTTP ------------------------------------------
+
+
+def test_tokens_are_enforced_and_scoped(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
+    _, url, _ = console_sidecar
+    assert _http(f"{url}/api/overview")[0] == 401
+    assert _http(f"{url}/api/overview", "not-a-token")[0] == 401
+    assert _http(f"{url}/api/overview", TEAM)[0] == 403  # sidecar-wide, as GetStats is
+    assert _http(f"{url}/api/overview", ADMIN)[0] == 200
+    assert _http(f"{url}/api/search?q=ships&ns=default", TEAM)[0] == 403
+    status, found = _http(f"{url}/api/search?q=ships&ns=team-b", TEAM)
+    assert status == 200
+    assert found["memories"][0]["memory"]["namespace"] == "team-b"
+    # The pages themselves hold no data and load without a token.
+    with urllib.request.urlopen(f"{url}/review", timeout=10) as response:
+        assert response.status == 200
+
+
+def test_no_write_without_a_permitted_token(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
+    process, url, _history = console_sidecar
+    status, queue = _http(f"{url}/api/review", ADMIN)
+    assert status == 200
+    assert queue["proposals"]
+    proposal = queue["proposals"][-1]
+    decision = {"proposal_id": proposal["id"], "verdict": "accept"}
+    assert _http(f"{url}/api/review/decide", body=decision)[0] == 401
+    assert _http(f"{url}/api/review/decide", TEAM, body=decision)[0] == 403
+    # A page elsewhere cannot post through the user's browser: another origin, or no JSON, is refused.
+    assert _http(f"{url}/api/review/decide", ADMIN, body=decision, headers={"Origin": "http://evil.example"})[0] == 403
+    request = urllib.request.Request(f"{url}/api/review/decide", data=b"proposal_id=x", method="POST")
+    request.add_header("Authorization", f"Bearer {ADMIN}")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 415
+    ids = [int(m["id"]) for m in proposal["memories"]]
+    states = {m.state for m in stub(process.unix_target, ADMIN).Get(memory_service_pb2.GetRequest(ids=ids)).memories}
+    assert states == {memory_pb2.MEMORY_STATE_ACTIVE}
+    assert proposal["id"] in [p["id"] for p in _http(f"{url}/api/review", ADMIN)[1]["proposals"]]
+    # A request for another host name (DNS rebinding) is refused.
+    assert _http(f"{url}/api/overview", ADMIN, headers={"Host": "evil.example"})[0] == 403
+
+
+def test_console_listens_on_loopback_only(tmp_path: Path) -> None:
+    for command in (
+        [
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--embedder",
+            "none",
+            "--dimension",
+            "8",
+            "--console-listen",
+            "0.0.0.0:0",
+        ],
+        ["console", "--connect", "127.0.0.1:1", "--listen", "192.168.1.1:8787"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "memevo.sidecar.cli", *command], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, done.stderr
+        assert "loopback only" in done.stderr
+    assert not (tmp_path / "d" / "rocksdb").exists()  # refused before the data directory was touched
+
+
+def test_memevo_console_connects_to_a_running_sidecar(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
+    process, _, _ = console_sidecar
+    ready = Path(tempfile.mkdtemp(prefix="console-cli-", dir=RUN_ROOT)) / "ready.json"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memevo.sidecar.cli",
+            "console",
+            "--connect",
+            process.tcp_target,
+            "--listen",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+        ],
+        env={**os.environ, "MEMEVO_TOKEN": ADMIN},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(ready.exists, "the console's ready file", timeout_s=60)
+        url = f"http://{json.loads(ready.read_text())['console']}"
+        stats = stub(process.unix_target, ADMIN).GetStats(memory_service_pb2.GetStatsRequest())
+        wait_until(
+            lambda: _http(f"{url}/api/overview", ADMIN)[1]["log"]["cursor"] >= stats.last_sequence,
+            "the digest to read the log",
+            timeout_s=60,
+        )
+        status, overview = _http(f"{url}/api/overview", ADMIN)
+        assert status == 200
+        assert int(overview["stats"]["total_count"]) == stats.total_count
+        live = sum(v[-1] for k, v in overview["series"]["states"].items() if k != "MEMORY_STATE_EVICTED")
+        assert live == stats.total_count  # the change log's counts agree with GetStats'
+        assert _http(f"{url}/api/overview")[0] == 401  # the console's own token is not lent to the browser
+    finally:
+        child.terminate()
+        child.wait(timeout=30)
+    time.sleep(0)
