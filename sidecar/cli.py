@@ -21,6 +21,7 @@ from .config import (
     Limits,
     LlmConfig,
     SidecarConfig,
+    SnapshotConfig,
     TlsConfig,
     default_data_dir,
     default_listen,
@@ -176,6 +177,20 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between saves of the ANN index while it changes; also saved at shutdown (default: %(default)s)",
     )
     parser.add_argument(
+        "--snapshot-every-changes",
+        type=int,
+        default=SnapshotConfig().every_changes,
+        help="write the start-up snapshot in the background after this many changes, so that a start after a "
+        "crash reads only the memories changed since; 0 = only at a clean stop (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--snapshot-max-age-s",
+        type=float,
+        default=SnapshotConfig().max_age_s,
+        help="also write it when this many seconds passed since the last one and anything changed; 0 = by "
+        "count only (default: %(default)s)",
+    )
+    parser.add_argument(
         "--index-build-rate",
         type=float,
         default=IndexConfig().build_rate_per_s,
@@ -266,6 +281,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
             sweep_every_writes=args.sweep_every_writes,
             sample_above_count=args.sample_above,
         ),
+        snapshot=SnapshotConfig(every_changes=args.snapshot_every_changes, max_age_s=args.snapshot_max_age_s),
         grace_s=args.grace_s,
         ready_file=args.ready_file,
         tls=_tls(args),

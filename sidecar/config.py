@@ -127,6 +127,25 @@ class GovernanceConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SnapshotConfig:
+    """When the start-up snapshot is written while the sidecar serves (it is also written at a clean stop).
+
+    A start after a crash loads the last snapshot and reads again only the memories changed after it (~80 us
+    each), instead of every record (80 s at 1M memories on the 2-core benchmark machine).
+    """
+
+    every_changes: int = 10_000
+    """Change-log entries since the last snapshot that make the next one due; 0 = only at a clean stop."""
+    max_age_s: float = 300.0
+    """Seconds after which any change (statistics checkpoints included) makes a snapshot due; 0 = by count only."""
+    min_interval_s: float = 10.0
+    """Fewest seconds between two snapshots; also at least ``cost_ratio`` times the last one's duration."""
+    cost_ratio: float = 10.0
+    """Snapshots may take at most 1/this of the time (one of 1M memories took ~1.5 s on the benchmark machine,
+    0.3-0.4 s of it holding writes back while the structures were copied)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class LlmConfig:
     """The OpenAI-compatible chat-completions endpoint of policy mode LLM: it writes abstractions and judges soft
     conflicts (does the newer memory replace the older?) that no reviewer decides."""
@@ -170,6 +189,8 @@ class SidecarConfig:
     limits: Limits = field(default_factory=Limits)
     index: IndexConfig = field(default_factory=IndexConfig)
     governance: GovernanceConfig = field(default_factory=GovernanceConfig)
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+    """When the start-up snapshot is written while serving."""
     llm: LlmConfig = field(default_factory=LlmConfig)
     """Chat-completions endpoint for consolidations and soft conflicts decided by policy mode LLM."""
     commit_group_max: int = 4096

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from memevo.kernels.value import Scores
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
-from .config import SidecarConfig
+from .config import SidecarConfig, SnapshotConfig
 from .domain import NewMemory, from_timestamp, now_s, to_timestamp
 from .embedding import Embedder, EmbedderError, LocalEmbedder, make_embedder
 from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, StorageError, Unavailable
@@ -44,7 +44,7 @@ from .perception.feedback import (
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
 from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context_text, searchable_text
 from .store import snapshot
-from .store.columns import STATE_EVICTED, MemoryColumns
+from .store.columns import STATE_EVICTED, STATE_UNSPECIFIED, MemoryColumns
 from .store.files import private_directory
 from .store.rocks import (
     CF_CHANGELOG,
@@ -55,6 +55,7 @@ from .store.rocks import (
     CF_META,
     CF_RETRIEVALS,
     CF_VECTORS,
+    META_CREATED,
     META_FRAMEWORK,
     SCHEMA_VERSION,
     RocksStore,
@@ -78,6 +79,16 @@ _OUTCOMES = {
 }
 META_POLICY = b"policy"
 META_TURN = b"agent_turn"
+META_STATS_MARK = b"stats_checkpoint_mark"
+"""The number of the last checkpoint of access statistics (a start-up snapshot says which it includes)."""
+META_STATS_LOG = b"stats_checkpoint/"
+"""Prefix of mark (u64) -> the ids (u64 little-endian) whose access statistics that checkpoint rewrote: records
+changed without a change-log entry, which a start from an older snapshot must read again. Pruned once a
+snapshot includes them."""
+SNAPSHOT_TICK_S = 1.0
+"""How often the snapshot thread checks whether a snapshot is due."""
+CATCH_UP_CHUNK = 4096
+"""Records read per RocksDB call while a start catches up from a snapshot."""
 
 
 @dataclass(frozen=True)
@@ -163,32 +174,127 @@ class Engine:
         """The online experiment, if one runs: which policy ranks which retrieval, outcomes per arm."""
         self._scoring = threading.local()
         self._closed = False
+        self._store_stamp = (self.store.meta(META_CREATED) or b"").decode()
+        self._stats_mark = int((self.store.meta(META_STATS_MARK) or b"0").decode())
+        """The last checkpoint of access statistics (counts up; changed only by the committer)."""
+        self._snapshot_lock = threading.Lock()
+        self._snapshot_stop = threading.Event()
+        self._snapshot_covers: tuple[int, int] = (-1, -1)
+        """(sequence, statistics mark) of the newest snapshot on disk; (-1, -1) when there is none."""
         drop_unscoped_records(self.store)
         if not self._restore_snapshot():
             self._load_columns()
         self._reconcile_index()
         self.index.start(lambda: self.store.last_sequence)
+        self._snapshotter = threading.Thread(
+            target=self._snapshot_loop, args=(config.snapshot,), name="memevo-snapshot", daemon=True
+        )
+        self._snapshotter.start()
 
     # ---- start-up ---------------------------------------------------------------------------
 
     def _restore_snapshot(self) -> bool:
-        """Take the columns, lexical index and strategies from a clean close's snapshot, if it is current."""
-        data_dir = Path(self.config.data_dir)
-        reader = snapshot.take(data_dir, sequence=self.store.last_sequence, next_id=self.store.next_id)
-        if reader is None:
+        """Take the columns, lexical index and strategies from the last snapshot and catch up with RocksDB.
+
+        False (nothing installed) when there is no usable snapshot: none, damaged, of another data directory, or
+        ahead of RocksDB; the caller then scans every record.
+        """
+        started = time.perf_counter()
+        loaded = snapshot.load(Path(self.config.data_dir))
+        if loaded is None:
+            return False
+        stamp, reader = loaded
+        store = self.store
+        if (
+            stamp.store != self._store_stamp
+            or stamp.sequence > store.last_sequence
+            or stamp.next_id > store.next_id
+            or stamp.stats_mark > self._stats_mark
+        ):
+            log.warning(
+                "start-up snapshot (%s) does not fit the data directory (created %s, sequence %d, next id %d, "
+                "statistics mark %d): scanning RocksDB",
+                stamp,
+                self._store_stamp,
+                store.last_sequence,
+                store.next_id,
+                self._stats_mark,
+            )
             return False
         try:
             columns = MemoryColumns.load_snapshot(reader.child("columns"))
             lexical = NamespacedLexicalIndex.load_snapshot(reader.child("lexical"))
             strategies = snapshot.KeyedLists.load_snapshot(reader.child("strategies"), width=2)
+            pairs = {(key[0], key[1]): ids for key, ids in strategies.items()}
+            caught_up = self._catch_up(stamp, columns, lexical, pairs)
         except Exception as exc:  # whatever does not fit: the scan rebuilds it all, nothing was installed yet
             log.warning("start-up snapshot ignored (%s: %s): scanning RocksDB", type(exc).__name__, exc)
             return False
         # Update in place: the perceiver and others already hold these objects.
         self.columns.__dict__.update(columns.__dict__)
         self.lexical.__dict__.update(lexical.__dict__)
-        self.strategies.update({(key[0], key[1]): ids for key, ids in strategies.items()})
+        self.strategies.update(pairs)
+        self._snapshot_covers = (stamp.sequence, stamp.stats_mark)
+        log.info(
+            "start-up snapshot of sequence %d restored, %d memories changed after it read again (sequence %d), "
+            "in %.2f s",
+            stamp.sequence,
+            caught_up,
+            store.last_sequence,
+            time.perf_counter() - started,
+        )
         return True
+
+    def _catch_up(
+        self,
+        stamp: snapshot.Stamp,
+        columns: MemoryColumns,
+        lexical: NamespacedLexicalIndex,
+        strategies: dict[tuple[str, str], list[int]],
+    ) -> int:
+        """Bring structures restored from a snapshot up to RocksDB; returns how many memories were read again.
+
+        Every record write has a change-log entry except checkpoints of access statistics, which log the ids
+        they rewrite (META_STATS_LOG): the memories named after the snapshot's sequence and mark are read
+        again, as the write path would have published them: new ones are added, changed ones overwritten,
+        deleted ones marked EVICTED.
+        """
+        store = self.store
+        changed: set[int] = set()
+        event = events_pb2.ChangeEvent()
+        for _, value in store.iterate(CF_CHANGELOG, u64_key(stamp.sequence + 1), u64_key(store.last_sequence + 1)):
+            event.ParseFromString(value)
+            if event.memory_id:
+                changed.add(event.memory_id)
+        for _, value in store.iterate(
+            CF_META, META_STATS_LOG + u64_key(stamp.stats_mark + 1), META_STATS_LOG + u64_key(self._stats_mark + 1)
+        ):
+            changed.update(np.frombuffer(value, dtype="<u8").tolist())
+        ordered = sorted(changed)
+        for start in range(0, len(ordered), CATCH_UP_CHUNK):
+            chunk = ordered[start : start + CATCH_UP_CHUNK]
+            records: list[memory_pb2.Memory] = []
+            for memory_id, raw in zip(chunk, store.multi_get(CF_MEMORIES, [u64_key(i) for i in chunk]), strict=True):
+                known = memory_id < columns.size and int(columns.state[memory_id]) != STATE_UNSPECIFIED
+                if raw is None:  # deleted after the snapshot (or created and deleted since)
+                    if known and int(columns.state[memory_id]) != STATE_EVICTED:
+                        namespace = columns.namespaces.string(int(columns.namespace[memory_id]))
+                        columns.set_state(memory_id, STATE_EVICTED)
+                        lexical.remove(namespace, memory_id)
+                    continue
+                record = memory_pb2.Memory.FromString(raw)
+                records.append(record)
+                if known:
+                    continue
+                context = ""
+                if record.HasField("reasoning_context"):
+                    named = list(record.reasoning_context.memory_ids)[:CONTEXT_MEMORIES]
+                    context = context_text(record, self._texts_of(named))
+                lexical.add(record.namespace, record.id, searchable_text(record), context)
+                if record.kind == memory_pb2.MEMORY_KIND_STRATEGY and record.task_signature:
+                    strategies.setdefault((record.namespace, record.task_signature), []).append(record.id)
+            columns.set_records(records)
+        return len(ordered)
 
     def _load_columns(self) -> None:
         record = memory_pb2.Memory()
@@ -597,13 +703,11 @@ class Engine:
                 request.record(txn, response.SerializeToString())
 
             def publish() -> None:
-                for record in changed:
-                    self.columns.set_state(
-                        record.id,
-                        record.state,
-                        valid_to=from_timestamp(record.valid_to) if record.HasField("valid_to") else None,
-                    )
                 evicted = [r for r in changed if r.state == STATE_EVICTED]
+                # The whole row of a memory kept as OBSOLETE (its state_since too, as a restart reads it).
+                self.columns.set_records([r for r in changed if r.state != STATE_EVICTED])
+                for record in evicted:
+                    self.columns.set_state(record.id, STATE_EVICTED)
                 for record in evicted:
                     self.lexical.remove(record.namespace, record.id)
                 self.index.remove(np.asarray([r.id for r in evicted], dtype=np.int64))
@@ -792,6 +896,11 @@ class Engine:
                 txn.put(CF_MEMORIES, u64_key(memory_id), record.SerializeToString())
             if self.current_turn:
                 txn.put(CF_META, META_TURN, str(self.current_turn).encode())
+            if ids:
+                # These records changed without a change-log entry: say so, for a start from an older snapshot.
+                self._stats_mark += 1
+                txn.put(CF_META, META_STATS_MARK, str(self._stats_mark).encode())
+                txn.put(CF_META, META_STATS_LOG + u64_key(self._stats_mark), np.asarray(ids, dtype="<u8").tobytes())
 
         try:
             self.store.apply(mutation)
@@ -1347,28 +1456,94 @@ class Engine:
         response.index.rebuild_reason = rebuild.reason
         return response
 
+    # ---- the start-up snapshot -----------------------------------------------------------------
+
+    def write_snapshot(self, *, cancellable: bool = False) -> bool:
+        """Write the start-up snapshot of the structures as they stand; True once it is durable.
+
+        Writes are held back only while the structures are copied (the commit lock; ~0.1 s at 1M memories);
+        the file is written after that, mostly outside the GIL. With ``cancellable`` a stop abandons it.
+        """
+        with self._snapshot_lock:
+            started = time.perf_counter()
+            with self.store.paused():
+                stamp = snapshot.Stamp(
+                    sequence=self.store.last_sequence,
+                    next_id=self.store.next_id,
+                    stats_mark=self._stats_mark,
+                    store=self._store_stamp,
+                )
+                writer = snapshot.collect(
+                    {
+                        "columns": self.columns,
+                        "lexical": self.lexical,
+                        "strategies": snapshot.KeyedLists(self.strategies.items()),
+                    }
+                )
+            paused_s = time.perf_counter() - started
+            written = snapshot.write(
+                Path(self.config.data_dir), writer, stamp, cancelled=self._snapshot_stop.is_set if cancellable else None
+            )
+            log.info("start-up snapshot: writes paused %.3f s while it was copied", paused_s)
+            if written:
+                previous = self._snapshot_covers[1]
+                self._snapshot_covers = (stamp.sequence, stamp.stats_mark)
+                # Statistics the previous snapshot holds need not be read again (this one's are kept too, for a
+                # start that finds the previous file after all); losing this delete costs a few reads.
+                if previous > 0:
+                    self.store.delete_range_unsynced(CF_META, META_STATS_LOG, META_STATS_LOG + u64_key(previous + 1))
+            return written
+
+    def _snapshot_changed(self) -> tuple[int, bool]:
+        """Change-log entries since the newest snapshot, and whether statistics were checkpointed since."""
+        sequence, mark = self._snapshot_covers
+        return self.store.last_sequence - sequence, self._stats_mark != mark
+
+    def _snapshot_loop(self, config: SnapshotConfig) -> None:
+        """Write the snapshot in the background when enough changed, at most every so often (see SnapshotConfig)."""
+        if config.every_changes <= 0 and config.max_age_s <= 0:
+            return
+        last_at = time.monotonic()
+        cost_s = 0.0
+        while not self._snapshot_stop.wait(SNAPSHOT_TICK_S):
+            now = time.monotonic()
+            if now - last_at < max(config.min_interval_s, config.cost_ratio * cost_s):
+                continue
+            changes, checkpointed = self._snapshot_changed()
+            due = (config.every_changes > 0 and changes >= config.every_changes) or (
+                config.max_age_s > 0 and now - last_at >= config.max_age_s and (changes > 0 or checkpointed)
+            )
+            if not due or self.store.write_refusal is not None:  # a full disk would refuse the file as well
+                continue
+            try:
+                self.write_snapshot(cancellable=True)
+            except Exception:  # the next start scans more; serving goes on
+                log.exception("start-up snapshot failed")
+            cost_s = time.monotonic() - now
+            last_at = time.monotonic()
+
     # ---- shutdown ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the index builder and save it, then close RocksDB. Idempotent."""
+        """Stop the index builder and save it, write the start-up snapshot if anything changed, close RocksDB.
+
+        Idempotent.
+        """
         if self._closed:
             return
         self._closed = True
+        self._snapshot_stop.set()
+        self._snapshotter.join()
         try:
             self.index.close(save=True)
         except Exception as exc:  # e.g. a full disk: the index is rebuilt from RocksDB, which must still be closed
             log.warning("the ANN index was not saved at shutdown (%s); it is rebuilt at the next start", exc)
-        # Nothing writes any more, so what start-up would rebuild is current: the next open reads it back.
-        snapshot.save(
-            Path(self.config.data_dir),
-            sequence=self.store.last_sequence,
-            next_id=self.store.next_id,
-            parts={
-                "columns": self.columns,
-                "lexical": self.lexical,
-                "strategies": snapshot.KeyedLists(self.strategies.items()),
-            },
-        )
+        # Nothing writes any more: unless the last background snapshot is current, the next open reads this one.
+        changes, checkpointed = self._snapshot_changed()
+        if changes or checkpointed or self.columns.accessed:
+            self.write_snapshot()
+        else:
+            log.info("start-up snapshot of sequence %d is current: not written again", self._snapshot_covers[0])
         self.store.close()
         if self.embedder is not None:
             self.embedder.close()

@@ -206,8 +206,10 @@ class LexicalIndex:
         with self._lock:
             words = list(self._ids)
             writer.value("words", words)
-            writer.array_list("ids", [self._ids[word] for word in words], "Q")
-            writer.array_list("counts", [self._counts[word] for word in words], "H")
+            # Both dicts gain a word at the same time, so their values come in the order of ``words`` (no
+            # lookup per word: a million of them hold up writers while a snapshot is copied).
+            writer.array_list("ids", list(self._ids.values()), "Q")
+            writer.array_list("counts", list(self._counts.values()), "H")
             writer.ndarray("length", np.frombuffer(self._length, dtype=np.uint32))
             writer.ndarray("length_code", np.frombuffer(self._length_code, dtype=np.uint8))
             writer.value("documents", self._documents)

@@ -285,7 +285,11 @@ class MemoryColumns:
     }
 
     def save_snapshot(self, writer: SnapshotWriter) -> None:
-        """Write every column, interner, id list and setting (start-up snapshot; nothing may write meanwhile)."""
+        """Copy every column, interner, id list and setting (start-up snapshot; the caller keeps writers out)."""
+        with self.lock:  # recalls count accesses under it
+            self._save_snapshot(writer)
+
+    def _save_snapshot(self, writer: SnapshotWriter) -> None:
         for name in _COLUMN_SPECS:
             writer.ndarray(name, getattr(self, name))
         writer.ndarray("params", self.params)

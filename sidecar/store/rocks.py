@@ -770,6 +770,14 @@ class RocksStore:
         self.__dict__.pop("_db", None)
         gc.collect()
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold back every commit while the block runs: the in-memory views then stand exactly at
+        :attr:`last_sequence` (each group publishes before the commit lock is released). Keep the block short:
+        every writer waits for it."""
+        with self._commit_lock:
+            yield
+
     def put_meta_now(self, key: bytes, value: bytes) -> None:
         """Write one metadata value durably, through the committer."""
 

@@ -1,13 +1,18 @@
-"""A snapshot of what start-up rebuilds from RocksDB (hot columns, lexical index, ...), written at a clean close.
+"""A snapshot of what start-up rebuilds from RocksDB (hot columns, lexical index, ...), so a start need not scan.
 
 Opening a data directory otherwise parses every memory record in Python,
-tens of microseconds each: most of a minute for a million memories. A clean
-close writes those structures together with the change-log sequence and the
-next id they reflect; the next open uses the snapshot only when both still
-match RocksDB. The file is deleted as soon as it is read (used or not), so a
-later crash can never start from a stale snapshot: checkpoints of access
-statistics rewrite records without a new sequence number, and only a clean
-close writes a new snapshot after the last of them.
+tens of microseconds each: over a minute for a million memories. The engine
+writes a snapshot of those structures while it serves (in the background,
+every so many changes) and at a clean close, stamped with the change-log
+sequence and next id it reflects, and with the mark of the last checkpoint of
+access statistics it includes. A start loads the newest intact snapshot and
+catches up from the change log: only the memories changed after its sequence
+(and those whose statistics a later checkpoint rewrote) are read again. So a
+crash costs the records changed since the last snapshot, not all of them.
+
+A snapshot is written to a temporary file, synced and renamed over the old
+one, then its directory is synced: a kill leaves either the old snapshot or
+the new one, never a mix, and a torn file fails its checksum and is ignored.
 
 The file holds data only, never code: whoever can write the data directory
 must not be able to run anything in the sidecar through it (a pickle could).
@@ -15,11 +20,11 @@ Its layout::
 
     MAGIC | header length (u64 little-endian) | header (JSON) | array bytes ... | SHA-256 of all that precedes
 
-The header carries the format, sequence and next id, the JSON values, and the
-name, dtype and shape of every array in the order their raw bytes follow.
-Only numeric dtypes are accepted. A file that is not of this format, whose
-checksum does not match, or whose parts do not fit together is ignored with
-a log line, and start-up scans RocksDB instead.
+The header carries the format, sequence, next id and checkpoint mark, the
+JSON values, and the name, dtype and shape of every array in the order their
+raw bytes follow. Only numeric dtypes are accepted. A file that is not of this
+format, whose checksum does not match, or whose parts do not fit together is
+ignored with a log line, and start-up scans RocksDB instead.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import os
 import struct
 import time
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
@@ -43,7 +49,7 @@ import numpy.typing as npt
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "startup.snapshot"
-SNAPSHOT_FORMAT = 8
+SNAPSHOT_FORMAT = 9
 """Bump when a snapshotted structure changes shape or meaning: older snapshots are then ignored.
 
 3: the lexical index holds stemmed words.
@@ -54,6 +60,8 @@ SNAPSHOT_FORMAT = 8
 7: the columns say whether a memory is doubted (a soft conflict), and entity, fields and value shape count what
    perception inferred for plain-text statements.
 8: arrays and JSON with a checksum instead of a pickle (a pickle runs code when it is read).
+9: written while serving too and kept once read; the header names the data directory (its creation stamp) and
+   the statistics checkpoint mark, and the start catches up from the change log.
 """
 
 MAGIC = b"memevo-snapshot\n"
@@ -89,20 +97,20 @@ class SnapshotWriter:
         self._values[name] = value
 
     def ndarray(self, name: str, values: npt.NDArray[Any]) -> None:
-        """Store a numeric NumPy array (its bytes, dtype and shape)."""
-        data = np.ascontiguousarray(values)
+        """Store a copy of a numeric NumPy array (its bytes, dtype and shape): the original may change meanwhile."""
+        self._add(name, np.array(values, order="C", copy=True))
+
+    def _add(self, name: str, data: npt.NDArray[Any]) -> None:
         if data.dtype.kind not in _NUMERIC_KINDS:
             raise TypeError(f"snapshot array {name} has dtype {data.dtype}; only numeric arrays are stored")
         self._arrays.append((self._prefix + name, data))
 
     def array_list(self, name: str, parts: Sequence[array[int]], typecode: str) -> None:
         """Store a list of ``array.array`` of one typecode as one array of their items and one of their lengths."""
-        lengths = np.fromiter((len(part) for part in parts), dtype=np.int64, count=len(parts))
-        joined = array(typecode)
-        for part in parts:
-            joined.extend(part)
-        self.ndarray(name + ".lengths", lengths)
-        self.ndarray(name + ".items", np.frombuffer(joined, dtype=np.dtype(typecode)) if joined else np.zeros(0, "u1"))
+        lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        joined = b"".join(parts)  # one C loop over the buffers (a million small lists at 1M memories)
+        self._add(name + ".lengths", lengths)
+        self._add(name + ".items", np.frombuffer(joined, dtype=np.dtype(typecode)) if joined else np.zeros(0, "u1"))
 
     def tree(self) -> dict[str, Any]:
         """The JSON values of this part and its children, as the header stores them."""
@@ -210,19 +218,48 @@ class Snapshotted(Protocol):
         """Write every field the structure needs to be rebuilt as it is."""
 
 
-def save(directory: Path, *, sequence: int, next_id: int, parts: dict[str, Snapshotted]) -> None:
-    """Write the snapshot atomically, readable by its owner only; on any failure log it and leave none."""
+@dataclass(frozen=True)
+class Stamp:
+    """What a snapshot reflects: the data directory's state it was taken at."""
+
+    sequence: int
+    """The last change-log sequence whose change it holds (it holds none after it)."""
+    next_id: int
+    """The id the next memory was to get."""
+    stats_mark: int
+    """The last checkpoint of access statistics it holds (later ones are caught up from RocksDB)."""
+    store: str
+    """The data directory's creation stamp: a snapshot of another directory is never used."""
+
+
+def collect(parts: dict[str, Snapshotted]) -> SnapshotWriter:
+    """Copy every part into a writer (the caller holds whatever keeps the parts consistent meanwhile)."""
+    writer = SnapshotWriter()
+    for name, part in parts.items():
+        part.save_snapshot(writer.child(name))
+    return writer
+
+
+def save(directory: Path, *, stamp: Stamp, parts: dict[str, Snapshotted]) -> bool:
+    """:func:`collect` then :func:`write`."""
+    return write(directory, collect(parts), stamp)
+
+
+def write(
+    directory: Path, writer: SnapshotWriter, stamp: Stamp, *, cancelled: Callable[[], bool] | None = None
+) -> bool:
+    """Write the snapshot atomically, readable by its owner only; True once it is durable.
+
+    On any failure, or when ``cancelled()`` turns true between chunks, it logs, leaves the previous snapshot in
+    place and returns False. Holds the GIL only for the header: hashing and writing the arrays release it.
+    """
     started = time.perf_counter()
     path = directory / SNAPSHOT_FILE
     tmp = directory / (SNAPSHOT_FILE + ".tmp")
     try:
-        writer = SnapshotWriter()
-        for name, part in parts.items():
-            part.save_snapshot(writer.child(name))
         header = {
             "format": SNAPSHOT_FORMAT,
-            "sequence": sequence,
-            "next_id": next_id,
+            **asdict(stamp),
             "arrays": [[name, data.dtype.str, list(data.shape)] for name, data in writer.stored_arrays()],
             "parts": writer.tree(),
         }
@@ -231,30 +268,70 @@ def save(directory: Path, *, sequence: int, next_id: int, parts: dict[str, Snaps
         with os.fdopen(descriptor, "wb") as output:
             digest = hashlib.sha256()
             _write(output, digest, (MAGIC, _LENGTH.pack(len(encoded)), encoded))
-            _write(output, digest, (data.data.cast("B") for _, data in writer.stored_arrays() if data.size))
+            chunks = (chunk for _, data in writer.stored_arrays() if data.size for chunk in _chunks(data))
+            if not _write(output, digest, chunks, cancelled):
+                raise _Cancelled
             output.write(digest.digest())
             output.flush()
             os.fsync(output.fileno())
         os.replace(tmp, path)
+        _sync_directory(directory)
+    except _Cancelled:
+        log.info("start-up snapshot of sequence %d abandoned: the sidecar is stopping", stamp.sequence)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
     except Exception as exc:
         log.warning("start-up snapshot not written (%s: %s); the next start scans RocksDB", type(exc).__name__, exc)
         with contextlib.suppress(OSError):
             tmp.unlink()
-        return
-    log.info("start-up snapshot written in %.2f s", time.perf_counter() - started)
+        return False
+    log.info("start-up snapshot of sequence %d written in %.2f s", stamp.sequence, time.perf_counter() - started)
+    return True
 
 
-def _write(output: BinaryIO, digest: Any, chunks: Iterable[bytes | memoryview]) -> None:
+class _Cancelled(Exception):
+    pass
+
+
+CHUNK_BYTES = 1 << 22
+"""Bytes hashed and written per call while writing a snapshot (a cancelled write stops within one)."""
+
+
+def _chunks(data: npt.NDArray[Any]) -> Iterator[memoryview]:
+    raw = data.data.cast("B")
+    for start in range(0, raw.nbytes, CHUNK_BYTES):
+        yield raw[start : start + CHUNK_BYTES]
+
+
+def _write(
+    output: BinaryIO,
+    digest: Any,
+    chunks: Iterable[bytes | memoryview],
+    cancelled: Callable[[], bool] | None = None,
+) -> bool:
     for chunk in chunks:
+        if cancelled is not None and cancelled():
+            return False
         digest.update(chunk)
         output.write(chunk)
+    return True
 
 
-def take(directory: Path, *, sequence: int, next_id: int) -> SnapshotReader | None:
-    """The snapshot if it is intact and matches ``sequence`` and ``next_id``, else None; the file is removed either way.
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (so a power cut cannot bring back the file it replaced)."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
-    What it returns is verified (format, checksum, numeric arrays); the caller's rebuild may still raise
-    SnapshotError when the parts do not fit together, and must then scan RocksDB.
+
+def load(directory: Path) -> tuple[Stamp, SnapshotReader] | None:
+    """The snapshot and its stamp if the file is intact, else None (logged). The file stays: a later crash reuses it.
+
+    What it returns is verified (format, checksum, numeric arrays); the caller decides whether the stamp fits the
+    data directory, and its rebuild may still raise SnapshotError when the parts do not fit together.
     """
     path = directory / SNAPSHOT_FILE
     started = time.perf_counter()
@@ -265,24 +342,21 @@ def take(directory: Path, *, sequence: int, next_id: int) -> SnapshotReader | No
     try:
         with source:
             header, arrays = _read(source, os.fstat(source.fileno()).st_size)
+        stamp = Stamp(
+            **{name: header.get(name) for name in ("sequence", "next_id", "stats_mark", "store")}  # type: ignore[arg-type]
+        )
+        if not all(type(getattr(stamp, n)) is int for n in ("sequence", "next_id", "stats_mark")) or not isinstance(
+            stamp.store, str
+        ):
+            raise SnapshotError(f"header stamp {stamp} is not numbers and a creation stamp")
+        reader = SnapshotReader(arrays, header.get("parts"))
     except (OSError, SnapshotError, ValueError) as exc:
         log.warning("start-up snapshot ignored (%s): scanning RocksDB", exc)
         return None
-    finally:
-        with contextlib.suppress(OSError):
-            path.unlink()
-    found = {key: header.get(key) for key in ("format", "sequence", "next_id")}
-    wanted = {"format": SNAPSHOT_FORMAT, "sequence": sequence, "next_id": next_id}
-    if found != wanted:
-        log.info("start-up snapshot %s does not match the data directory %s: scanning RocksDB", found, wanted)
-        return None
-    try:
-        reader = SnapshotReader(arrays, header.get("parts"))
-    except SnapshotError as exc:
-        log.warning("start-up snapshot ignored (%s): scanning RocksDB", exc)
-        return None
-    log.info("start-up snapshot read and verified in %.2f s", time.perf_counter() - started)
-    return reader
+    log.info(
+        "start-up snapshot of sequence %d read and verified in %.2f s", stamp.sequence, time.perf_counter() - started
+    )
+    return stamp, reader
 
 
 def _read(source: io.BufferedReader, file_bytes: int) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:

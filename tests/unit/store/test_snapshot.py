@@ -1,12 +1,20 @@
-"""The start-up snapshot: a clean close's snapshot rebuilds exactly what a scan of RocksDB would, and only then."""
+"""The start-up snapshot: a snapshot plus the changes after it rebuild exactly what a scan of RocksDB would.
+
+A snapshot is written at a clean close and in the background while serving, and kept once read: a start after
+a crash loads the last one and reads again only the memories the change log (and the checkpoints of access
+statistics) name after it. A snapshot that is damaged, torn, of another data directory or ahead of RocksDB is
+ignored and every record is scanned.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import pickle
+import shutil
 import stat
 import threading
+import time
 from array import array
 from pathlib import Path
 from typing import Any
@@ -14,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memevo.sidecar.config import SidecarConfig
+from memevo.sidecar.config import SidecarConfig, SnapshotConfig
 from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
@@ -115,7 +123,7 @@ def test_a_clean_close_snapshot_restores_what_a_scan_builds(tmp_path: Path) -> N
     assert (tmp_path / SNAPSHOT_FILE).exists()
 
     restored = Engine(_config(tmp_path))
-    assert not (tmp_path / SNAPSHOT_FILE).exists(), "a read snapshot must be gone (a crash must not reuse it)"
+    assert (tmp_path / SNAPSHOT_FILE).exists(), "a read snapshot stays: a crash after this start reuses it"
     from_snapshot = _state(restored)
     # The restored engine keeps working: a new write lands in the restored columns and indexes.
     _fill(restored, 30)
@@ -132,14 +140,103 @@ def test_a_clean_close_snapshot_restores_what_a_scan_builds(tmp_path: Path) -> N
     assert len(set(from_snapshot["arrays"]["value_type"].tolist())) == 4, "no value, a URL, a date and a name"
 
 
-def test_a_snapshot_that_does_not_match_rocksdb_is_ignored(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="memevo.sidecar.store.snapshot")
+def _crash(engine: Engine) -> None:
+    """Leave the data directory as a SIGKILL would: no snapshot and no index save at the end.
+
+    RocksDB is closed only to release its lock in this process; its synced WAL already held every write.
+    """
+    engine._snapshot_stop.set()
+    engine._snapshotter.join()
+    engine.index.close(save=False)
+    engine.store.close()
+    engine._closed = True
+
+
+def _scanned(tmp_path: Path) -> dict[str, Any]:
+    """What a start without any snapshot builds (the snapshot file is set aside meanwhile)."""
+    path = tmp_path / SNAPSHOT_FILE
+    kept = path.read_bytes() if path.exists() else None
+    path.unlink(missing_ok=True)
+    scanned = Engine(_config(tmp_path))
+    try:
+        return _state(scanned)
+    finally:
+        _crash(scanned)
+        path.unlink(missing_ok=True)
+        if kept is not None:
+            path.write_bytes(kept)
+
+
+def _vector(seed: int) -> np.ndarray[Any, Any]:
+    return np.random.default_rng(seed).standard_normal(DIMENSION).astype(np.float32)
+
+
+def _change_everything(engine: Engine) -> None:
+    """After a snapshot: new memories, a supersession, a state change, a forget, a deletion, statistics."""
+    written = engine.remember(
+        [
+            NewMemory(content="vendor cache note fresh", vector=_vector(901), namespace="team-b", tags=("late",)),
+            NewMemory(
+                content="deploy strategy fresh",
+                vector=_vector(902),
+                kind=memory_pb2.MEMORY_KIND_STRATEGY,
+                task_signature="task-0",
+            ),
+            NewMemory(  # memory 7 was fact (default, e1, a6): a new value supersedes it
+                content="paris value changed",
+                vector=_vector(903),
+                kind=memory_pb2.MEMORY_KIND_FACT,
+                entity="e1",
+                fact_attribute="a6",
+                fact_value="Berta Ruiz",
+            ),
+        ]
+    )
+    fresh = [w.memory.id for w in written]
+    engine.remember(
+        [NewMemory(content="budget follows", vector=_vector(904), reasoning_ids=(fresh[0],), namespace="team-b")]
+    )
+    engine.forget([10], reason="test", keep_history=True)  # OBSOLETE: the record stays
+    engine.forget([11, fresh[1]], reason="test", keep_history=False)  # deleted: an old one and a new one
+    engine.columns.record_access(np.asarray([12, 13, fresh[0]], dtype=np.int64), 5_000.0, 40)
+    engine.checkpoint_statistics(engine.columns.take_accessed())
+
+
+def test_a_crash_after_a_snapshot_catches_up_every_change_made_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="memevo.sidecar.engine")
+    engine = Engine(_config(tmp_path))
+    _fill(engine, 120)
+    assert engine.write_snapshot()
+    _change_everything(engine)
+    live = _state(engine)
+    _crash(engine)
+
+    restarted = Engine(_config(tmp_path))
+    try:
+        caught_up = _state(restarted)
+        columns = restarted.columns
+        assert columns.state[7] == memory_pb2.MEMORY_STATE_OBSOLETE, "superseded after the snapshot"
+        assert columns.state[10] == memory_pb2.MEMORY_STATE_OBSOLETE, "forgotten with history after the snapshot"
+        assert columns.state[11] == memory_pb2.MEMORY_STATE_EVICTED, "deleted after the snapshot"
+        assert columns.access_count[12] == live["arrays"]["access_count"][live["live_ids"].index(12)] >= 1
+        assert columns.last_access_turn[13] == 40, "checkpointed statistics after the snapshot"
+    finally:
+        _crash(restarted)
+    assert "restored" in caplog.text
+    _assert_same(caught_up, live)
+    _assert_same(caught_up, _scanned(tmp_path))
+
+
+def test_a_stale_snapshot_left_by_a_lost_rename_still_catches_up(tmp_path: Path) -> None:
     engine = Engine(_config(tmp_path))
     _fill(engine, 50)
     engine.close()
     stale = (tmp_path / SNAPSHOT_FILE).read_bytes()
     engine = Engine(_config(tmp_path))
     _fill(engine, 10)  # more writes: RocksDB moves past the old snapshot
+    _change_everything(engine)
     expected = _state(engine)
     engine.close()
     (tmp_path / SNAPSHOT_FILE).write_bytes(stale)  # as if the new one had not been written
@@ -148,8 +245,100 @@ def test_a_snapshot_that_does_not_match_rocksdb_is_ignored(tmp_path: Path, caplo
     try:
         _assert_same(_state(reopened), expected)
     finally:
-        reopened.close()
-    assert "does not match" in caplog.text
+        _crash(reopened)
+
+
+@pytest.mark.parametrize("source", ["another directory", "ahead of rocksdb"])
+def test_a_snapshot_ahead_of_rocksdb_or_of_another_directory_is_ignored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, source: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="memevo.sidecar.engine")
+    mine = tmp_path / "mine"
+    engine = Engine(_config(mine))
+    _fill(engine, 40)
+    expected = _state(engine)
+    engine.close()
+    if source == "another directory":
+        other = tmp_path / "other"
+        engine = Engine(_config(other))
+        _fill(engine, 80)
+        engine.close()
+        planted = (other / SNAPSHOT_FILE).read_bytes()
+    else:  # a later snapshot of this directory beside an older copy of its RocksDB (a restored backup)
+        shutil.copytree(mine / "rocksdb", tmp_path / "backup")
+        engine = Engine(_config(mine))
+        _fill(engine, 20)
+        engine.close()
+        planted = (mine / SNAPSHOT_FILE).read_bytes()
+        shutil.rmtree(mine / "rocksdb")
+        shutil.copytree(tmp_path / "backup", mine / "rocksdb")
+    (mine / SNAPSHOT_FILE).write_bytes(planted)
+    reopened = Engine(_config(mine))
+    try:
+        _assert_same(_state(reopened), expected)
+    finally:
+        _crash(reopened)
+    assert "does not fit the data directory" in caplog.text
+
+
+def test_a_write_torn_by_a_kill_leaves_the_previous_snapshot_in_use(tmp_path: Path) -> None:
+    engine = Engine(_config(tmp_path))
+    _fill(engine, 60)
+    assert engine.write_snapshot()
+    _change_everything(engine)
+    # Killed while the next snapshot was being written: a partial temporary file, the old snapshot intact.
+    snapshot_path = tmp_path / SNAPSHOT_FILE
+    (tmp_path / (SNAPSHOT_FILE + ".tmp")).write_bytes(snapshot_path.read_bytes()[:1000])
+    expected = _state(engine)
+    _crash(engine)
+    restarted = Engine(_config(tmp_path))
+    try:
+        _assert_same(_state(restarted), expected)
+    finally:
+        restarted.close()
+    assert not (tmp_path / (SNAPSHOT_FILE + ".tmp")).exists(), "the next snapshot replaces the torn file"
+
+
+def test_a_torn_snapshot_file_falls_back_to_the_scan_after_a_crash(tmp_path: Path) -> None:
+    engine = Engine(_config(tmp_path))
+    _fill(engine, 60)
+    assert engine.write_snapshot()
+    _change_everything(engine)
+    expected = _state(engine)
+    _crash(engine)
+    path = tmp_path / SNAPSHOT_FILE
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a file system that lost its tail
+    restarted = Engine(_config(tmp_path))
+    try:
+        _assert_same(_state(restarted), expected)
+    finally:
+        _crash(restarted)
+
+
+def test_the_background_thread_writes_a_snapshot_after_enough_changes(tmp_path: Path) -> None:
+    config = SidecarConfig(
+        data_dir=tmp_path,
+        embedder=EmbedderConfig(kind="none"),
+        dimension=DIMENSION,
+        snapshot=SnapshotConfig(every_changes=50, min_interval_s=0.0, cost_ratio=0.0),
+    )
+    engine = Engine(config)
+    try:
+        _fill(engine, 40)  # fewer changes than the threshold: none written
+        assert not (tmp_path / SNAPSHOT_FILE).exists()
+        _fill(engine, 40)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / SNAPSHOT_FILE).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / SNAPSHOT_FILE).exists()
+        expected = _state(engine)
+    finally:
+        _crash(engine)
+    restarted = Engine(_config(tmp_path))
+    try:
+        _assert_same(_state(restarted), expected)
+    finally:
+        _crash(restarted)
 
 
 def test_a_corrupt_snapshot_falls_back_to_the_scan(tmp_path: Path) -> None:
