@@ -35,13 +35,15 @@ from ..idempotency import RequestKey, id_of
 from ..policy import ConsolidationSettings
 from ..retrieval.lexical import searchable_text
 from ..store.rocks import CF_MEMORIES, CF_META, CF_VECTORS, Txn, key_u64, u64_key
-from ..store.vector_index import normalize_rows
+from ..store.vector_index import Matches, normalize_rows
 
 log = logging.getLogger(__name__)
 
 META_WATERMARK = b"cluster_watermark"
 """The highest memory id a cluster pass has looked at (8 bytes, big-endian)."""
 SEEDS_PER_PASS = 4096
+SEEDS_PER_BLOCK = 256
+"""Seeds searched between two looks at the stop flag: a shutdown waits for one block, not a whole pass."""
 """Most seeds one pass looks at; the rest wait for the next pass (bounds a pass after a large import)."""
 MAX_TAIL_FOR_PASS = 4096
 """Background passes wait while the fresh tail holds more vectors than this: every block of seeds scans the
@@ -98,10 +100,14 @@ class ClusterFinder:
             # Only ids that are stored: a request may name ids that never existed (up to 2^64 - 1).
             self._changed.update(i for i in ids if 0 < i < size)
 
-    def find(self, settings: ConsolidationSettings, *, exclude: set[int]) -> PassResult:
+    def find(
+        self, settings: ConsolidationSettings, *, exclude: set[int], stopping: Callable[[], bool] | None = None
+    ) -> PassResult:
         """Groups of at least ``min_group_size`` similar, eligible memories among the new ones' neighbourhoods.
 
-        ``exclude``: ids already in an open proposal. Advances the watermark.
+        ``exclude``: ids already in an open proposal. Advances the watermark. When ``stopping()`` turns true
+        between blocks of seeds (a shutdown), it returns no groups and leaves the watermark and the changed
+        memories for the next pass.
         """
         engine = self.engine
         columns = engine.columns
@@ -121,7 +127,10 @@ class ClusterFinder:
         seeds = seeds[keep]
         if exclude:
             seeds = seeds[~np.isin(seeds, np.fromiter(exclude, dtype=np.int64, count=len(exclude)))]
-        groups = self._groups(seeds, settings, exclude) if seeds.size else []
+        groups = self._groups(seeds, settings, exclude, stopping) if seeds.size else []
+        if groups is None:
+            self.note_changed(changed.tolist())
+            return PassResult(0, [])
         if new_watermark != self.watermark:
             self._save_watermark(new_watermark)
         return PassResult(int(seeds.size), groups)
@@ -139,15 +148,25 @@ class ClusterFinder:
         self.watermark = watermark
 
     def _groups(
-        self, seeds: npt.NDArray[np.int64], settings: ConsolidationSettings, exclude: set[int]
-    ) -> list[list[int]]:
+        self,
+        seeds: npt.NDArray[np.int64],
+        settings: ConsolidationSettings,
+        exclude: set[int],
+        stopping: Callable[[], bool] | None,
+    ) -> list[list[int]] | None:
+        """The groups around ``seeds``; None when ``stopping()`` turned true between blocks of seeds."""
         engine = self.engine
         columns = engine.columns
         k = settings.max_group_size
-        vectors = engine._read_vectors(seeds)
         neighbour_ids = np.full((seeds.size, k), -1, dtype=np.int64)
         neighbour_sims = np.zeros((seeds.size, k), dtype=np.float32)
-        for row, found in enumerate(engine.index.search_many(normalize_rows(vectors), k + 1)):
+        found_rows: list[Matches] = []
+        for start in range(0, seeds.size, SEEDS_PER_BLOCK):
+            if stopping is not None and stopping():
+                return None
+            vectors = engine._read_vectors(seeds[start : start + SEEDS_PER_BLOCK])
+            found_rows += engine.index.search_many(normalize_rows(vectors), k + 1)
+        for row, found in enumerate(found_rows):
             close = found.similarities >= settings.similarity
             ids, sims = found.ids[close], found.similarities[close]
             if ids.size > k:

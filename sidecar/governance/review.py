@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -191,12 +191,18 @@ class ReviewBroker:
         with self._lock:
             return {i for p in self._open.values() if kind is None or p.proposal.kind == kind for i in p.ids}
 
-    def consolidation_pass(self) -> memory_service_pb2.ConsolidationStats:
-        """Find new groups; propose them, or let the policy consolidate at once; decide expired proposals."""
+    def consolidation_pass(self, stopping: Callable[[], bool] | None = None) -> memory_service_pb2.ConsolidationStats:
+        """Find new groups; propose them, or let the policy consolidate at once; decide expired proposals.
+
+        ``stopping``: looked at between blocks of seeds; once true the pass ends early and the next one (after a
+        restart) looks at the same memories.
+        """
         started = time.perf_counter()
         settings = self.settings
-        result = self.finder.find(settings, exclude=self._members_in_open())
+        result = self.finder.find(settings, exclude=self._members_in_open(), stopping=stopping)
         stats = memory_service_pb2.ConsolidationStats(seeds_examined=result.seeds, groups_found=len(result.groups))
+        if stopping is not None and stopping():
+            return stats
         for group in result.groups:
             records, _ = self.engine.get(group)
             if len(records) < settings.min_group_size:

@@ -167,7 +167,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             try:
                 due = interval_s > 0 and time.monotonic() - last_pass >= interval_s
                 if due and self.engine.index.tail_count <= MAX_TAIL_FOR_PASS:
-                    self.review.consolidation_pass()
+                    self.review.consolidation_pass(stopping=self.stopping.is_set)
                     last_pass = time.monotonic()
                 else:
                     self.review.expire()
