@@ -1503,15 +1503,17 @@ class Engine:
         """Write the snapshot in the background when enough changed, at most every so often (see SnapshotConfig)."""
         if config.every_changes <= 0 and config.max_age_s <= 0:
             return
-        last_at = time.monotonic()
+        started = time.monotonic()
+        last_at: float | None = None  # when this run's last snapshot ended: the spacing rules apply between two
         cost_s = 0.0
         while not self._snapshot_stop.wait(SNAPSHOT_TICK_S):
             now = time.monotonic()
-            if now - last_at < max(config.min_interval_s, config.cost_ratio * cost_s):
+            if last_at is not None and now - last_at < max(config.min_interval_s, config.cost_ratio * cost_s):
                 continue
             changes, checkpointed = self._snapshot_changed()
+            age_s = now - (started if last_at is None else last_at)
             due = (config.every_changes > 0 and changes >= config.every_changes) or (
-                config.max_age_s > 0 and now - last_at >= config.max_age_s and (changes > 0 or checkpointed)
+                config.max_age_s > 0 and age_s >= config.max_age_s and (changes > 0 or checkpointed)
             )
             if not due or self.store.write_refusal is not None:  # a full disk would refuse the file as well
                 continue
