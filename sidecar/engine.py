@@ -1454,6 +1454,13 @@ class Engine:
         response.index.rebuild_total = rebuild.total
         response.index.rebuild_remaining = rebuild.remaining
         response.index.rebuild_reason = rebuild.reason
+        refusal = self.store.write_refusal
+        if refusal is not None:
+            response.writes.refused = True
+            response.writes.reason = refusal.reason
+            response.writes.message = refusal.message
+            response.writes.refused_since.CopyFrom(to_timestamp(self.store.refused_since or now_s()))
+            response.writes.restart_required = refusal.reason == "RESTART_REQUIRED"
         return response
 
     # ---- the start-up snapshot -----------------------------------------------------------------

@@ -65,6 +65,7 @@ from .types import (
     VectorLike,
     WriteOutcome,
     WriteResult,
+    WriteStats,
 )
 
 __all__ = [
@@ -129,4 +130,5 @@ __all__ = [
     "VectorLike",
     "WriteOutcome",
     "WriteResult",
+    "WriteStats",
 ]

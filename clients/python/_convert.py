@@ -60,6 +60,7 @@ from .types import (
     VectorLike,
     WriteOutcome,
     WriteResult,
+    WriteStats,
     _as_vector,
 )
 
@@ -645,6 +646,14 @@ def stats_to_proto(stats: Stats) -> memory_service_pb2.GetStatsResponse:
     )
     if stats.index.saved_at is not None:
         time_to_proto(stats.index.saved_at, index.saved_at, "saved_at")
+    writes = memory_service_pb2.WriteStats(
+        refused=stats.writes.refused,
+        reason=stats.writes.reason,
+        message=stats.writes.message,
+        restart_required=stats.writes.restart_required,
+    )
+    if stats.writes.refused_since is not None:
+        time_to_proto(stats.writes.refused_since, writes.refused_since, "refused_since")
     return memory_service_pb2.GetStatsResponse(
         counts=[
             memory_service_pb2.StateKindCount(state=_state(c.state), kind=_kind(c.kind), count=c.count)
@@ -658,6 +667,7 @@ def stats_to_proto(stats: Stats) -> memory_service_pb2.GetStatsResponse:
         schema_version=stats.schema_version,
         recent_sweeps=[sweep_to_proto(s) for s in stats.recent_sweeps],
         framework_version=stats.framework_version,
+        writes=writes,
     )
 
 
@@ -686,6 +696,13 @@ def stats_from_proto(msg: memory_service_pb2.GetStatsResponse) -> Stats:
         recent_sweeps=tuple(sweep_from_proto(s) for s in msg.recent_sweeps),
         framework_version=msg.framework_version,
         experiment=experiment_stats_from_proto(msg.experiment) if msg.HasField("experiment") else None,
+        writes=WriteStats(
+            refused=msg.writes.refused,
+            reason=msg.writes.reason,
+            message=msg.writes.message,
+            refused_since=_opt_time(msg.writes, "refused_since"),
+            restart_required=msg.writes.restart_required,
+        ),
     )
 
 

@@ -592,6 +592,22 @@ class IndexStats:
 
 
 @dataclass(frozen=True)
+class WriteStats:
+    """Whether the sidecar takes writes: a full or read-only disk refuses them (reads are served meanwhile)."""
+
+    refused: bool = False
+    """True while every write is refused; writes resume by themselves once the disk takes them again."""
+    reason: str = ""
+    """The refused calls' reason code, e.g. ``"DISK_FULL"``; empty while writes are taken."""
+    message: str = ""
+    """What happened and what to do; empty while writes are taken."""
+    refused_since: datetime | None = None
+    """System time writes started being refused; ``None`` while they are taken."""
+    restart_required: bool = False
+    """True when only a restart resumes writes."""
+
+
+@dataclass(frozen=True)
 class Stats:
     """Counts, index status and the last sweeps of a sidecar."""
 
@@ -612,6 +628,8 @@ class Stats:
     """The current declared framework version."""
     experiment: ExperimentStats | None = None
     """The running experiment with per-arm outcomes; ``None`` when none runs."""
+    writes: WriteStats = field(default_factory=WriteStats)
+    """Whether writes are taken now."""
 
     def count(self, state: MemoryState | None = None, kind: MemoryKind | None = None) -> int:
         """Memories in the given state and/or of the given kind; ``None`` matches any."""

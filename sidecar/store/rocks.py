@@ -296,6 +296,8 @@ class RocksStore:
         self._sequence_changed = threading.Condition()
         self._refusal: StorageError | None = None
         """Why writes are refused since a log write failed (None while they are accepted)."""
+        self.refused_since = 0.0
+        """System time (epoch s) writes started being refused; 0 while they are accepted."""
         self._resume_at = 0.0
         self._resume_wait_s = RESUME_FIRST_S
         self.on_writes_changed: Callable[[StorageError | None], None] | None = None
@@ -678,6 +680,7 @@ class RocksStore:
         self._resume_at = time.monotonic() + self._resume_wait_s
         self._work.set()  # the committer times the next check, even if it was committing nothing
         if first:
+            self.refused_since = time.time()
             log.warning("writes refused until the data directory can take them again: %s", error.message)
             self._announce(error)
 
@@ -698,6 +701,7 @@ class RocksStore:
             log.info("writes still refused (%s); next check in %.0f s", exc, self._resume_wait_s)
             return
         self._refusal = None
+        self.refused_since = 0.0
         log.warning("writes resumed: the data directory takes writes again")
         self._announce(None)
 

@@ -79,6 +79,12 @@ def _refused_then_resumed(sidecar: Sidecar, make_room: Any, mention: str) -> dic
     assert _health(target, WRITES) == NOT_SERVING
     assert _health(target, "") == SERVING
     assert _writes_refused_metric(sidecar) == "memevo_writes_refused 1"
+    writes = service.GetStats(memory_service_pb2.GetStatsRequest()).writes
+    assert writes.refused
+    assert writes.reason in ("DISK_FULL", "FILE_TOO_LARGE"), writes
+    assert mention in writes.message
+    assert writes.refused_since.seconds > 0
+    assert not writes.restart_required
     last = max(acked)
     assert service.Get(memory_service_pb2.GetRequest(ids=[last])).memories[0].content == acked[last]
 
@@ -102,6 +108,7 @@ def _refused_then_resumed(sidecar: Sidecar, make_room: Any, mention: str) -> dic
     acked[resumed[0]] = "written after the room came back"
     assert _health(target, WRITES) == SERVING
     assert _writes_refused_metric(sidecar) == "memevo_writes_refused 0"
+    assert service.GetStats(memory_service_pb2.GetStatsRequest()).writes == memory_service_pb2.WriteStats()
     more = service.RememberBatch(
         memory_service_pb2.RememberBatchRequest(memories=[memory(f"more {i}", vec(10 + i)) for i in range(20)])
     )

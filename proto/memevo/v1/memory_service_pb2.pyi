@@ -1876,6 +1876,7 @@ class GetStatsResponse(_message.Message):
     FRAMEWORK_VERSION_FIELD_NUMBER: _builtins.int
     EXPERIMENT_FIELD_NUMBER: _builtins.int
     REVIEW_FIELD_NUMBER: _builtins.int
+    WRITES_FIELD_NUMBER: _builtins.int
     total_count: _builtins.int
     """Memories not EVICTED."""
     last_sequence: _builtins.int
@@ -1904,6 +1905,10 @@ class GetStatsResponse(_message.Message):
     def review(self) -> Global___ReviewStats:
         """Open review proposals and attached reviewers."""
 
+    @_builtins.property
+    def writes(self) -> Global___WriteStats:
+        """Whether writes are taken now: a full or read-only disk refuses them (reads are served meanwhile)."""
+
     def __init__(
         self,
         *,
@@ -1918,14 +1923,64 @@ class GetStatsResponse(_message.Message):
         framework_version: _builtins.str = ...,
         experiment: _policy_pb2.ExperimentStats | None = ...,
         review: Global___ReviewStats | None = ...,
+        writes: Global___WriteStats | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["experiment", b"experiment", "index", b"index", "review", b"review"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["experiment", b"experiment", "index", b"index", "review", b"review", "writes", b"writes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dimension", b"dimension", "embedder", b"embedder", "experiment", b"experiment", "framework_version", b"framework_version", "index", b"index", "last_sequence", b"last_sequence", "recent_sweeps", b"recent_sweeps", "review", b"review", "schema_version", b"schema_version", "total_count", b"total_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "dimension", b"dimension", "embedder", b"embedder", "experiment", b"experiment", "framework_version", b"framework_version", "index", b"index", "last_sequence", b"last_sequence", "recent_sweeps", b"recent_sweeps", "review", b"review", "schema_version", b"schema_version", "total_count", b"total_count", "writes", b"writes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatsResponse: _TypeAlias = GetStatsResponse  # noqa: Y015
+
+@_typing.final
+class WriteStats(_message.Message):
+    """Whether the sidecar takes writes (GetStats.writes). The health service's entry
+    "memevo.v1.MemoryService/writes" and the metric memevo_writes_refused say the same.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REFUSED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    REFUSED_SINCE_FIELD_NUMBER: _builtins.int
+    RESTART_REQUIRED_FIELD_NUMBER: _builtins.int
+    refused: _builtins.bool
+    """True while every write is refused after a failed log write (a full disk, a file size limit, a
+    read-only file system); each write then fails with UNAVAILABLE and `reason`. Default: false.
+    """
+    reason: _builtins.str
+    """The reason code the refused calls carry in their ErrorInfo: "DISK_FULL", "DATA_DIR_READ_ONLY",
+    "FILE_TOO_LARGE", "STORAGE_WRITE_FAILED" or "RESTART_REQUIRED". Empty while writes are taken.
+    """
+    message: _builtins.str
+    """What happened and what to do, as the refused calls say it. Empty while writes are taken."""
+    restart_required: _builtins.bool
+    """True when only a restart resumes writes (after reopening, RocksDB held writes the sidecar had
+    not acknowledged); false when they resume by themselves once the data directory takes writes
+    again (checked every 2 s, backing off to 60 s). Default: false.
+    """
+    @_builtins.property
+    def refused_since(self) -> _timestamp_pb2.Timestamp:
+        """System time writes started being refused. Unset while writes are taken."""
+
+    def __init__(
+        self,
+        *,
+        refused: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+        refused_since: _timestamp_pb2.Timestamp | None = ...,
+        restart_required: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["refused_since", b"refused_since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "reason", b"reason", "refused", b"refused", "refused_since", b"refused_since", "restart_required", b"restart_required"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WriteStats: _TypeAlias = WriteStats  # noqa: Y015
 
 @_typing.final
 class SetExperimentRequest(_message.Message):

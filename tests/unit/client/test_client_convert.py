@@ -50,6 +50,7 @@ from memevo.client.types import (
     TransitionCount,
     WriteOutcome,
     WriteResult,
+    WriteStats,
 )
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
@@ -466,6 +467,7 @@ def test_stats_round_trip_and_count() -> None:
         schema_version=1,
         recent_sweeps=(full_sweep(),),
         framework_version="v1",
+        writes=WriteStats(refused=True, reason="DISK_FULL", message="the disk is full", refused_since=T0),
     )
     assert cv.stats_from_proto(cv.stats_to_proto(stats)) == stats
     assert stats.count() == 14

@@ -3831,7 +3831,9 @@ type GetStatsResponse struct {
 	// The running experiment with per-arm outcomes; unset when none runs.
 	Experiment *ExperimentStats `protobuf:"bytes,10,opt,name=experiment,proto3" json:"experiment,omitempty"`
 	// Open review proposals and attached reviewers.
-	Review        *ReviewStats `protobuf:"bytes,30,opt,name=review,proto3" json:"review,omitempty"`
+	Review *ReviewStats `protobuf:"bytes,30,opt,name=review,proto3" json:"review,omitempty"`
+	// Whether writes are taken now: a full or read-only disk refuses them (reads are served meanwhile).
+	Writes        *WriteStats `protobuf:"bytes,11,opt,name=writes,proto3" json:"writes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3943,6 +3945,100 @@ func (x *GetStatsResponse) GetReview() *ReviewStats {
 	return nil
 }
 
+func (x *GetStatsResponse) GetWrites() *WriteStats {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+// Whether the sidecar takes writes (GetStats.writes). The health service's entry
+// "memevo.v1.MemoryService/writes" and the metric memevo_writes_refused say the same.
+type WriteStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True while every write is refused after a failed log write (a full disk, a file size limit, a
+	// read-only file system); each write then fails with UNAVAILABLE and `reason`. Default: false.
+	Refused bool `protobuf:"varint,1,opt,name=refused,proto3" json:"refused,omitempty"`
+	// The reason code the refused calls carry in their ErrorInfo: "DISK_FULL", "DATA_DIR_READ_ONLY",
+	// "FILE_TOO_LARGE", "STORAGE_WRITE_FAILED" or "RESTART_REQUIRED". Empty while writes are taken.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What happened and what to do, as the refused calls say it. Empty while writes are taken.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// System time writes started being refused. Unset while writes are taken.
+	RefusedSince *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=refused_since,json=refusedSince,proto3" json:"refused_since,omitempty"`
+	// True when only a restart resumes writes (after reopening, RocksDB held writes the sidecar had
+	// not acknowledged); false when they resume by themselves once the data directory takes writes
+	// again (checked every 2 s, backing off to 60 s). Default: false.
+	RestartRequired bool `protobuf:"varint,5,opt,name=restart_required,json=restartRequired,proto3" json:"restart_required,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WriteStats) Reset() {
+	*x = WriteStats{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteStats) ProtoMessage() {}
+
+func (x *WriteStats) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteStats.ProtoReflect.Descriptor instead.
+func (*WriteStats) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *WriteStats) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
+}
+
+func (x *WriteStats) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WriteStats) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *WriteStats) GetRefusedSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefusedSince
+	}
+	return nil
+}
+
+func (x *WriteStats) GetRestartRequired() bool {
+	if x != nil {
+		return x.RestartRequired
+	}
+	return false
+}
+
 type SetExperimentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The experiment to run; it replaces the current one and resets the per-arm counts. An experiment
@@ -3956,7 +4052,7 @@ type SetExperimentRequest struct {
 
 func (x *SetExperimentRequest) Reset() {
 	*x = SetExperimentRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3968,7 +4064,7 @@ func (x *SetExperimentRequest) String() string {
 func (*SetExperimentRequest) ProtoMessage() {}
 
 func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3981,7 +4077,7 @@ func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentRequest.ProtoReflect.Descriptor instead.
 func (*SetExperimentRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SetExperimentRequest) GetExperiment() *Experiment {
@@ -4008,7 +4104,7 @@ type SetExperimentResponse struct {
 
 func (x *SetExperimentResponse) Reset() {
 	*x = SetExperimentResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4020,7 +4116,7 @@ func (x *SetExperimentResponse) String() string {
 func (*SetExperimentResponse) ProtoMessage() {}
 
 func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4033,7 +4129,7 @@ func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentResponse.ProtoReflect.Descriptor instead.
 func (*SetExperimentResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{53}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetExperimentResponse) GetExperiment() *Experiment {
@@ -4055,7 +4151,7 @@ type PromoteArmRequest struct {
 
 func (x *PromoteArmRequest) Reset() {
 	*x = PromoteArmRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4067,7 +4163,7 @@ func (x *PromoteArmRequest) String() string {
 func (*PromoteArmRequest) ProtoMessage() {}
 
 func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4080,7 +4176,7 @@ func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmRequest.ProtoReflect.Descriptor instead.
 func (*PromoteArmRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{54}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PromoteArmRequest) GetArm() string {
@@ -4109,7 +4205,7 @@ type PromoteArmResponse struct {
 
 func (x *PromoteArmResponse) Reset() {
 	*x = PromoteArmResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4121,7 +4217,7 @@ func (x *PromoteArmResponse) String() string {
 func (*PromoteArmResponse) ProtoMessage() {}
 
 func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4134,7 +4230,7 @@ func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmResponse.ProtoReflect.Descriptor instead.
 func (*PromoteArmResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{55}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PromoteArmResponse) GetPolicy() *Policy {
@@ -4418,7 +4514,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\x0e2\x15.memevo.v1.IndexStateR\x05state\x12#\n" +
 	"\rrebuild_total\x18\x06 \x01(\x04R\frebuildTotal\x12+\n" +
 	"\x11rebuild_remaining\x18\a \x01(\x04R\x10rebuildRemaining\x12%\n" +
-	"\x0erebuild_reason\x18\b \x01(\tR\rrebuildReason\"\xee\x03\n" +
+	"\x0erebuild_reason\x18\b \x01(\tR\rrebuildReason\"\x9d\x04\n" +
 	"\x10GetStatsResponse\x121\n" +
 	"\x06counts\x18\x01 \x03(\v2\x19.memevo.v1.StateKindCountR\x06counts\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x04R\n" +
@@ -4434,7 +4530,15 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"experiment\x18\n" +
 	" \x01(\v2\x1a.memevo.v1.ExperimentStatsR\n" +
 	"experiment\x12.\n" +
-	"\x06review\x18\x1e \x01(\v2\x16.memevo.v1.ReviewStatsR\x06review\"l\n" +
+	"\x06review\x18\x1e \x01(\v2\x16.memevo.v1.ReviewStatsR\x06review\x12-\n" +
+	"\x06writes\x18\v \x01(\v2\x15.memevo.v1.WriteStatsR\x06writes\"\xc4\x01\n" +
+	"\n" +
+	"WriteStats\x12\x18\n" +
+	"\arefused\x18\x01 \x01(\bR\arefused\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12?\n" +
+	"\rrefused_since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\frefusedSince\x12)\n" +
+	"\x10restart_required\x18\x05 \x01(\bR\x0frestartRequired\"l\n" +
 	"\x14SetExperimentRequest\x125\n" +
 	"\n" +
 	"experiment\x18\x01 \x01(\v2\x15.memevo.v1.ExperimentR\n" +
@@ -4511,7 +4615,7 @@ func file_memevo_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(WriteOutcome)(0),                // 0: memevo.v1.WriteOutcome
 	(RecallMode)(0),                  // 1: memevo.v1.RecallMode
@@ -4569,133 +4673,136 @@ var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(*StateKindCount)(nil),           // 53: memevo.v1.StateKindCount
 	(*IndexStats)(nil),               // 54: memevo.v1.IndexStats
 	(*GetStatsResponse)(nil),         // 55: memevo.v1.GetStatsResponse
-	(*SetExperimentRequest)(nil),     // 56: memevo.v1.SetExperimentRequest
-	(*SetExperimentResponse)(nil),    // 57: memevo.v1.SetExperimentResponse
-	(*PromoteArmRequest)(nil),        // 58: memevo.v1.PromoteArmRequest
-	(*PromoteArmResponse)(nil),       // 59: memevo.v1.PromoteArmResponse
-	(*Memory)(nil),                   // 60: memevo.v1.Memory
-	(*MemoryInput)(nil),              // 61: memevo.v1.MemoryInput
-	(MemoryKind)(0),                  // 62: memevo.v1.MemoryKind
-	(*timestamppb.Timestamp)(nil),    // 63: google.protobuf.Timestamp
-	(*ChangeEvent)(nil),              // 64: memevo.v1.ChangeEvent
-	(MemoryState)(0),                 // 65: memevo.v1.MemoryState
-	(ChangeEventType)(0),             // 66: memevo.v1.ChangeEventType
-	(ProposalKind)(0),                // 67: memevo.v1.ProposalKind
-	(*Decision)(nil),                 // 68: memevo.v1.Decision
-	(*Proposal)(nil),                 // 69: memevo.v1.Proposal
-	(*Policy)(nil),                   // 70: memevo.v1.Policy
-	(*ExperimentStats)(nil),          // 71: memevo.v1.ExperimentStats
-	(*Experiment)(nil),               // 72: memevo.v1.Experiment
+	(*WriteStats)(nil),               // 56: memevo.v1.WriteStats
+	(*SetExperimentRequest)(nil),     // 57: memevo.v1.SetExperimentRequest
+	(*SetExperimentResponse)(nil),    // 58: memevo.v1.SetExperimentResponse
+	(*PromoteArmRequest)(nil),        // 59: memevo.v1.PromoteArmRequest
+	(*PromoteArmResponse)(nil),       // 60: memevo.v1.PromoteArmResponse
+	(*Memory)(nil),                   // 61: memevo.v1.Memory
+	(*MemoryInput)(nil),              // 62: memevo.v1.MemoryInput
+	(MemoryKind)(0),                  // 63: memevo.v1.MemoryKind
+	(*timestamppb.Timestamp)(nil),    // 64: google.protobuf.Timestamp
+	(*ChangeEvent)(nil),              // 65: memevo.v1.ChangeEvent
+	(MemoryState)(0),                 // 66: memevo.v1.MemoryState
+	(ChangeEventType)(0),             // 67: memevo.v1.ChangeEventType
+	(ProposalKind)(0),                // 68: memevo.v1.ProposalKind
+	(*Decision)(nil),                 // 69: memevo.v1.Decision
+	(*Proposal)(nil),                 // 70: memevo.v1.Proposal
+	(*Policy)(nil),                   // 71: memevo.v1.Policy
+	(*ExperimentStats)(nil),          // 72: memevo.v1.ExperimentStats
+	(*Experiment)(nil),               // 73: memevo.v1.Experiment
 }
 var file_memevo_v1_memory_service_proto_depIdxs = []int32{
-	60, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
+	61, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
 	0,  // 1: memevo.v1.WriteResult.outcome:type_name -> memevo.v1.WriteOutcome
-	61, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
+	62, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
 	4,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
-	61, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
+	62, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
 	4,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
-	61, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
+	62, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
 	10, // 7: memevo.v1.RememberStreamRequest.items:type_name -> memevo.v1.RememberStreamItem
-	61, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
-	62, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
-	63, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
-	63, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
+	62, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
+	63, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
+	64, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
+	64, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
 	12, // 12: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 13: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
-	63, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
-	60, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
+	64, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
+	61, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
 	15, // 16: memevo.v1.RecalledMemory.breakdown:type_name -> memevo.v1.ScoreBreakdown
 	14, // 17: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
 	12, // 18: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 19: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
-	63, // 20: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
-	60, // 21: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
+	64, // 20: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
+	61, // 21: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
 	18, // 22: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
 	2,  // 23: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
-	60, // 24: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
+	61, // 24: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
 	24, // 25: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
-	60, // 26: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
-	64, // 27: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
-	61, // 28: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	60, // 29: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	60, // 30: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	60, // 31: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
-	65, // 32: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	65, // 33: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	63, // 34: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	61, // 26: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
+	65, // 27: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
+	62, // 28: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	61, // 29: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	61, // 30: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	61, // 31: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
+	66, // 32: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	66, // 33: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	64, // 34: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
 	34, // 35: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
 	35, // 36: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
 	37, // 37: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
 	37, // 38: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
-	66, // 39: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	64, // 40: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	67, // 41: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	67, // 39: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	65, // 40: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	68, // 41: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
 	41, // 42: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	68, // 43: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	69, // 44: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	70, // 45: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	70, // 46: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	70, // 47: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	65, // 48: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	62, // 49: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	63, // 50: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	69, // 43: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	70, // 44: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	71, // 45: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	71, // 46: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	71, // 47: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	66, // 48: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	63, // 49: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	64, // 50: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
 	3,  // 51: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
 	53, // 52: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
 	54, // 53: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
 	35, // 54: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	71, // 55: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	72, // 55: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
 	38, // 56: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
-	72, // 57: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
-	72, // 58: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
-	70, // 59: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
-	71, // 60: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
-	5,  // 61: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	7,  // 62: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	9,  // 63: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	13, // 64: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	17, // 65: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	20, // 66: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	22, // 67: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	25, // 68: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	27, // 69: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	29, // 70: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	33, // 71: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	39, // 72: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	42, // 73: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	44, // 74: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	31, // 75: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
-	46, // 76: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	48, // 77: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	50, // 78: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	52, // 79: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	56, // 80: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
-	58, // 81: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
-	6,  // 82: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	8,  // 83: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	11, // 84: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	16, // 85: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	19, // 86: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	21, // 87: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	23, // 88: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	26, // 89: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	28, // 90: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	30, // 91: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	36, // 92: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	40, // 93: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	43, // 94: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	45, // 95: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	32, // 96: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
-	47, // 97: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	49, // 98: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	51, // 99: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	55, // 100: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	57, // 101: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
-	59, // 102: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
-	82, // [82:103] is the sub-list for method output_type
-	61, // [61:82] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	56, // 57: memevo.v1.GetStatsResponse.writes:type_name -> memevo.v1.WriteStats
+	64, // 58: memevo.v1.WriteStats.refused_since:type_name -> google.protobuf.Timestamp
+	73, // 59: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	73, // 60: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	71, // 61: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	72, // 62: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	5,  // 63: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	7,  // 64: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	9,  // 65: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	13, // 66: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	17, // 67: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	20, // 68: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	22, // 69: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	25, // 70: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	27, // 71: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	29, // 72: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	33, // 73: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	39, // 74: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	42, // 75: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	44, // 76: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	31, // 77: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
+	46, // 78: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	48, // 79: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	50, // 80: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	52, // 81: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	57, // 82: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	59, // 83: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	6,  // 84: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	8,  // 85: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	11, // 86: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	16, // 87: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	19, // 88: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	21, // 89: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	23, // 90: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	26, // 91: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	28, // 92: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	30, // 93: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	36, // 94: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	40, // 95: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	43, // 96: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	45, // 97: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	32, // 98: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
+	47, // 99: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	49, // 100: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	51, // 101: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	55, // 102: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	58, // 103: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	60, // 104: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	84, // [84:105] is the sub-list for method output_type
+	63, // [63:84] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }
@@ -4741,7 +4848,7 @@ func file_memevo_v1_memory_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_service_proto_rawDesc), len(file_memevo_v1_memory_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
