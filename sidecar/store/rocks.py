@@ -19,11 +19,19 @@ seconds (backing off to a minute) whether the problem is gone: a probe file
 must be writable with room to spare, then the database is reopened in place
 (RocksDB recovers its log and flushes it) and writes resume, with no restart.
 Reads keep working throughout; one racing the reopen waits for it and retries.
+
+A start needs no room for the log either: opening RocksDB replays its log
+into a table file about the log's size (measured: a 20.7 MB log and 4 MB free
+made the start fail with "No space left"). When that fails for want of space
+the store opens read-only (it replays the log in memory, writes nothing,
+and this process holds RocksDB's lock in its place), serves reads, refuses
+writes as above, and reopens for writing once a probe finds the room.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import json
 import logging
@@ -263,9 +271,22 @@ class RocksStore:
         """Notified when a reopen ends; ``_generation`` counts them, ``_reopening`` says one is under way."""
         self._generation = 0
         self._reopening = False
+        self._guard: int | None = None
+        """While RocksDB is open read-only: a descriptor of its LOCK file, holding the lock RocksDB does not take."""
+        opened_full: StorageError | None = None
         try:
-            self._open()
+            try:
+                self._open()
+            except Exception as exc:
+                if "No space left" not in str(exc) or not (path / "rocksdb" / "CURRENT").exists():
+                    raise
+                # Opening replays the WAL into a table file first: a full disk refuses that. Serve reads from a
+                # read-only open meanwhile; writes are refused and resume once there is room (see _try_resume).
+                opened_full = _storage_error(exc)
+                self._lock_for_read_only()
+                self._open(read_only=True)
         except Exception as exc:
+            self._unlock_read_only()
             text = str(exc)
             if "lock" in text.lower():
                 raise FailedPrecondition(
@@ -302,21 +323,49 @@ class RocksStore:
         self._resume_wait_s = RESUME_FIRST_S
         self.on_writes_changed: Callable[[StorageError | None], None] | None = None
         """Called (from the committing thread) when writes start being refused (with why) or resume (None)."""
+        if opened_full is not None:
+            log.warning(
+                "RocksDB opened read-only: its log could not be replayed into a table file (%s). Reads are "
+                "served; writes are refused until the data directory has room for them",
+                opened_full.message,
+            )
+            self._refusal = opened_full
+            self.refused_since = time.time()
+            self._resume_at = time.monotonic() + self._resume_wait_s
         self._committer = threading.Thread(target=self._run_committer, name="memevo-commit", daemon=True)
         self._committer.start()
 
-    def _open(self) -> None:
+    def _open(self, *, read_only: bool = False) -> None:
         options = _cf_options()
-        options.create_if_missing(True)
-        options.create_missing_column_families(True)
+        options.create_if_missing(not read_only)
+        options.create_missing_column_families(not read_only)
         options.increase_parallelism(2)
         self._db = rocksdict.Rdict(
             str(self.path / "rocksdb"),
             options,
             column_families={name: _cf_options() for name in COLUMN_FAMILIES},
+            access_type=rocksdict.AccessType.read_only() if read_only else rocksdict.AccessType.read_write(),
         )
         self._handles = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
         self._cfs: dict[str, Any] = {name: self._db.get_column_family(name) for name in COLUMN_FAMILIES}
+
+    def _lock_for_read_only(self) -> None:
+        """Hold RocksDB's LOCK file as RocksDB would (a read-only open takes no lock): another sidecar must not
+        open the directory meanwhile. FailedPrecondition-worthy "lock" error when one holds it."""
+        descriptor = os.open(self.path / "rocksdb" / "LOCK", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(descriptor)
+            raise OSError(f"RocksDB lock held by another process: {exc}") from exc
+        self._guard = descriptor
+
+    def _unlock_read_only(self) -> None:
+        """Let go of the read-only open's lock (closing the descriptor releases it) before RocksDB takes its own:
+        the two are one POSIX lock of this process, and closing later would drop RocksDB's."""
+        if self._guard is not None:
+            os.close(self._guard)
+            self._guard = None
 
     # ---- metadata -------------------------------------------------------------------------
 
@@ -738,11 +787,17 @@ class RocksStore:
             self._reopening = True
         try:
             self._drop_handles()
+            self._unlock_read_only()
             for attempt in range(REOPEN_ATTEMPTS):
                 try:
                     self._open()
                     break
                 except Exception as exc:
+                    if "No space left" in str(exc):
+                        # Still no room to replay the log: keep serving reads from a read-only open.
+                        self._lock_for_read_only()
+                        self._open(read_only=True)
+                        raise
                     # A read still holding the old database (a get under way) keeps its lock a moment.
                     if "lock" not in str(exc).lower() or attempt == REOPEN_ATTEMPTS - 1:
                         raise
@@ -821,3 +876,4 @@ class RocksStore:
         self._handles.clear()
         self.__dict__.pop("_db", None)
         gc.collect()
+        self._unlock_read_only()

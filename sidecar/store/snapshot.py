@@ -282,7 +282,11 @@ def write(
             tmp.unlink()
         return False
     except Exception as exc:
-        log.warning("start-up snapshot not written (%s: %s); the next start scans RocksDB", type(exc).__name__, exc)
+        log.warning(
+            "start-up snapshot not written (%s: %s); a start reads the previous one, if any, and more of RocksDB",
+            type(exc).__name__,
+            exc,
+        )
         with contextlib.suppress(OSError):
             tmp.unlink()
         return False

@@ -12,6 +12,7 @@ back, writes are accepted again and nothing acknowledged was lost.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -176,3 +177,66 @@ def test_writes_refused_by_the_file_size_limit_resume_once_it_is_lifted(tmp_path
         assert sidecar.stop() == 0, sidecar.log()
     assert "Traceback" not in sidecar.log(), sidecar.log()
     _after_restart(data_dir, acked)
+
+
+def test_a_restart_on_a_full_disk_needs_no_room_for_the_log(tmp_path: Path) -> None:
+    """Opening RocksDB replays its log into a table file first, as big as the log: on a full disk that used to stop
+    the start ("cannot open RocksDB ... No space left"). Now it opens read-only: reads served, writes refused and
+    reported, and resumed by themselves once there is room (RocksDB is then reopened for writing)."""
+    dimension = 384  # big records: a log of megabytes from a few thousand writes
+    with _tmpfs(tmp_path / "small", "48m") as small:
+        data = small / "data"
+        sidecar = start_sidecar(data, dimension=dimension)
+        service = stub(sidecar.unix_target)
+        acked: dict[int, str] = {}
+        for start in range(0, 6000, 500):
+            batch = [memory(f"note {start + i}", vec(start + i, dimension)) for i in range(500)]
+            reply = service.RememberBatch(memory_service_pb2.RememberBatchRequest(memories=batch))
+            acked.update({r.memory.id: f"note {start + i}" for i, r in enumerate(reply.results)})
+        sidecar.kill()  # the log is not flushed into a table file
+        log_bytes = sum(p.stat().st_size for p in (data / "rocksdb").glob("*.log"))
+        filler = small / "filler"
+        free = shutil.disk_usage(small).free
+        with filler.open("wb") as out:
+            out.truncate(0)
+            os.posix_fallocate(out.fileno(), 0, free - 2 * MIB)
+        assert shutil.disk_usage(small).free < log_bytes // 2, (shutil.disk_usage(small).free, log_bytes)
+
+        restarted = start_sidecar(data, "--metrics-listen", "127.0.0.1:0", dimension=dimension)
+        try:
+            service = stub(restarted.unix_target)
+            assert_all_readable(service, acked)
+            writes = service.GetStats(memory_service_pb2.GetStatsRequest()).writes
+            assert writes.refused
+            assert writes.reason == "DISK_FULL"
+            assert _health(restarted.unix_target, WRITES) == NOT_SERVING
+            assert _health(restarted.unix_target, "") == SERVING
+            with pytest.raises(grpc.RpcError) as refused:
+                service.Remember(memory_service_pb2.RememberRequest(memory=memory("no room", vec(1, dimension))))
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+            filler.unlink()
+            written: list[int] = []
+
+            def writes_again() -> bool:
+                try:
+                    reply = service.Remember(
+                        memory_service_pb2.RememberRequest(memory=memory("after the room came back", vec(2, dimension)))
+                    )
+                except grpc.RpcError:
+                    return False
+                written.append(reply.result.memory.id)
+                return True
+
+            wait_until(writes_again, "writes to resume by themselves", timeout_s=RESUME_WAIT_S)
+            acked[written[0]] = "after the room came back"
+            assert _health(restarted.unix_target, WRITES) == SERVING
+        finally:
+            assert restarted.stop() == 0, restarted.log()
+        assert "opened read-only" in restarted.log(), restarted.log()
+        assert "Traceback" not in restarted.log(), restarted.log()
+        again = start_sidecar(data, dimension=dimension)
+        try:
+            assert_all_readable(stub(again.unix_target), acked)
+        finally:
+            assert again.stop() == 0, again.log()
