@@ -661,9 +661,7 @@ class Recaller:
                 if record is None:  # forgotten between the candidate step and the read
                     continue
                 hint = hint_for(record, query, framework)
-                hits.append(
-                    Hit(record, float(sims[position]), float(scores[position]), hint, terms_of.at(position))
-                )
+                hits.append(Hit(record, float(sims[position]), float(scores[position]), hint, terms_of.at(position)))
         return hits
 
     def _word_matches(
