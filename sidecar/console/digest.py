@@ -179,23 +179,27 @@ class ChangeDigest:
         end = max(float(times.max()), now_s if now_s is not None else time.time())
         edges = np.linspace(start, end if end > start else start + 1.0, bins + 1)
         bucket = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, bins - 1)
-        kind, before, after = codes[:, 0], codes[:, 1], codes[:, 2]
-        states: dict[str, list[int]] = {}
-        for state in range(1, STATE_COUNT):
-            delta = np.bincount(bucket[after == state], minlength=bins) - np.bincount(
-                bucket[before == state], minlength=bins
-            )
-            states[memory_pb2.MemoryState.Name(state)] = np.cumsum(delta).tolist()  # type: ignore[arg-type]
-        live = np.asarray(LIVE_STATES, dtype=np.int8)
-        was, now = np.isin(before, live), np.isin(after, live)
-        kinds: dict[str, list[int]] = {}
-        for code in range(1, KIND_COUNT):
-            mine = kind == code
-            delta = np.bincount(bucket[mine & now & ~was], minlength=bins) - np.bincount(
-                bucket[mine & was & ~now], minlength=bins
-            )
-            if delta.any():
-                kinds[memory_pb2.MemoryKind.Name(code)] = np.cumsum(delta).tolist()  # type: ignore[arg-type]
+        kind, before, after = (codes[:, i].astype(np.int64) for i in range(3))
+        # One bincount per quantity over (bucket, code) cells, not one pass per state and kind.
+        cells = bins * STATE_COUNT
+        by_state = np.bincount(bucket * STATE_COUNT + after, minlength=cells) - np.bincount(
+            bucket * STATE_COUNT + before, minlength=cells
+        )
+        state_lines = np.cumsum(by_state.reshape(bins, STATE_COUNT), axis=0)
+        states = {
+            memory_pb2.MemoryState.Name(state): state_lines[:, state].tolist()  # type: ignore[arg-type]
+            for state in range(1, STATE_COUNT)
+        }
+        live = np.zeros(STATE_COUNT, dtype=np.int64)
+        live[list(LIVE_STATES)] = 1
+        entered = live[after] - live[before]  # +1 into the live states, -1 out of them (evicted)
+        by_kind = np.bincount(bucket * KIND_COUNT + kind, weights=entered, minlength=bins * KIND_COUNT)
+        kind_lines = np.cumsum(by_kind.reshape(bins, KIND_COUNT), axis=0).astype(np.int64)
+        kinds = {
+            memory_pb2.MemoryKind.Name(code): kind_lines[:, code].tolist()  # type: ignore[arg-type]
+            for code in range(1, KIND_COUNT)
+            if kind_lines[:, code].any()
+        }
         created = np.bincount(bucket[before == 0], minlength=bins)
         return {
             "times": edges[1:].tolist(),
