@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ SNAPSHOT_TICK_S = 1.0
 """How often the snapshot thread checks whether a snapshot is due."""
 CATCH_UP_CHUNK = 4096
 """Records read per RocksDB call while a start catches up from a snapshot."""
+VECTOR_READ_CHUNK = 8192
+"""Vectors read per RocksDB call when many are read (start-up, consolidation passes)."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,11 @@ class Engine:
         """The highest agent turn any request carried (the clock of agent-turn mode)."""
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
-        self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy), self.columns)
+        self.perceiver = Perceiver(
+            PerceptionSettings.from_policy(self.policy),
+            self.columns,
+            embed=self.embed if self.embedder is not None else None,
+        )
         self.params = params_from_policy(self.policy)
         """The kernels' matrix of the current policy (rebuilt when the policy changes)."""
         self.lexical = NamespacedLexicalIndex()
@@ -345,8 +352,9 @@ class Engine:
         """The stored vector of each id, in ``out`` when given (``ids.size`` rows)."""
         if out is None:
             out = np.empty((ids.size, self.dimension), dtype=np.float32)
-        step = 8192
-        for start in range(0, ids.size, step):
+        step = VECTOR_READ_CHUNK
+
+        def read(start: int) -> bytes:
             chunk = ids[start : start + step]
             packed = chunk.astype(">u8").tobytes()  # u64_key of each id, without a call per id
             raws = self.store.multi_get(CF_VECTORS, [packed[at : at + 8] for at in range(0, len(packed), 8)])
@@ -356,8 +364,22 @@ class Engine:
                 raise FailedPrecondition(
                     f"memory {int(chunk[row])} has no vector in RocksDB", reason="DATA_DIR_CORRUPT"
                 )
-            # One join and one copy per chunk instead of two NumPy calls per row (a million rows after a crash).
-            out[start : start + chunk.size] = np.frombuffer(b"".join(present), dtype="<f4").reshape(-1, self.dimension)
+            # One join per chunk instead of two NumPy calls per row (a million rows after a crash).
+            return b"".join(present)
+
+        if ids.size <= step:
+            if ids.size:
+                out[:] = np.frombuffer(read(0), dtype="<f4").reshape(-1, self.dimension)
+            return out
+        # Large reads (start-up after a crash): the next chunk is read from RocksDB while this one is copied
+        # into place, which releases the GIL (1M vectors on the 2-core machine: ~15 % less time).
+        with ThreadPoolExecutor(1, thread_name_prefix="memevo-read") as reader:
+            ahead = reader.submit(read, 0)
+            for start in range(0, ids.size, step):
+                data = ahead.result()
+                if start + step < ids.size:
+                    ahead = reader.submit(read, start + step)
+                out[start : start + step] = np.frombuffer(data, dtype="<f4").reshape(-1, self.dimension)
         return out
 
     # ---- writes -----------------------------------------------------------------------------
