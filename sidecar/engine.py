@@ -161,11 +161,7 @@ class Engine:
         """The highest agent turn any request carried (the clock of agent-turn mode)."""
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
-        self.perceiver = Perceiver(
-            PerceptionSettings.from_policy(self.policy),
-            self.columns,
-            embed=self.embed if self.embedder is not None else None,
-        )
+        self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy), self.columns)
         self.params = params_from_policy(self.policy)
         """The kernels' matrix of the current policy (rebuilt when the policy changes)."""
         self.lexical = NamespacedLexicalIndex()
