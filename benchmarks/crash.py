@@ -44,7 +44,13 @@ seconds from spawning ``memevo serve`` to its ready file and to the first
 answered Recall, GetStats' index state, a sample of memories found by their
 own vectors (the last written and random older ones: every acknowledged write
 must be visible), the Recall latency while the rebuild runs, and finally the
-time a clean stop (SIGTERM) takes.
+time a clean stop (SIGTERM) takes. Before each kill but the last, the running
+sidecar takes ``AFTER_WRITES`` more memories and forgets ``AFTER_FORGETS``
+(so the next start has changes to catch up after its start-up snapshot, which
+the sidecar writes in the background): the next restart must find the new
+ones by their own vectors and none of the forgotten ones. The sidecar's log
+says how many memories the start read again after its snapshot and the
+index's share of the start.
 
 Not a test (``tests/integration/test_crash.py`` runs a few short trials in
 CI); nothing here asserts on time, the timings in the table are for reading.
@@ -55,7 +61,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -816,6 +824,10 @@ AVAILABILITY_BATCH = 1_000
 AVAILABILITY_PROBES = 200
 """Memories checked by own vector after each restart: the last written and as many random older ones."""
 LATENCY_RECALLS = 30
+AFTER_WRITES = 2_000
+"""Memories written after each restart's measurements, before the next kill."""
+AFTER_FORGETS = 100
+"""Memories forgotten (deleted) then: the next restart must not show them."""
 AVAILABILITY_STARTUP_TIMEOUT_S = 1_800.0
 """A crashed 1M store parses every record before serving: minutes on a loaded 2-core machine."""
 FILLED_MARKER = "availability-filled.json"
@@ -838,19 +850,31 @@ class Availability:
     recall_ms_p90: float
     remaining_after: int
     """Rebuild vectors still missing after the latency recalls (> 0: they were measured during the rebuild)."""
+    caught_up: int
+    """Memories the start read again after its start-up snapshot (-1: no snapshot used, every record scanned)."""
+    index_s: float
+    """The index's share of the start (its log line), seconds; NaN when not logged."""
+    forgotten_back: int
+    """Memories forgotten before the kill that the restart still showed (must be 0)."""
 
 
 def _fill(
-    service: Service, count: int, dimension: int, rng: np.random.Generator, log: Callable[[str], None]
+    service: Service,
+    count: int,
+    dimension: int,
+    rng: np.random.Generator,
+    log: Callable[[str], None],
+    prefix: str = "a",
 ) -> npt.NDArray[np.int64]:
-    """Write ``count`` memories with random vectors; their ids, in write order."""
+    """Write ``count`` memories with random vectors (texts ``prefix`` + a number); their ids, in write order."""
     ids = np.zeros(count, dtype=np.int64)
     started = time.monotonic()
     for start in range(0, count, AVAILABILITY_BATCH):
         rows = rng.standard_normal((min(AVAILABILITY_BATCH, count - start), dimension)).astype("<f4")
         request = memory_service_pb2.RememberBatchRequest(
             memories=[
-                memory_pb2.MemoryInput(content=f"a{start + i}", vector=row.tobytes()) for i, row in enumerate(rows)
+                memory_pb2.MemoryInput(content=f"{prefix}{start + i}", vector=row.tobytes())
+                for i, row in enumerate(rows)
             ]
         )
         reply = service.RememberBatch(request, timeout=120)
@@ -906,9 +930,11 @@ def restart_availability(
             served.kill()
             if keep is not None:
                 marker.write_text(json.dumps({"count": count, "dimension": dimension, "ids": written.tolist()}))
+        forgotten: list[int] = []
         for repeat in range(repeats):
+            live = written.size
             probe_ids = np.unique(
-                np.concatenate([np.arange(max(count - AVAILABILITY_PROBES, 0), count), rng.integers(0, count, 200)])
+                np.concatenate([np.arange(max(live - AVAILABILITY_PROBES, 0), live), rng.integers(0, live, 200)])
             )
             spawned = time.monotonic()
             served = serve(data_dir, [], dimension=dimension, startup_timeout_s=AVAILABILITY_STARTUP_TIMEOUT_S)
@@ -934,7 +960,14 @@ def restart_availability(
                 service.Recall(memory_service_pb2.RecallRequest(query_vector=query, k=10), timeout=CALL_TIMEOUT_S)
                 latencies.append(1000 * (time.perf_counter() - started))
             after = service.GetStats(memory_service_pb2.GetStatsRequest(), timeout=CALL_TIMEOUT_S).index
-            channel.close()
+            back = (
+                service.Get(memory_service_pb2.GetRequest(ids=forgotten), timeout=CALL_TIMEOUT_S).memories
+                if forgotten
+                else []
+            )
+            text = served.log()
+            restored = re.search(r"(\d+) memories changed after it read again", text)
+            index_line = re.search(r"index ready to serve in ([\d.]+) s", text)
             row = Availability(
                 memories=count,
                 ready_s=ready_s,
@@ -947,11 +980,30 @@ def restart_availability(
                 recall_ms_median=float(np.median(latencies)),
                 recall_ms_p90=float(np.percentile(latencies, 90)),
                 remaining_after=int(after.rebuild_remaining),
+                caught_up=int(restored.group(1)) if restored else -1,
+                index_s=float(index_line.group(1)) if index_line else math.nan,
+                forgotten_back=len(back),
             )
             rows.append(row)
             log(f"  restart {repeat + 1}: {row}")
             if repeat < repeats - 1:
+                # Changes after the start-up snapshot, acknowledged, then the kill: the next start catches up.
+                fresh = _fill(service, AFTER_WRITES, dimension, rng, log, prefix=f"after-{time.time_ns()}-")
+                gone = [
+                    int(i)
+                    for i in rng.choice(written[: written.size - AVAILABILITY_PROBES], AFTER_FORGETS, replace=False)
+                ]
+                service.Forget(
+                    memory_service_pb2.ForgetRequest(ids=gone, reason="availability"), timeout=CALL_TIMEOUT_S
+                )
+                forgotten += gone
+                written = np.concatenate([written[~np.isin(written, gone)], fresh])
+                if keep is not None:
+                    marker.write_text(json.dumps({"count": count, "dimension": dimension, "ids": written.tolist()}))
+                channel.close()
                 served.kill()
+            else:
+                channel.close()
         stop_started = time.monotonic()
         code = served.stop()
         stop_s = time.monotonic() - stop_started
@@ -966,8 +1018,9 @@ def availability_table(results: dict[int, tuple[list[Availability], float]]) -> 
     """Medians per size (Markdown), and every repeat's first-recall time."""
     lines = [
         "| memories | restarts | ready s (median) | first Recall s (median; each) | state at first Recall "
-        "| found by own vector / probed | Recall ms (median, p90; rebuild left after) | clean stop s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| found by own vector / probed | forgotten shown | read again after the snapshot (each) "
+        "| index share s (each) | Recall ms (median, p90; rebuild left after) | clean stop s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for count, (rows, stop_s) in results.items():
         firsts = ", ".join(f"{r.first_recall_s:.1f}" for r in rows)
@@ -976,6 +1029,9 @@ def availability_table(results: dict[int, tuple[list[Availability], float]]) -> 
             f"| {count:,} | {len(rows)} | {float(np.median([r.ready_s for r in rows])):.1f} "
             f"| {float(np.median([r.first_recall_s for r in rows])):.1f} ({firsts}) | {states} "
             f"| {sum(r.found for r in rows)} / {sum(r.probed for r in rows)} "
+            f"| {sum(r.forgotten_back for r in rows)} "
+            f"| {', '.join('scan' if r.caught_up < 0 else str(r.caught_up) for r in rows)} "
+            f"| {', '.join(f'{r.index_s:.1f}' for r in rows)} "
             f"| {float(np.median([r.recall_ms_median for r in rows])):.1f}, "
             f"{float(np.median([r.recall_ms_p90 for r in rows])):.1f}; "
             f"{', '.join(str(r.remaining_after) for r in rows)} | {stop_s:.1f} |"
