@@ -828,6 +828,8 @@ AFTER_WRITES = 2_000
 """Memories written after each restart's measurements, before the next kill."""
 AFTER_FORGETS = 100
 """Memories forgotten (deleted) then: the next restart must not show them."""
+PROBE_K = 5
+"""Hits a probe looks at: found when its own id is among those at the top similarity (>= 0.999)."""
 AVAILABILITY_STARTUP_TIMEOUT_S = 1_800.0
 """A crashed 1M store parses every record before serving: minutes on a loaded 2-core machine."""
 FILLED_MARKER = "availability-filled.json"
@@ -949,10 +951,13 @@ def restart_availability(
                 )
                 vector = record.memories[0].vector
                 reply = service.Recall(
-                    memory_service_pb2.RecallRequest(query_vector=vector, k=1), timeout=CALL_TIMEOUT_S
+                    memory_service_pb2.RecallRequest(query_vector=vector, k=PROBE_K), timeout=CALL_TIMEOUT_S
                 )
-                top = reply.memories[0] if reply.memories else None
-                found += int(top is not None and top.memory.id == memory_id and top.similarity >= SELF_HIT_SIMILARITY)
+                # Among the hits as similar as itself (a reused store may hold an exact copy of a vector).
+                found += int(
+                    any(m.memory.id == memory_id and m.similarity >= SELF_HIT_SIMILARITY for m in reply.memories)
+                    and reply.memories[0].similarity >= SELF_HIT_SIMILARITY
+                )
             latencies: list[float] = []
             for _ in range(LATENCY_RECALLS):
                 query = rng.standard_normal(dimension).astype("<f4").tobytes()
@@ -988,7 +993,9 @@ def restart_availability(
             log(f"  restart {repeat + 1}: {row}")
             if repeat < repeats - 1:
                 # Changes after the start-up snapshot, acknowledged, then the kill: the next start catches up.
-                fresh = _fill(service, AFTER_WRITES, dimension, rng, log, prefix=f"after-{time.time_ns()}-")
+                # Vectors never drawn before in this directory, also when it is reused by a later run.
+                fresh_rng = np.random.default_rng((seed, int(written.size), repeat))
+                fresh = _fill(service, AFTER_WRITES, dimension, fresh_rng, log, prefix=f"after-{time.time_ns()}-")
                 gone = [
                     int(i)
                     for i in rng.choice(written[: written.size - AVAILABILITY_PROBES], AFTER_FORGETS, replace=False)
