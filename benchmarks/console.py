@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -33,11 +34,14 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import machine
-
 from memevo.client import MemoryClient
 from memevo.v1 import memory_pb2, memory_service_pb2
+
+try:
+    from benchmarks.machine import machine
+except ImportError:  # run as a script: the repository root is not on sys.path yet
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.machine import machine
 
 DIM = 384
 TARGET_MS = 300.0
@@ -162,7 +166,7 @@ def main() -> int:
             "ms": {
                 name: {
                     "median": round(statistics.median(v), 1),
-                    "p95": round(sorted(v)[max(0, int(len(v) * 0.95) - 1)], 1),
+                    "p95": round(sorted(v)[max(0, math.ceil(len(v) * 0.95) - 1)], 1),
                 }
                 for name, v in timings.items()
             },
