@@ -161,10 +161,15 @@ class Engine:
         """The highest agent turn any request carried (the clock of agent-turn mode)."""
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
-        self.perceiver = Perceiver(PerceptionSettings.from_policy(self.policy), self.columns)
+        self.perceiver = Perceiver(
+            PerceptionSettings.from_policy(self.policy),
+            self.columns,
+            embed=self.embed if self.embedder is not None else None,
+        )
         self.params = params_from_policy(self.policy)
         """The kernels' matrix of the current policy (rebuilt when the policy changes)."""
         self.lexical = NamespacedLexicalIndex()
+        self.perceiver.find_words = self._word_matches
         self.strategies: dict[tuple[str, str], list[int]] = {}
         """(namespace, task_signature) -> ids of its STRATEGY memories."""
         self.eviction_gate: Callable[[npt.NDArray[np.int64], npt.NDArray[np.float32]], npt.NDArray[np.bool_]] | None = (
@@ -379,6 +384,11 @@ class Engine:
         return out
 
     # ---- writes -----------------------------------------------------------------------------
+
+    def _word_matches(self, namespace: str, text: str) -> npt.NDArray[np.int64]:
+        """Ids of ``namespace``'s memories holding words of ``text``, best BM25 match first."""
+        ids, scores = self.lexical.search(namespace, text)
+        return np.asarray(ids[np.argsort(-scores, kind="stable")], dtype=np.int64)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed texts with the configured embedder; Unavailable/FailedPrecondition on failure."""

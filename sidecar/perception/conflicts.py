@@ -16,9 +16,10 @@ record or the hot columns.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,13 +29,17 @@ from memevo.v1 import memory_pb2
 
 from ..domain import from_timestamp, to_timestamp
 from ..policy import PerceptionSettings
+from ..retrieval.attributes import attribute_phrase
 from ..store.columns import NO_CODE, MemoryColumns
 from ..store.rocks import CF_DEDUP, CF_ENTITIES, CF_FACT_VERSIONS, CF_FACTS, CF_MEMORIES, CF_VECTORS, Txn, key_u64
 from .slots import (
     CLAUSE_MARK,
     MAX_VALUE_TOKENS,
+    NAME_MARGIN,
     PAIR_MIN_FIXED,
     AttributeCentroids,
+    AttributeNames,
+    Embed,
     EntityNames,
     TemplateMatch,
     Templates,
@@ -44,6 +49,7 @@ from .slots import (
     fits,
     last_clause_spans,
     masked,
+    name_of,
     normalise_text,
     template_of,
     type_of,
@@ -88,7 +94,7 @@ SURE = 0.9
 """Inferred same-slot confidence at which a statement retires the slot's older one (as a fact key would)."""
 PAIR_CONFIDENCE = 0.95
 """Confidence that two statements of one entity that differ in one short span are two values of one slot."""
-SIMILARITY_SURE = 1.0
+SIMILARITY_SURE = 0.9
 """Cosine to the slot's statement plus the attribute margin (``AttributeCentroids.margin``) that retires it.
 
 Vector evidence alone: two statements of one slot share the entity and the attribute's words, so their cosine is
@@ -119,6 +125,13 @@ it keeps needing TEXT_PAIR_SURE. On SituatedQA, 97.8 % (train) and 96.3 % (dev) 
 predecessor this way, against 39 % by cosine 0.9 alone, and no two different questions pair (the difference of
 "How many seasons of Nurse Jackie? 7" / "... of Dexter? 9" lies in an earlier clause).
 """
+UNATTACHED_RECENT = 512
+"""Latest statements without an entity also searched when an entity is first declared (see ``_unattached``)."""
+ATTACH_CANDIDATES = 64
+"""Best word matches of a newly declared entity's name searched for texts that named it before (see
+``Perceiver._attach_named_before``): it runs once per entity and namespace."""
+NAMED_ATTRIBUTES = 64
+"""Attributes per entity type whose names are read (the first met): bounds a write's cosines to names."""
 SLOT_BUILD_LIMIT = 5_000
 """Newest keyed facts of a namespace read to learn its templates and attribute directions after a start."""
 
@@ -282,6 +295,10 @@ class _Slots:
     templates: Templates = field(default_factory=Templates)
     values: Values = field(default_factory=Values)
     centroids: AttributeCentroids = field(default_factory=AttributeCentroids)
+    attributes: dict[str, list[str]] = field(default_factory=dict)
+    """Per entity type, the attributes its keyed facts have named, in the order met."""
+    attribute_names: AttributeNames | None = None
+    """The embedded attribute names (shared by every namespace); None without an embedder."""
 
     def learn(self, record: memory_pb2.Memory, vector: npt.NDArray[np.float32] | None) -> None:
         """Count a stored record: its entity's name and, for a keyed fact, its template and direction."""
@@ -294,27 +311,43 @@ class _Slots:
             value = words(record.fact.value)
             self.templates.learn(masked(tokens, mentions, record.entity), value, record.fact.attribute)
             self.values.learn(value, record.fact.attribute)
+            known = self.attributes.setdefault(type_of(record.entity), [])
+            if record.fact.attribute not in known and len(known) < NAMED_ATTRIBUTES:
+                known.append(record.fact.attribute)
             if vector is not None:
                 unit = _unit(vector)
-                self.centroids.add(type_of(record.entity), record.fact.attribute, unit)
+                self.centroids.add(type_of(record.entity), record.fact.attribute, unit, record.entity)
 
-    def agrees(self, kind: str, attribute: str, unit: npt.NDArray[np.float32]) -> bool:
-        """Whether a text's direction does not contradict ``attribute``: it lies no nearer another attribute's
-        keyed facts (true while the type has too few keyed facts to tell)."""
-        margin = self.centroids.margin(kind, attribute, unit)
+    def agrees(self, kind: str, attribute: str, unit: npt.NDArray[np.float32], entity: str = "") -> bool:
+        """Whether a text (about ``entity``) does not contradict ``attribute``: it lies no nearer another
+        attribute's keyed facts of other entities (true while the type has too few keyed facts to tell)."""
+        margin = self.centroids.margin(kind, attribute, unit, entity)
         return margin is None or margin >= -DISAGREEMENT_MARGIN
 
-    def read(self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32]) -> TemplateMatch | None:
+    def read(
+        self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32], entity: str = ""
+    ) -> TemplateMatch | None:
         """Which attribute a text (entity masked) states: a keyed template it fits, else a known value it says
-        when the text also lies nearer that attribute's keyed facts than any other's."""
+        when the text also lies nearer that attribute's keyed facts than any other's, else the attribute whose
+        embedded name it lies clearly nearest (``NAME_MARGIN``; the value then unknown)."""
         found = self.templates.match(tokens)
         if found is not None:
             return found
         found = self.values.match(tokens)
-        if found is None:
+        if found is not None:
+            margin = self.centroids.margin(kind, found.attribute, unit, entity)
+            if margin is not None and margin > 0:
+                return found
+        return self.read_name(kind, unit)
+
+    def read_name(self, kind: str, unit: npt.NDArray[np.float32]) -> TemplateMatch | None:
+        """The attribute whose embedded name the text clearly means (see ``AttributeNames``), or None."""
+        if self.attribute_names is None:
             return None
-        margin = self.centroids.margin(kind, found.attribute, unit)
-        return found if margin is not None and margin > 0 else None
+        found = self.attribute_names.read(kind, self.attributes.get(kind, ()), unit)
+        if found is None or found[1] < NAME_MARGIN:
+            return None
+        return TemplateMatch(found[0], (), SURE, 0, "attribute name")
 
 
 @dataclass
@@ -341,6 +374,7 @@ class Perceiver:
         *,
         vector_cache_bytes: int = VECTOR_CACHE_BYTES,
         version_cache_entries: int = VERSION_CACHE_ENTRIES,
+        embed: Embed | None = None,
     ) -> None:
         self.settings = settings
         self.columns = columns
@@ -355,6 +389,13 @@ class Perceiver:
         """Durable memory id -> its words with its entity masked (see ``_masked_words``)."""
         self._slots: dict[str, _Slots] = {}
         """Per namespace, built on its first write after a start, then kept current by ``register``."""
+        self.attribute_names = AttributeNames(embed, attribute_phrase) if embed is not None else None
+        """Embedded attribute names, with an embedder (see ``AttributeNames``)."""
+        self.find_words: Callable[[str, str], npt.NDArray[np.int64]] | None = None
+        """Ids of a namespace's memories that hold words of a text, best match first (the engine's word index)."""
+        self._unattached: collections.deque[tuple[str, int]] = collections.deque(maxlen=UNATTACHED_RECENT)
+        """(namespace, id) of the latest statements stored without an entity: the word index holds a memory only
+        once its write is durable, and a batch may name an entity in one item and declare it in the next."""
 
     def _recent_about(self, txn: Txn, namespace_name: str, entity_name: str) -> list[int]:
         """The most recent current memories about an entity in a namespace (durable ones), newest first."""
@@ -388,6 +429,8 @@ class Perceiver:
     def perceive(self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32], now: float) -> Decision:
         """Classify ``record`` (not yet stored, id assigned) and adjust it and its neighbours."""
         decision = Decision()
+        if record.entity:
+            self._attach_named_before(txn, record, now, decision)
         if record.fact.attribute and record.entity:
             self._hard(txn, record, now, decision)
             if decision.confirm is None and record.state in CURRENT_STATES:
@@ -413,6 +456,45 @@ class Perceiver:
             return self._soft(txn, record, vector, now, decision)
         return decision
 
+    def _attach_named_before(self, txn: Txn, record: memory_pb2.Memory, now: float, decision: Decision) -> None:
+        """The first memory to declare an entity: statements that named it before it was known are about it now.
+
+        A text naming an entity no memory had declared yet ("the analytics-scheduler service is served on port
+        9090") was stored without one, so no later statement of the entity could retire it. The word index finds
+        such texts (up to ``ATTACH_CANDIDATES``, best match first); those that name the entity get it as their
+        inferred entity, recorded as a change of each.
+        """
+        columns, find = self.columns, self.find_words
+        slots = self._namespace(txn, record.namespace)
+        entity = record.entity
+        if columns is None or find is None or entity in slots.names:
+            return
+        slots.names.add(entity)
+        if entity not in slots.names:
+            return  # a name without letters is never learnt (see EntityNames.add)
+        recent = [memory_id for name, memory_id in self._unattached if name == record.namespace]
+        ids = np.zeros(0, dtype=np.int64)
+        namespace = columns.namespaces.lookup(record.namespace)
+        if namespace != NO_CODE:  # else nothing of the namespace is durable yet
+            ids = find(record.namespace, " ".join(name_of(entity)))[:ATTACH_CANDIDATES]
+            ids = ids[ids < columns.size]
+            current = np.isin(columns.state[ids], CURRENT_STATES)
+            ids = ids[current & (columns.entity[ids] == NO_CODE) & (columns.namespace[ids] == namespace)]
+        prefix = entity_prefix(record.namespace, entity)
+        for memory_id in dict.fromkeys(ids.tolist() + recent):
+            existing = _load(txn, memory_id)
+            if existing is None or existing.entity or existing.inferred.entity or existing.kind not in SLOT_KINDS:
+                continue
+            if existing.state not in CURRENT_STATES or existing.fact.attribute:
+                continue
+            if not slots.names.mentions(existing.content, only=entity):
+                continue
+            existing.inferred.entity = entity
+            existing.inferred.method = "name"
+            existing.updated_at.CopyFrom(to_timestamp(now))
+            txn.put(CF_ENTITIES, prefix + memory_id.to_bytes(8, "big"), b"")
+            decision.updated.append((existing, existing.state, f"names {entity}, which a later memory declared"))
+
     def register(self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32] | None = None) -> None:
         """Index a stored record for later perception (dedup key, fact versions, entity).
 
@@ -428,6 +510,8 @@ class Perceiver:
             # At once, not on commit: the next statement of the same batch may name this entity or use this
             # template. A write that then fails leaves one count too many, which no decision hinges on.
             slots.learn(record, vector)
+        if not entity and record.kind in SLOT_KINDS and not record.fact.attribute:
+            self._unattached.append((record.namespace, record.id))
         if not record.fact.attribute and record.kind not in REPEATABLE_KINDS:
             txn.put(CF_DEDUP, dedup_key(record.namespace, record.kind, record.content), record.id.to_bytes(8, "big"))
             if not entity and record.kind in SLOT_KINDS and record.state in CURRENT_STATES:
@@ -708,7 +792,7 @@ class Perceiver:
         slots = self._slots.get(namespace)
         if slots is not None:
             return slots
-        slots = self._slots[namespace] = _Slots()
+        slots = self._slots[namespace] = _Slots(attribute_names=self.attribute_names)
         columns = self.columns
         if columns is None:
             return slots
@@ -780,9 +864,9 @@ class Perceiver:
                 value = tuple(existing.inferred.value.split()) if existing.inferred.value else None
                 if not attribute and existing.kind not in REPEATABLE_KINDS:
                     # Templates and values learnt since it was written may say now what it states.
-                    late = slots.read(tokens, type_of(entity), matrix[position])
+                    late = slots.read(tokens, type_of(entity), matrix[position], entity)
                     if late is not None:
-                        attribute, value = late.attribute, late.value
+                        attribute, value = late.attribute, late.value or None
             out.append(_Slot(existing, float(similarities[position]), attribute, value, tokens, matrix[position]))
         return out
 
@@ -815,10 +899,10 @@ class Perceiver:
         tokens = masked(words(record.content), mentions, entity)
         kind = type_of(entity)
         match = slots.templates.match(tokens)
-        if match is not None and not slots.agrees(kind, match.attribute, unit):
+        if match is not None and not slots.agrees(kind, match.attribute, unit, entity):
             match = None  # a template two attributes' statements share ("<e> was migrated to <v>")
         if match is None and record.kind not in REPEATABLE_KINDS:
-            match = slots.read(tokens, kind, unit)
+            match = slots.read(tokens, kind, unit, entity)
         inferred = record.inferred
         inferred.entity = entity
         if match is not None:
@@ -855,9 +939,8 @@ class Perceiver:
                 if not inferred.attribute and holder.similarity >= NEAR_DOUBT:
                     doubt.append(holder)
                 continue
-            margin = slots.centroids.margin(kind, holder.attribute, unit)
-            if margin is None:
-                continue
+            # No direction learnt from other entities' facts: the likeness alone decides, at the same bar.
+            margin = slots.centroids.margin(kind, holder.attribute, unit, entity) or 0.0
             evidence = holder.similarity + margin
             if evidence >= SIMILARITY_SURE and inferred.attribute in ("", holder.attribute):
                 if not inferred.attribute:
@@ -918,8 +1001,9 @@ class Perceiver:
         """A statement whose attribute is known (keyed, or a sure inference) against an unkeyed holder of its
         entity: retire it when it states the same attribute, doubt it when it only may."""
         inferred = holder.record.inferred
-        kind = type_of(record.entity or record.inferred.entity)
-        agrees = slots.agrees(kind, attribute, holder.unit)
+        entity = record.entity or record.inferred.entity
+        kind = type_of(entity)
+        agrees = slots.agrees(kind, attribute, holder.unit, entity)
         sure = inferred.confidence >= SURE or inferred.attribute != attribute
         if holder.attribute == attribute and agrees and sure:
             # Inferred surely at its write, or matched now by a template learnt since.
@@ -931,9 +1015,7 @@ class Perceiver:
         elif not inferred.attribute and differing_spans(tokens, holder.tokens) is not None:
             self._settle(txn, record, holder.record, now, decision, "inferred: same template")
         elif holder.attribute in ("", attribute):
-            margin = slots.centroids.margin(kind, attribute, holder.unit)
-            if margin is None:
-                return
+            margin = slots.centroids.margin(kind, attribute, holder.unit, entity) or 0.0
             evidence = holder.similarity + margin
             if evidence >= SIMILARITY_SURE:
                 self._settle(txn, record, holder.record, now, decision, f"inferred: similarity to {attribute}")

@@ -393,11 +393,12 @@ class MemoryColumns:
         self.kind[memory_id] = record.kind
         self.namespace[memory_id] = self.namespaces.code(record.namespace)
         entity = about_entity(record)
+        had_entity = not new_row and self.entity[memory_id] != NO_CODE
         self.entity[memory_id] = self.entities.code(entity) if entity else NO_CODE
-        if new_row:  # ids never change namespace or entity: list each once
+        if new_row:  # ids never change namespace, nor entity once they have one: list each once
             self._by_namespace.setdefault(int(self.namespace[memory_id]), array("Q")).append(memory_id)
-            if entity:
-                self._by_entity.setdefault(int(self.entity[memory_id]), array("Q")).append(memory_id)
+        if entity and not had_entity:  # new, or a text that named an entity before it was declared (perception)
+            self._by_entity.setdefault(int(self.entity[memory_id]), array("Q")).append(memory_id)
         self.framework[memory_id] = self.frameworks.code(record.framework_version)
         self.valid_from[memory_id] = _seconds(record.valid_from)
         self.valid_to[memory_id] = _seconds(record.valid_to) if record.HasField("valid_to") else np.nan

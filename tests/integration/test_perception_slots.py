@@ -316,3 +316,38 @@ def test_a_text_naming_two_entities_is_about_the_one_whose_statements_it_resembl
     other = remember(service, "Ana Lima wrote about the billing service in her notes.", around(users), namespace=ns,
                      kind=FACT)  # fmt: skip
     assert get(service, other.memory.id).inferred.entity == "user:ana-lima"
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_text_that_named_an_entity_before_it_was_declared_is_about_it_once_declared(
+    service: Any, batched: bool
+) -> None:
+    # "the billing-gateway service ..." is stored before any memory declares service:billing-gateway, so it names
+    # no known entity. The first memory that declares it attaches the text (in the same batch too), and a later
+    # statement of the entity's port then retires it like any of the entity's statements.
+    ns = f"slots-attach-{batched}"
+    vectors = near(11, 4)
+    said = memory("The billing-gateway service listens on port 8080.", vectors[0], namespace=ns, kind=FACT,
+                  valid_from=at(1_000))  # fmt: skip
+    remark = memory("Lunch was late today.", vectors[1], namespace=ns, kind=FACT, valid_from=at(1_100))
+    declared = memory("billing-gateway is owned by the payments team.", vectors[2], namespace=ns, kind=FACT,
+                      entity="service:billing-gateway", valid_from=at(1_500))  # fmt: skip
+    if batched:
+        batch = service.RememberBatch(memory_service_pb2.RememberBatchRequest(memories=[said, remark, declared]))
+        said_id, remark_id = batch.results[0].memory.id, batch.results[1].memory.id
+        declared_result = batch.results[2]
+    else:
+        said_id = service.Remember(memory_service_pb2.RememberRequest(memory=said)).result.memory.id
+        remark_id = service.Remember(memory_service_pb2.RememberRequest(memory=remark)).result.memory.id
+        declared_result = service.Remember(memory_service_pb2.RememberRequest(memory=declared)).result
+    assert said_id in declared_result.affected_ids
+    attached = get(service, said_id)
+    assert attached.inferred.entity == "service:billing-gateway"
+    assert attached.inferred.method == "name"
+    assert attached.state == ACTIVE
+    assert not get(service, remark_id).inferred.entity, "a text that names no entity stays without one"
+
+    new = remember(service, "The billing-gateway service listens on port 9090.", vectors[3], namespace=ns, kind=FACT,
+                   entity="service:billing-gateway", valid_from=at(2_000))  # fmt: skip
+    assert new.outcome == SUPERSEDED
+    assert get(service, said_id).superseded_by == new.memory.id

@@ -6,7 +6,9 @@ import numpy as np
 
 from memevo.sidecar.perception.slots import (
     ENTITY_MARK,
+    NAME_MARGIN,
     AttributeCentroids,
+    AttributeNames,
     EntityNames,
     Templates,
     Values,
@@ -100,6 +102,59 @@ def test_centroids_say_which_attribute_a_vector_is_nearer() -> None:
     assert centroids.margin("user", "port", unit) is None
 
 
+def test_a_statement_is_judged_by_directions_of_other_entities_facts() -> None:
+    # While an attribute's keyed facts are one entity's, their mean says that entity's name: a statement naming
+    # it lies near that attribute whatever it says. Judged for that entity, its own facts are left out.
+    rng = np.random.default_rng(1)
+    ana, port, owner = (rng.standard_normal(32) for _ in range(3))
+
+    def unit(vector: np.ndarray) -> np.ndarray:
+        return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+    centroids = AttributeCentroids()
+    for _ in range(3):
+        centroids.add("user", "port", unit(ana + 0.5 * port + 0.1 * rng.standard_normal(32)), "user:ana")
+        centroids.add("user", "owner", unit(rng.standard_normal(32) + 0.5 * owner), "user:bob")
+    about_ana = unit(ana + 0.5 * owner)  # Ana's owner, said with her name
+    with_her = centroids.margin("user", "port", about_ana)
+    assert with_her is not None
+    assert with_her > 0, "her own facts pull the statement toward port"
+    assert centroids.margin("user", "port", about_ana, "user:ana") is None, "port is known only from Ana's facts"
+    centroids.add("user", "port", unit(rng.standard_normal(32) + 0.5 * port), "user:carl")
+    left_out = centroids.margin("user", "port", about_ana, "user:ana")
+    assert left_out is not None
+    assert left_out < 0, "without her facts the statement lies nearer owner"
+    assert centroids.margin("user", "port", about_ana, "user:carl") is not None
+
+
+def test_attribute_names_read_the_clearly_nearest_name_and_embed_each_once() -> None:
+    rng = np.random.default_rng(2)
+    space = {phrase: rng.standard_normal(24) for phrase in ("the user's port", "the user's owner", "the user's diet")}
+    calls: list[list[str]] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return np.stack([space[t] for t in texts]).astype(np.float32)
+
+    names = AttributeNames(embed, lambda attribute, kind: f"the {kind}'s {attribute}")
+    port = space["the user's port"] / np.linalg.norm(space["the user's port"])
+    assert names.read("user", ["port"], port.astype(np.float32)) is None, "one name tells nothing apart"
+    found = names.read("user", ["port", "owner", "diet"], port.astype(np.float32))
+    assert found is not None
+    assert found[0] == "port"
+    assert found[1] > NAME_MARGIN
+    names.read("user", ["port", "owner", "diet"], port.astype(np.float32))
+    assert sorted(text for call in calls for text in call) == sorted(space), "each name embedded once"
+
+
+def test_attribute_names_never_fail_a_write_when_the_embedder_fails() -> None:
+    def broken(texts: list[str]) -> np.ndarray:
+        raise RuntimeError("embedder down")
+
+    names = AttributeNames(broken, lambda attribute, kind: attribute)
+    assert names.read("user", ["port", "owner"], np.ones(4, dtype=np.float32)) is None
+
+
 def test_the_mark_takes_in_how_the_entity_was_called() -> None:
     known = names("service:ledger-worker", "project:falcon")
     for text in ("the ledger-worker service now listens on port 1", "The ledger worker now listens on port 1"):
@@ -167,3 +222,17 @@ def test_without_an_entity_only_a_difference_in_the_last_clause_is_a_value() -> 
     # A difference across the question and the answer: another question too.
     seasons = clause_words("How many seasons are there of Nurse Jackie? 7")
     assert last_clause_spans(seasons, clause_words("How many seasons are there of Dexter? 9")) is None
+
+
+def test_attribute_names_back_off_after_an_embedder_failure() -> None:
+    calls = 0
+
+    def broken(texts: list[str]) -> np.ndarray:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("embedder down")
+
+    names = AttributeNames(broken, lambda attribute, kind: attribute)
+    for _ in range(3):
+        assert names.read("user", ["port", "owner"], np.ones(4, dtype=np.float32)) is None
+    assert calls == 1, "a down embedder is not asked again by every write"

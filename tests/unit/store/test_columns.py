@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from memevo.sidecar.domain import to_timestamp
-from memevo.sidecar.store.columns import STATE_ACTIVE, STATE_EVICTED, STATE_OBSOLETE, MemoryColumns
+from memevo.sidecar.store.columns import NO_CODE, STATE_ACTIVE, STATE_EVICTED, STATE_OBSOLETE, MemoryColumns
 from memevo.v1 import memory_pb2
 
 
@@ -36,6 +36,19 @@ def test_rows_grow_past_capacity_and_keep_old_values() -> None:
     assert columns.confidence[42] == np.float32(0.5)
     assert columns.namespaces.string(int(columns.namespace[42])) == "ns0"
     assert list(columns.live_ids()) == list(range(1, 100))
+
+
+def test_a_memory_given_its_entity_later_is_listed_under_it_once() -> None:
+    columns = MemoryColumns()
+    text = memory_pb2.Memory(id=1, state=STATE_ACTIVE, kind=memory_pb2.MEMORY_KIND_FACT, content="Ana likes tea")
+    columns.set_record(text)
+    assert columns.entity[1] == NO_CODE
+    text.inferred.entity = "user:ana"  # perception attaches a text that named an entity declared after it
+    columns.set_record(text)
+    columns.set_record(text)
+    code = columns.entities.lookup("user:ana")
+    assert columns.entity[1] == code
+    assert list(columns.entity_ids(code)) == [1]
 
 
 def test_state_changes_and_counts() -> None:
