@@ -1562,7 +1562,7 @@ class Engine:
     # ---- shutdown ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the index builder and save it, write the start-up snapshot if anything changed, close RocksDB.
+        """Stop the index builder and save it, write the start-up snapshot if it is far behind, close RocksDB.
 
         Idempotent.
         """
@@ -1575,12 +1575,23 @@ class Engine:
             self.index.close(save=True)
         except Exception as exc:  # e.g. a full disk: the index is rebuilt from RocksDB, which must still be closed
             log.warning("the ANN index was not saved at shutdown (%s); it is rebuilt at the next start", exc)
-        # Nothing writes any more: unless the last background snapshot is current, the next open reads this one.
-        changes, checkpointed = self._snapshot_changed()
-        if changes or checkpointed or self.columns.accessed:
+        # A stop writes the snapshot only when the next start would otherwise read many records again: within
+        # every_changes of the last one, that start catches up as after a crash, which costs it less than the
+        # write costs the stop (1M memories: ~2.5 s to write, ~0.3 s per 10,000 changes to catch up). What lives
+        # only in memory (eviction grace periods begun since) is then taken from the older snapshot.
+        changes, _ = self._snapshot_changed()
+        if (
+            self._snapshot_covers[0] < 0
+            or changes >= max(self.config.snapshot.every_changes, 1)
+            or self.columns.accessed
+        ):
             self.write_snapshot()
         else:
-            log.info("start-up snapshot of sequence %d is current: not written again", self._snapshot_covers[0])
+            log.info(
+                "start-up snapshot of sequence %d kept: the next start reads the %d changes after it again",
+                self._snapshot_covers[0],
+                changes,
+            )
         self.store.close()
         if self.embedder is not None:
             self.embedder.close()

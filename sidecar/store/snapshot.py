@@ -339,6 +339,8 @@ def load(directory: Path) -> tuple[Stamp, SnapshotReader] | None:
     """
     path = directory / SNAPSHOT_FILE
     started = time.perf_counter()
+    with contextlib.suppress(OSError):  # what a write cut short by a kill left (up to the snapshot's size)
+        (directory / (SNAPSHOT_FILE + ".tmp")).unlink()
     try:
         source = path.open("rb")
     except FileNotFoundError:

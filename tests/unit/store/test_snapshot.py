@@ -268,6 +268,7 @@ def test_a_snapshot_ahead_of_rocksdb_or_of_another_directory_is_ignored(
         shutil.copytree(mine / "rocksdb", tmp_path / "backup")
         engine = Engine(_config(mine))
         _fill(engine, 20)
+        assert engine.write_snapshot()
         engine.close()
         planted = (mine / SNAPSHOT_FILE).read_bytes()
         shutil.rmtree(mine / "rocksdb")
@@ -296,7 +297,7 @@ def test_a_write_torn_by_a_kill_leaves_the_previous_snapshot_in_use(tmp_path: Pa
         _assert_same(_state(restarted), expected)
     finally:
         restarted.close()
-    assert not (tmp_path / (SNAPSHOT_FILE + ".tmp")).exists(), "the next snapshot replaces the torn file"
+    assert not (tmp_path / (SNAPSHOT_FILE + ".tmp")).exists(), "a start removes the torn file"
 
 
 def test_a_torn_snapshot_file_falls_back_to_the_scan_after_a_crash(tmp_path: Path) -> None:
@@ -473,3 +474,34 @@ def test_the_snapshot_file_is_private_to_its_owner(tmp_path: Path) -> None:
     _fill(engine, 10)
     engine.close()
     assert stat.S_IMODE((tmp_path / SNAPSHOT_FILE).stat().st_mode) == 0o600
+
+
+def test_a_clean_stop_close_behind_the_last_snapshot_keeps_it_and_the_next_start_catches_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="memevo.sidecar.engine")
+    config = SidecarConfig(
+        data_dir=tmp_path,
+        embedder=EmbedderConfig(kind="none"),
+        dimension=DIMENSION,
+        snapshot=SnapshotConfig(every_changes=100, max_age_s=0),
+    )
+    engine = Engine(config)
+    _fill(engine, 60)
+    assert engine.write_snapshot()
+    kept = (tmp_path / SNAPSHOT_FILE).read_bytes()
+    _change_everything(engine)  # fewer changes than every_changes
+    expected = _state(engine)
+    engine.close()
+    assert (tmp_path / SNAPSHOT_FILE).read_bytes() == kept, "the stop wrote a snapshot it did not need"
+    assert "kept: the next start reads the" in caplog.text
+
+    reopened = Engine(config)
+    try:
+        _assert_same(_state(reopened), expected)
+        _fill(reopened, 120)  # past every_changes: a new snapshot (the background thread's or the stop's)
+        after = _state(reopened)
+    finally:
+        reopened.close()
+    assert (tmp_path / SNAPSHOT_FILE).read_bytes() != kept
+    _assert_same(after, _scanned(tmp_path))
