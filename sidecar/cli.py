@@ -66,6 +66,19 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--openai-model", default="", help="embedding model name for --embedder openai (required with it)"
     )
     parser.add_argument(
+        "--query-embed-batch",
+        type=int,
+        default=EmbedderConfig().query_batch_max,
+        help="most recall query texts embedded in one model run when recalls arrive together; 0 = each alone "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--query-embed-cache",
+        type=int,
+        default=EmbedderConfig().query_cache_size,
+        help="recent query texts whose vectors are kept; 0 = none (default: %(default)s)",
+    )
+    parser.add_argument(
         "--llm-url",
         default="",
         help="base URL of an OpenAI-compatible chat-completions endpoint that writes abstractions and judges soft "
@@ -254,7 +267,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     """The SidecarConfig the command-line arguments describe."""
-    embedder = EmbedderConfig(kind=args.embedder, openai_url=args.openai_url, openai_model=args.openai_model)
+    embedder = EmbedderConfig(
+        kind=args.embedder,
+        openai_url=args.openai_url,
+        openai_model=args.openai_model,
+        query_batch_max=args.query_embed_batch,
+        query_cache_size=args.query_embed_cache,
+    )
     limits = Limits(
         max_content_bytes=args.max_content_bytes,
         max_batch_items=args.max_batch_items,

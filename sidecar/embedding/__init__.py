@@ -37,6 +37,10 @@ def make_embedder(config: EmbedderConfig) -> Embedder | None:
         raise ValueError(f"embedder kind is {config.kind!r}; pass one of {', '.join(map(repr, KINDS))}")
     if config.batch_size < 1:
         raise ValueError(f"embedder batch_size is {config.batch_size}; pass 1 or more")
+    if config.query_batch_max < 0:
+        raise ValueError(f"embedder query_batch_max is {config.query_batch_max}; pass 0 (each query alone) or more")
+    if config.query_cache_size < 0:
+        raise ValueError(f"embedder query_cache_size is {config.query_cache_size}; pass 0 (no cache) or more")
     if config.kind == "none":
         return None
     if config.kind == "local":

@@ -101,6 +101,12 @@ class EmbedderConfig:
     max_tokens: int = 256
     """Tokens (including the two special ones) the local model reads of each text; the rest is
     ignored. 1 to 512."""
+    query_batch_max: int = 32
+    """Most recall query texts embedded in one run when recalls arrive together (a recall that finds
+    the embedder idle runs at once; those that arrive meanwhile share the next run). 0 = each query
+    embedded alone on its own call, concurrently."""
+    query_cache_size: int = 1024
+    """Recent query texts whose vectors are kept (LRU, exact text); 0 = none."""
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:

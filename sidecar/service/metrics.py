@@ -27,10 +27,12 @@ import grpc
 
 from memevo.v1 import memory_pb2
 
+from ..embedding.batching import BATCH_SIZE_BUCKETS
 from ..errors import FailedPrecondition
 from .auth import is_loopback
 
 if TYPE_CHECKING:
+    from ..embedding.batching import QueryEmbedder
     from ..engine import Engine
 
 log = logging.getLogger(__name__)
@@ -178,8 +180,8 @@ class Metrics:
         with self._lock:
             return dict(self._calls)
 
-    def render(self, engine: Engine | None = None) -> str:
-        """The whole exposition, text format 0.0.4."""
+    def render(self, engine: Engine | None = None, *, query_embedder: QueryEmbedder | None = None) -> str:
+        """The whole exposition, text format 0.0.4; the query embedder's figures only when the engine embeds text."""
         out: list[str] = []
 
         def family(name: str, kind: str, help_text: str) -> None:
@@ -214,6 +216,8 @@ class Metrics:
         out.append(f"memevo_uptime_seconds {time.time() - self.started_s:.3f}")
         if engine is not None:
             _engine_gauges(engine, family, out)
+            if query_embedder is not None and engine.embedder is not None:
+                _query_embedder_metrics(query_embedder, family, out)
         return "\n".join(out) + "\n"
 
 
@@ -250,6 +254,35 @@ def _engine_gauges(engine: Engine, family: Callable[[str, str, str], None], out:
     out.append(f"memevo_rocksdb_size_bytes {_tree_bytes(data_dir / 'rocksdb')}")
     family("memevo_data_dir_size_bytes", "gauge", "Bytes of everything in the data directory (RocksDB and index).")
     out.append(f"memevo_data_dir_size_bytes {_tree_bytes(data_dir)}")
+
+
+def _query_embedder_metrics(
+    query_embedder: QueryEmbedder, family: Callable[[str, str, str], None], out: list[str]
+) -> None:
+    stats = query_embedder.stats()
+    family("memevo_query_embed_requests_total", "counter", "Query texts a recall or context asked to embed.")
+    out.append(f"memevo_query_embed_requests_total {stats.requests}")
+    family("memevo_query_embed_cache_hits_total", "counter", "Query texts answered from the cache of recent queries.")
+    out.append(f"memevo_query_embed_cache_hits_total {stats.cache_hits}")
+    family("memevo_query_embed_texts_total", "counter", "Query texts sent to the embedder, summed over its runs.")
+    out.append(f"memevo_query_embed_texts_total {stats.texts_embedded}")
+    family(
+        "memevo_query_embed_busy_seconds_total",
+        "counter",
+        "Seconds the embedder spent on query runs; its rate is the embedder's occupancy (0 to 1).",
+    )
+    out.append(f"memevo_query_embed_busy_seconds_total {stats.busy_s:.6f}")
+    family("memevo_query_embed_waiting", "gauge", "Recalls queued for the next query embedding run.")
+    out.append(f"memevo_query_embed_waiting {stats.waiting}")
+    family("memevo_query_embed_batch_size", "histogram", "Query texts per embedder run (concurrent recalls share one).")
+    running = 0
+    for bound, count in zip(BATCH_SIZE_BUCKETS, stats.batch_sizes, strict=False):
+        running += count
+        out.append(f'memevo_query_embed_batch_size_bucket{{le="{bound}"}} {running}')
+    running += stats.batch_sizes[-1]
+    out.append(f'memevo_query_embed_batch_size_bucket{{le="+Inf"}} {running}')
+    out.append(f"memevo_query_embed_batch_size_sum {stats.texts_embedded}")
+    out.append(f"memevo_query_embed_batch_size_count {stats.batches}")
 
 
 def _enum_label(enum: Any, value: int, prefix: str) -> str:

@@ -196,7 +196,8 @@ class Sidecar:
                     self.addresses.append(f"{host}:{port}")
             if self.config.metrics_listen:
                 self.metrics_endpoint = MetricsEndpoint(
-                    self.config.metrics_listen, lambda: self.metrics.render(self.engine)
+                    self.config.metrics_listen,
+                    lambda: self.metrics.render(self.engine, query_embedder=self.servicer.query_embedder),
                 )
             self.server.start()
             if self._console_listen:

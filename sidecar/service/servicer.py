@@ -21,6 +21,7 @@ from grpc_status import rpc_status
 from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc, policy_pb2, review_pb2
 
 from ..domain import NewMemory, RecallQuery
+from ..embedding.batching import QueryEmbedder
 from ..engine import Engine, Written
 from ..errors import InvalidArgument, MemevoError, NotFound, StorageError, Unavailable
 from ..experiments.arms import observed_retrieval
@@ -153,6 +154,12 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         self.engine = engine
         self.daemon = daemon
         self.recaller = Recaller(engine)
+        self.query_embedder = QueryEmbedder(
+            engine.embed,
+            cache_size=engine.config.embedder.query_cache_size,
+            max_batch=engine.config.embedder.query_batch_max,
+        )
+        """Query texts to vectors: concurrent recalls share model runs; recent queries are cached."""
         self.stopping = threading.Event()
         self.review = ReviewBroker(engine)
         self._review_worker = threading.Thread(target=self._review_loop, name="memevo-review", daemon=True)
@@ -254,7 +261,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
             has_embedder=self.engine.embedder is not None,
         )
         assert query is not None
-        vector = self.engine.embed([text])[0] if text else query.vector
+        vector = self.query_embedder.embed_one(text) if text else query.vector
         unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
         self.engine.note_turn(query.turn)
         return dataclasses.replace(query, vector=unit)
