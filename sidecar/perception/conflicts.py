@@ -472,7 +472,8 @@ class Perceiver:
         slots.names.add(entity)
         if entity not in slots.names:
             return  # a name without letters is never learnt (see EntityNames.add)
-        recent = [memory_id for name, memory_id in self._unattached if name == record.namespace]
+        # Only what the word index cannot hold yet: written, not yet published (this batch, or one committing).
+        recent = [i for name, i in self._unattached if name == record.namespace and i >= columns.size]
         ids = np.zeros(0, dtype=np.int64)
         namespace = columns.namespaces.lookup(record.namespace)
         if namespace != NO_CODE:  # else nothing of the namespace is durable yet
