@@ -128,6 +128,20 @@ def last_clause_spans(first: Sequence[str], second: Sequence[str]) -> Spans | No
     return None if CLAUSE_MARK in first[len(first) - tail :] else found
 
 
+def _in_another_name(tokens: list[str], position: int, entity: str) -> bool:
+    """Whether the capitalised word at ``position`` stands beside another capitalised word that ``entity``'s name and
+    type do not have: then it is part of another name ("Elif Tanaka" is not Cyrus Tanaka, "Luca Yamada" not Luca
+    Silva). The text's first word is capitalised as a sentence's ("Hi Bianca"), so it says nothing."""
+    own = {*name_of(entity), *words(type_of(entity))}
+    for neighbour in (position - 1, position + 1):
+        if neighbour < 0 or neighbour >= len(tokens) or (neighbour == 0 and position == 1):
+            continue
+        word = tokens[neighbour]
+        if word[:1].isupper() and word.isalpha() and not word.isupper() and word.casefold() not in own:
+            return True
+    return False
+
+
 def _cased_words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).replace("_", " "))
 
@@ -213,7 +227,7 @@ class EntityNames:
                     and not cased.isupper()
                 ):
                     (entity,) = owners
-                    if not only or entity == only:
+                    if (not only or entity == only) and not _in_another_name(tokens, position, entity):
                         best = Mention(entity, position, position + 1)
             if best is not None:
                 found.append(best)

@@ -236,3 +236,13 @@ def test_attribute_names_back_off_after_an_embedder_failure() -> None:
     for _ in range(3):
         assert names.read("user", ["port", "owner"], np.ones(4, dtype=np.float32)) is None
     assert calls == 1, "a down embedder is not asked again by every write"
+
+
+def test_one_word_of_a_name_beside_another_capitalised_word_names_someone_else() -> None:
+    known = names("user:cyrus-tanaka", "user:luca-silva", "project:vega", "user:bianca-larsen")
+    assert [m.entity for m in known.mentions("Page Joaquin Tanaka if it breaks")] == []
+    assert [m.entity for m in known.mentions("Luca Yamada works from Austin")] == []
+    assert [m.entity for m in known.mentions("Tickets for Project Vega moved")] == ["project:vega"], "its type"
+    assert [m.entity for m in known.mentions("Hi Bianca, welcome back")] == ["user:bianca-larsen"], "a sentence start"
+    assert [m.entity for m in known.mentions("Reviewed a PR from Bianca today")] == ["user:bianca-larsen"]
+    assert [m.entity for m in known.mentions("Cyrus Tanaka moved")] == ["user:cyrus-tanaka"], "the whole name"
