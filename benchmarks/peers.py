@@ -40,7 +40,6 @@ import datetime
 import importlib.util
 import json
 import multiprocessing
-import os
 import shutil
 import statistics
 import subprocess
@@ -370,6 +369,7 @@ def _child(name: str, workdir: str, repeats: int, out: Any) -> None:
 
 def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
     """Every system's row on the same data, one process each, and the run's description."""
+    load_at_start = machine_info.load_average()
     workdir = Path(tempfile.mkdtemp(prefix="memevo-peers-", dir=args.scratch))
     try:
         log(f"making {args.n:,} vectors ({args.dimension}-d) and {args.queries} queries with exact answers")
@@ -405,7 +405,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join([Path(sys.argv[0]).name, *args.argv]),
             "machine": machine_info.machine(
-                (*machine_info.DEFAULT_PACKAGES, "chromadb", "lancedb", "pyarrow"), load_average_end=os.getloadavg()
+                (*machine_info.DEFAULT_PACKAGES, "chromadb", "lancedb", "pyarrow"), load_average_at_start=load_at_start
             ),
             "n": args.n,
             "dimension": args.dimension,
