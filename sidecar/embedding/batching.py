@@ -123,7 +123,7 @@ class QueryEmbedder:
                 lead = not self._running
                 self._running = True
         if not self._max_batch:  # no sharing: this caller's own run, beside any others
-            vector: Vector = self._timed([text])[0]
+            vector = self._timed([text])[0]
             with self._lock:
                 self._remember(text, vector)
             return vector
@@ -209,15 +209,19 @@ class QueryEmbedder:
                 else:
                     pending.vector = got
             return
-        by_row = {text: rows[i] for i, text in enumerate(texts)}
+        by_row = dict(zip(texts, rows, strict=True))
         for pending in batch:
             pending.vector = by_row[pending.text]
 
-    def _timed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        """``embed(texts)`` as read-only rows, counted and timed."""
+    def _timed(self, texts: list[str]) -> list[Vector]:
+        """``embed(texts)`` as one read-only row per text, counted and timed.
+
+        Each row is its own copy: a cached vector must not keep its whole batch's array alive, nor share
+        memory with what ``embed`` returned.
+        """
         began = time.perf_counter()
         try:
-            rows = np.array(self._embed(texts), dtype=np.float32)  # a copy: cached rows must not share caller memory
+            rows = np.asarray(self._embed(texts), dtype=np.float32)
         finally:
             elapsed = time.perf_counter() - began
             bucket = next((i for i, bound in enumerate(BATCH_SIZE_BUCKETS) if len(texts) <= bound), -1)
@@ -228,5 +232,9 @@ class QueryEmbedder:
                 self._sizes[bucket] += 1
         if rows.ndim != 2 or rows.shape[0] != len(texts):
             raise ValueError(f"the embedder returned shape {rows.shape} for {len(texts)} texts")
-        rows.flags.writeable = False
-        return rows
+        out = []
+        for row in rows:
+            own = row.copy()
+            own.flags.writeable = False
+            out.append(own)
+        return out

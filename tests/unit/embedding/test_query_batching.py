@@ -231,3 +231,13 @@ def test_max_batch_zero_runs_every_caller_alone_and_at_once() -> None:
     finish(model, [first])
     assert model.calls == [["first"], ["second"]]
     assert embedder.embed_one("first") is first.vector  # cached all the same
+
+
+def test_a_cached_vector_is_a_row_of_its_own() -> None:
+    model = FakeModel(hold_first=True)
+    embedder = QueryEmbedder(model)
+    callers = queue_behind_a_held_run(model, embedder, ["a", "b", "c"])
+    finish(model, callers)
+    b = embedder.embed_one("b")
+    assert b.base is None  # not a view keeping the run's whole array alive
+    assert b.shape == (4,)
