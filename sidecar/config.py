@@ -141,8 +141,9 @@ class SnapshotConfig:
     min_interval_s: float = 10.0
     """Fewest seconds between two snapshots; also at least ``cost_ratio`` times the last one's duration."""
     cost_ratio: float = 10.0
-    """Snapshots may take at most 1/this of the time (one of 1M memories took ~1.5 s on the benchmark machine,
-    0.3-0.4 s of it holding writes back while the structures were copied)."""
+    """Snapshots may take at most 1/this of the time (one of 1M memories with a million distinct words took
+    ~1.5 s on the idle benchmark machine, 0.4 s of it holding writes back while the structures were copied;
+    1.1-1.3 s held back while serving a rebuild at load 5-12: benchmarks/RESULTS.md)."""
 
 
 @dataclass(frozen=True, kw_only=True)
