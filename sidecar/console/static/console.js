@@ -339,7 +339,7 @@ async function runLife(params, out) {
       h("td", {}, h("span", { class: "tag reason" }, e.reason_class), " ", e.reason, e.detail ? h("div", { class: "muted" }, e.detail) : null),
       h("td", {}, (e.related_ids || []).map((i) => [memLink(i), " "]))))));
   out.replaceChildren(h("div", { class: "panel" }, timeline(data.versions, data.events)),
-    h("h2", {}, `Versions (${data.versions.length})`), h("div", { class: "panel" }, versions),
+    h("h2", {}, data.versions_total > data.versions.length ? `Versions (the newest ${data.versions.length} of ${data.versions_total})` : `Versions (${data.versions.length})`), h("div", { class: "panel" }, versions),
     h("h2", {}, "Transitions"), h("div", { class: "panel" }, events));
 }
 
