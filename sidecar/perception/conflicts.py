@@ -98,8 +98,10 @@ SIMILARITY_SURE = 0.9
 """Cosine to the slot's statement plus the attribute margin (``AttributeCentroids.margin``) that retires it.
 
 Vector evidence alone: two statements of one slot share the entity and the attribute's words, so their cosine is
-high, and the new one lies nearer the attribute's keyed facts than any other attribute's. Measured on the tuning
-half of the evolving world (10k): of the statements this band retires, 0.4 % retire another slot's statement.
+high, and the new one lies nearer the attribute's keyed facts than any other attribute's. The margin leaves out the
+judged entity's own facts, and counts 0 while no other entity's facts give a direction. Measured on the tuning half
+of the evolving world (10k, pairs of one entity's statements): from 0.9, 298 right and 1 wrong; from 1.0, 220 and 0.
+On held-out phrasing (with the other changes of c3c625f) wrong inferred retirements stayed under 0.5 %.
 """
 NEAR_DOUBT = 0.75
 """Two statements of one entity whose slots nothing tells: the cosine from which the newer doubts the older."""
