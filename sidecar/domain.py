@@ -92,6 +92,8 @@ class RecallQuery:
     turn: int | None = None
     diversity: float = 0.0
     """MMR trade-off in [0, 1): 0 ranks by score alone; higher values push near-duplicates down."""
+    peek: bool = False
+    """Look without using: no access is counted, no turn noted and no retrieval recorded (RecallRequest.peek)."""
 
 
 @dataclass(frozen=True)

@@ -521,6 +521,9 @@ type RecallOptions struct {
 	// Diversity in [0, 1) pushes near-duplicates of better-ranked memories down (maximal marginal
 	// relevance); 0 ranks by score alone.
 	Diversity float32
+	// Peek looks without using: no access is counted and no retrieval recorded (the response has no
+	// RetrievalId), for tools that inspect memory rather than act on it.
+	Peek bool
 }
 
 // Recall finds the memories that answer a query, best first.
@@ -528,7 +531,7 @@ func (c *Client) Recall(ctx context.Context, q Query, o RecallOptions) (*memevov
 	return unary(c, ctx, c.stub.Recall, &memevov1.RecallRequest{
 		Query: q.Text, QueryVector: EncodeVector(q.Vector), K: o.K, Filter: o.Filter.proto(), Mode: o.Mode,
 		IncludeArchived: o.IncludeArchived, AsOf: timestamp(o.AsOf), IncludeVectors: o.IncludeVectors, Turn: o.Turn,
-		Diversity: o.Diversity,
+		Diversity: o.Diversity, Peek: o.Peek,
 	})
 }
 

@@ -171,6 +171,31 @@ func TestRecall(t *testing.T) {
 	}
 }
 
+func TestRecallPeekCountsNoAccess(t *testing.T) {
+	ctx := ctxT(t)
+	w, err := client.Remember(ctx, memevo.Input{Content: "peeked at", Vector: axis(6, 0), Namespace: "go-peek"}, memevo.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	options := memevo.RecallOptions{K: 1, Filter: &memevo.Filter{Namespace: "go-peek"}, Peek: true}
+	looked, err := client.Recall(ctx, memevo.VectorQuery(axis(6, 0)), options)
+	if err != nil || len(looked.GetMemories()) != 1 || looked.GetRetrievalId() != "" {
+		t.Fatalf("peek = %v, %v", looked, err)
+	}
+	got, err := client.GetOne(ctx, w.Memory.GetId(), false)
+	if err != nil || got.GetAccessCount() != 0 {
+		t.Fatalf("after a peek: %v, %v", got, err)
+	}
+	options.Peek = false
+	if used, err := client.Recall(ctx, memevo.VectorQuery(axis(6, 0)), options); err != nil || used.GetRetrievalId() == "" {
+		t.Fatalf("recall = %v, %v", used, err)
+	}
+	got, err = client.GetOne(ctx, w.Memory.GetId(), false)
+	if err != nil || got.GetAccessCount() != 1 {
+		t.Fatalf("after a recall: %v, %v", got, err)
+	}
+}
+
 func TestRememberBatchIsAllOrNothing(t *testing.T) {
 	ctx := ctxT(t)
 	before, err := client.Stats(ctx)

@@ -179,6 +179,8 @@ def recall(
     as_of: datetime | None,
     include_vectors: bool,
     turn: int | None,
+    diversity: float = 0.0,
+    peek: bool = False,
 ) -> pb.RecallRequest:
     """RecallRequest."""
     msg = pb.RecallRequest(
@@ -188,6 +190,8 @@ def recall(
         mode=cv.recall_mode_to_proto(mode),
         include_archived=include_archived,
         include_vectors=include_vectors,
+        diversity=diversity,
+        peek=peek,
     )
     if vector is not None:
         msg.query_vector = cv.vector_to_bytes(vector)

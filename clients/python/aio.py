@@ -408,6 +408,8 @@ class AsyncMemoryClient:
         as_of: datetime | None = None,
         include_vectors: bool = False,
         turn: int | None = None,
+        diversity: float = 0.0,
+        peek: bool = False,
         timeout_s: float | None = None,
     ) -> RecallResult:
         """Find the ``k`` best memories for a query; see :meth:`memevo.client.MemoryClient.recall`."""
@@ -428,6 +430,8 @@ class AsyncMemoryClient:
             as_of=as_of,
             include_vectors=include_vectors,
             turn=turn,
+            diversity=diversity,
+            peek=peek,
         )
         return cv.recall_result_from_proto(await self._unary(self._stub.Recall, request, timeout_s))
 

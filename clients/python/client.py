@@ -420,6 +420,8 @@ class MemoryClient:
         as_of: datetime | None = None,
         include_vectors: bool = False,
         turn: int | None = None,
+        diversity: float = 0.0,
+        peek: bool = False,
         timeout_s: float | None = None,
     ) -> RecallResult:
         """Find the ``k`` memories that best answer a query, best first.
@@ -427,7 +429,10 @@ class MemoryClient:
         Give ``query`` text or a ``vector``. Filters combine with AND; ``tags``
         requires all of them. Only current memories (ACTIVE, plus ARCHIVED with
         ``include_archived``) unless ``mode=RecallMode.HISTORY``; ``as_of`` (world
-        time) answers with the versions valid then.
+        time) answers with the versions valid then. ``diversity`` in [0, 1) pushes
+        near-duplicates of better-ranked memories down. ``peek`` looks without
+        using: no access is counted and no retrieval recorded (the result's
+        ``retrieval_id`` is empty), for tools that inspect memory rather than act on it.
         """
         request = rq.recall(
             query,
@@ -446,6 +451,8 @@ class MemoryClient:
             as_of=as_of,
             include_vectors=include_vectors,
             turn=turn,
+            diversity=diversity,
+            peek=peek,
         )
         return cv.recall_result_from_proto(self._unary(self._stub.Recall, request, timeout_s))
 

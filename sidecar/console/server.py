@@ -256,7 +256,8 @@ class Console:
         def one(name: str, default: str = "") -> str:
             return query.get(name, [default])[0].strip()
 
-        request = memory_service_pb2.RecallRequest(query=one("q"), k=int(one("k", "10") or 10))
+        # A person looking is not the agent using: the search must not raise what it shows in the agent's ranking.
+        request = memory_service_pb2.RecallRequest(query=one("q"), k=int(one("k", "10") or 10), peek=True)
         request.filter.namespace = one("ns", "default") or "default"
         request.filter.entity = one("entity")
         request.filter.tags.extend(t for t in one("tags").split(",") if t.strip())

@@ -435,7 +435,8 @@ class Recaller:
         hits = self._read_hits(query, ids, sims, scores, ranked, scored, terms_of)
         returned = np.asarray([h.memory.id for h in hits], dtype=np.int64)
         self.engine.note_pool(ids, match, columns.inconsistency[ids], (demoted_by != 0) | columns.doubted[ids])
-        columns.record_access(returned, now_s(), query.turn)
+        if not query.peek:
+            columns.record_access(returned, now_s(), query.turn)
         return hits
 
     def _rank_factors(self, ids: IdArray, scored: Scores) -> tuple[npt.NDArray[np.float64], IdArray]:

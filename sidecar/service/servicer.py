@@ -263,7 +263,8 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         assert query is not None
         vector = self.query_embedder.embed_one(text) if text else query.vector
         unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
-        self.engine.note_turn(query.turn)
+        if not query.peek:
+            self.engine.note_turn(query.turn)
         return dataclasses.replace(query, vector=unit)
 
     # ---- writes -----------------------------------------------------------------------------
@@ -460,10 +461,14 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
     ) -> memory_service_pb2.RecallResponse:
         query = self._recall_query(Violations(), request)
         self._authorize(context, namespaces=[("filter.namespace", query.namespace)])
-        with observed_retrieval(self.engine, query) as observed:
+        if query.peek:  # nothing recorded: no retrieval to report on, no arm (see RecallRequest.peek)
             hits = self.recaller.recall(query)
-            observed.returned_ids = [h.memory.id for h in hits]
-        response = memory_service_pb2.RecallResponse(retrieval_id=observed.retrieval_id, arm=observed.arm)
+            response = memory_service_pb2.RecallResponse()
+        else:
+            with observed_retrieval(self.engine, query) as observed:
+                hits = self.recaller.recall(query)
+                observed.returned_ids = [h.memory.id for h in hits]
+            response = memory_service_pb2.RecallResponse(retrieval_id=observed.retrieval_id, arm=observed.arm)
         for hit in hits:
             response.memories.add(
                 memory=hit.memory, similarity=hit.similarity, score=hit.score, hint=hit.hint, breakdown=hit.breakdown

@@ -285,6 +285,7 @@ def recall_query(
         vector=vector if vector is not None else np.zeros(dimension, dtype=np.float32),
         text=request.query,
         diversity=request.diversity,
+        peek=request.peek,
         k=k,
         namespace=namespace,
         kinds=frozenset(flt.kinds),

@@ -314,6 +314,29 @@ def test_tokens_are_enforced_and_scoped(console_sidecar: tuple[Sidecar, str, dic
         assert response.status == 200
 
 
+def test_a_search_only_looks(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
+    """A person searching must not raise what they see in the agent's ranking: no access, no retrieval."""
+    process, url, _ = console_sidecar
+    service = stub(process.unix_target, ADMIN)
+    status, found = _http(f"{url}/api/search?q=ships&ns=team-b", ADMIN)
+    assert status == 200
+    assert found["memories"]
+    assert not found.get("retrieval_id")
+    ids = [int(m["memory"]["id"]) for m in found["memories"]]
+
+    def accesses() -> list[int]:
+        return [m.access_count for m in service.Get(memory_service_pb2.GetRequest(ids=ids)).memories]
+
+    before = accesses()
+    for _ in range(3):
+        assert _http(f"{url}/api/search?q=ships&ns=team-b", ADMIN)[0] == 200
+    assert accesses() == before
+    request = memory_service_pb2.RecallRequest(query="ships", k=len(ids))
+    request.filter.namespace = "team-b"
+    service.Recall(request)  # the agent's own recall does count, so the check above could fail
+    assert accesses() != before
+
+
 def test_no_write_without_a_permitted_token(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
     process, url, _history = console_sidecar
     status, queue = _http(f"{url}/api/review", ADMIN)

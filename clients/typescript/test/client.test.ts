@@ -153,6 +153,17 @@ describe("writes and reads", () => {
     assert.equal(got.content, "over tcp");
   });
 
+  test("a peek recall counts no access and records no retrieval", async () => {
+    const stored = await client.remember({ content: "peeked at from ts", vector: axisVector(6), namespace: "ts-peek" });
+    const looked = await client.recall(axisVector(6), { k: 1, filter: { namespace: "ts-peek" }, peek: true });
+    assert.equal(looked.retrievalId, "");
+    assert.equal(looked.memories[0]?.memory?.id, stored.memory!.id);
+    assert.equal((await client.getOne(stored.memory!.id)).accessCount, 0n);
+    const used = await client.recall(axisVector(6), { k: 1, filter: { namespace: "ts-peek" } });
+    assert.ok(used.retrievalId.length > 0);
+    assert.equal((await client.getOne(stored.memory!.id)).accessCount, 1n);
+  });
+
   test("recall by vector ranks the nearest first, filters, and returns vectors on request", async () => {
     await client.rememberBatch([
       { content: "Bob deploys with blue-green", vector: axisVector(1), entity: "user:bob", tags: ["ops"] },

@@ -497,6 +497,7 @@ class RecallRequest(_message.Message):
     INCLUDE_VECTORS_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
     DIVERSITY_FIELD_NUMBER: _builtins.int
+    PEEK_FIELD_NUMBER: _builtins.int
     query: _builtins.str
     """Query text: embedded by the sidecar (unless query_vector is given) and matched by words (BM25).
     Required unless query_vector is given. At most max_content_bytes.
@@ -517,6 +518,12 @@ class RecallRequest(_message.Message):
     """Diversity (maximal marginal relevance) in [0, 1): 0 ranks by score alone; higher values push
     near-duplicates of better-ranked items down so they do not fill the top k. Default 0.
     """
+    peek: _builtins.bool
+    """Look without using: the memories returned are not counted as accessed (their relevance and
+    utility do not change) and no retrieval is recorded, so the response has no retrieval_id to
+    report an outcome for and no experiment arm. For people and tools that inspect memory (the
+    memory console's search, audits, evaluations) rather than an agent acting on it. Default false.
+    """
     @_builtins.property
     def filter(self) -> Global___RecallFilter: ...
     @_builtins.property
@@ -536,10 +543,11 @@ class RecallRequest(_message.Message):
         include_vectors: _builtins.bool = ...,
         turn: _builtins.int | None = ...,
         diversity: _builtins.float = ...,
+        peek: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "as_of", b"as_of", "filter", b"filter", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "as_of", b"as_of", "diversity", b"diversity", "filter", b"filter", "include_archived", b"include_archived", "include_vectors", b"include_vectors", "k", b"k", "mode", b"mode", "query", b"query", "query_vector", b"query_vector", "turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_turn", b"_turn", "as_of", b"as_of", "diversity", b"diversity", "filter", b"filter", "include_archived", b"include_archived", "include_vectors", b"include_vectors", "k", b"k", "mode", b"mode", "peek", b"peek", "query", b"query", "query_vector", b"query_vector", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__turn: _TypeAlias = _typing.Literal["turn"]  # noqa: Y015
     _WhichOneofArgType__turn: _TypeAlias = _typing.Literal["_turn", b"_turn"]  # noqa: Y015

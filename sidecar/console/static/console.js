@@ -242,7 +242,7 @@ function searchPage() {
     runSearch(params, out);
   });
   show(h("h1", {}, "Search"), form,
-    h("p", { class: "muted" }, "A search is a real Recall: the numbers are the ones recall ranked with (score = match × factor), and it counts as an access."),
+    h("p", { class: "muted" }, "A search is a real Recall that only looks (peek): the numbers are the ones recall ranked with (score = match × factor), and it changes nothing, not even access counts."),
     out);
   if (q.get("q")) runSearch(q, out);
 }

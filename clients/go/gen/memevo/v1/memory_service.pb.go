@@ -904,7 +904,12 @@ type RecallRequest struct {
 	Turn *int64 `protobuf:"varint,9,opt,name=turn,proto3,oneof" json:"turn,omitempty"`
 	// Diversity (maximal marginal relevance) in [0, 1): 0 ranks by score alone; higher values push
 	// near-duplicates of better-ranked items down so they do not fill the top k. Default 0.
-	Diversity     float32 `protobuf:"fixed32,10,opt,name=diversity,proto3" json:"diversity,omitempty"`
+	Diversity float32 `protobuf:"fixed32,10,opt,name=diversity,proto3" json:"diversity,omitempty"`
+	// Look without using: the memories returned are not counted as accessed (their relevance and
+	// utility do not change) and no retrieval is recorded, so the response has no retrieval_id to
+	// report an outcome for and no experiment arm. For people and tools that inspect memory (the
+	// memory console's search, audits, evaluations) rather than an agent acting on it. Default false.
+	Peek          bool `protobuf:"varint,11,opt,name=peek,proto3" json:"peek,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1007,6 +1012,13 @@ func (x *RecallRequest) GetDiversity() float32 {
 		return x.Diversity
 	}
 	return 0
+}
+
+func (x *RecallRequest) GetPeek() bool {
+	if x != nil {
+		return x.Peek
+	}
+	return false
 }
 
 // One recalled memory.
@@ -4296,7 +4308,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x06entity\x18\x03 \x01(\tR\x06entity\x12\x12\n" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\x12D\n" +
 	"\x10valid_from_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0evalidFromAfter\x12F\n" +
-	"\x11valid_from_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fvalidFromBefore\"\xf7\x02\n" +
+	"\x11valid_from_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fvalidFromBefore\"\x8b\x03\n" +
 	"\rRecallRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12!\n" +
 	"\fquery_vector\x18\x02 \x01(\fR\vqueryVector\x12\f\n" +
@@ -4308,7 +4320,8 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x0finclude_vectors\x18\b \x01(\bR\x0eincludeVectors\x12\x17\n" +
 	"\x04turn\x18\t \x01(\x03H\x00R\x04turn\x88\x01\x01\x12\x1c\n" +
 	"\tdiversity\x18\n" +
-	" \x01(\x02R\tdiversityB\a\n" +
+	" \x01(\x02R\tdiversity\x12\x12\n" +
+	"\x04peek\x18\v \x01(\bR\x04peekB\a\n" +
 	"\x05_turn\"\xbe\x01\n" +
 	"\x0eRecalledMemory\x12)\n" +
 	"\x06memory\x18\x01 \x01(\v2\x11.memevo.v1.MemoryR\x06memory\x12\x1e\n" +
