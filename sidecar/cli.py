@@ -211,6 +211,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "rebuild after a crash; 0 = no cap (default: %(default)s)",
     )
     parser.add_argument(
+        "--entity-vectors-mib",
+        type=int,
+        default=IndexConfig().entity_vectors_mib,
+        help="memory for entities' vectors held in one block each, so that a recall filtered by entity scores "
+        "them without reading each one; 0 = none held (default: %(default)s)",
+    )
+    parser.add_argument(
         "--grace-s",
         type=float,
         default=5.0,
@@ -287,7 +294,11 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         embedder=embedder,
         dimension=args.dimension,
         limits=limits,
-        index=IndexConfig(save_interval_s=args.index_save_interval_s, build_rate_per_s=args.index_build_rate),
+        index=IndexConfig(
+            save_interval_s=args.index_save_interval_s,
+            build_rate_per_s=args.index_build_rate,
+            entity_vectors_mib=args.entity_vectors_mib,
+        ),
         workers=args.workers,
         max_streams=args.max_streams,
         max_streams_per_caller=args.max_streams_per_caller,

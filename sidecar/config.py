@@ -91,6 +91,14 @@ class IndexConfig:
     long rebuild, at the price of a longer exact scan per recall meanwhile."""
     exact_scan_limit: int = 1024
     """Filters matching at most this many memories are answered by an exact scan."""
+    entity_scan_limit: int = 8192
+    """Entity filters over at most this many memories (the entity's, any state) are answered by an exact scan of
+    its vectors held in memory (``entity_vectors_mib``) whatever the filter's other terms; larger entities by an
+    over-fetched ANN search, which misses some of an entity's nearest."""
+    entity_vectors_mib: int = 256
+    """Memory for entities' vectors held as one block each for filtered recall (store/entity_vectors.py), least
+    recently used dropped first: 1.5 KB a memory at 384-d, so 256 MiB holds ~170k. 0 = none held: every filtered
+    recall reads its vectors from the graph or RocksDB, as before issue 28."""
 
 
 @dataclass(frozen=True, kw_only=True)

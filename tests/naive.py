@@ -295,3 +295,8 @@ def top_indices(scores: npt.NDArray[np.float32], m: int) -> npt.NDArray[np.int64
     valid = np.flatnonzero(~np.isnan(scores))
     order = valid[np.argsort(-scores[valid].astype(np.float64), kind="stable")]
     return order[: max(m, 0)]
+
+
+def rows_dot(block: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], query: npt.NDArray[np.float32]) -> F64:
+    """Twin of memevo.kernels.cosine.rows_dot: the chosen rows' dot products with the query, in float64."""
+    return np.asarray(block[rows].astype(np.float64) @ query.astype(np.float64), dtype=np.float64)

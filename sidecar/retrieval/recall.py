@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memevo.kernels.cosine import rows_dot
 from memevo.kernels.lexical import top_indices
 from memevo.kernels.value import Scores
 from memevo.v1 import memory_pb2, memory_service_pb2
@@ -36,7 +37,8 @@ from ..store.columns import (
     MemoryColumns,
     live_mask,
 )
-from ..store.rocks import CF_MEMORIES, CF_VECTORS, u64_key
+from ..store.entity_vectors import EntityVectors, read_unit_vectors
+from ..store.rocks import CF_MEMORIES, u64_key
 from ..store.vector_index import Neighbours
 from .answer_type import WHEN_TYPES, ValueType, expected_types
 from .attributes import EXAMPLES, EXAMPLES_MIN_ENTITIES, AttributeExamples, AttributeMeanings
@@ -139,6 +141,13 @@ BESIDE_MIN_POSTINGS = 30_000
 A shorter word search (~5 ns a posting, so under ~0.15 ms) gains less from the overlap than the hand-off to the
 helper and back costs: at 100k memories the overlap made a structured store's Recall 0.15 ms slower.
 """
+
+_GRAPH_ROUNDING: dict[str, Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]]] = {
+    "f16": lambda rows: rows.astype(np.float16).astype(np.float32),
+    "f32": lambda rows: rows,
+}
+"""Unit rows as the graph holds them, per ``IndexConfig.dtype``: numpy's half rounds as usearch's does (checked on
+100k stored vectors; tests/unit/retrieval/test_recall_entity_scan.py). Other types are read from the graph."""
 
 
 class _Beside:
@@ -374,6 +383,12 @@ class Recaller:
         self._type_names: list[str] = [""]
         """Entity types met so far ("user" of "user:nadia-yilmaz"); "" for none. Few, and never forgotten."""
         self._type_index: dict[str, int] = {"": 0}
+        self._entity_vectors = EntityVectors(
+            lambda ids: read_unit_vectors(engine.store, ids, engine.dimension),
+            engine.dimension,
+            engine.config.index.entity_vectors_mib << 20,
+        )
+        """Each entity's vectors as one block, for entity-filtered recall (see ``IndexConfig.entity_scan_limit``)."""
 
     def recall(self, query: RecallQuery) -> list[Hit]:
         """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
@@ -720,6 +735,10 @@ class Recaller:
         selective = flt.narrows or len(columns.namespaces) > 1
         passing: IdArray | None = None
         if selective:  # the candidates are a subset: list them from the namespace's or entity's ids
+            if flt.entity is not None:
+                scanned = self._entity_scan(flt, unit)
+                if scanned is not None:
+                    return scanned
             passing = self._passing(flt)
             if passing.size <= self.engine.config.index.exact_scan_limit:
                 return passing, self._exact_similarities(passing, unit)
@@ -746,6 +765,33 @@ class Recaller:
             passing = self._passing(flt)
         return passing, self._exact_similarities(passing, unit)
 
+    def _entity_scan(
+        self, flt: _Filter, unit: npt.NDArray[np.float32]
+    ) -> tuple[IdArray, npt.NDArray[np.float32]] | None:
+        """An entity's passing ids and their exact cosines from its held block of vectors; None when not held.
+
+        Up to ``exact_scan_limit`` passing ids the cosines are the same numbers :meth:`_exact_similarities` gives
+        (the held rows stand in for RocksDB's only), so ranking is as before; past it, up to ``entity_scan_limit``
+        memories, the whole block is scored at once instead of searching the graph.
+        """
+        columns = self.engine.columns
+        config = self.engine.config.index
+        assert flt.entity is not None
+        listed = columns.entity_ids(flt.entity)
+        listed = listed[listed < columns.size]
+        if listed.size > config.entity_scan_limit:
+            return None
+        keep = _mask(columns, listed, flt)
+        passing = listed[keep]
+        if passing.size == 0:
+            return passing, np.zeros(0, dtype=np.float32)
+        block = self._entity_vectors.block(flt.entity, listed)
+        if block is None:
+            return None
+        if passing.size <= config.exact_scan_limit:
+            return passing, self._exact_similarities(passing, unit, held=block[keep])
+        return passing, rows_dot(block, np.flatnonzero(keep), unit[0])
+
     def _passing(self, flt: _Filter) -> IdArray:
         """Every id that passes the filter: a scan of the entity's or namespace's ids, no vectors."""
         columns = self.engine.columns
@@ -753,14 +799,19 @@ class Recaller:
         ids = ids[ids < columns.size]
         return ids[_mask(columns, ids, flt)]
 
-    def _exact_similarities(self, ids: IdArray, unit: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """Cosine similarity of each id's vector to the query, exactly."""
+    def _exact_similarities(
+        self, ids: IdArray, unit: npt.NDArray[np.float32], *, held: npt.NDArray[np.float32] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Cosine similarity of each id's vector to the query, exactly (``held``: see :meth:`_unit_vectors`)."""
         if ids.size == 0:
             return np.zeros(0, dtype=np.float32)
-        return np.asarray(self._unit_vectors(ids) @ unit[0], dtype=np.float32)
+        return np.asarray(self._unit_vectors(ids, held=held) @ unit[0], dtype=np.float32)
 
-    def _unit_vectors(self, ids: IdArray) -> npt.NDArray[np.float32]:
-        """Unit vectors of ids: from the fresh tail (already unit) or RocksDB (normalised here)."""
+    def _unit_vectors(self, ids: IdArray, *, held: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
+        """Unit vectors of ids: from the fresh tail (already unit), the graph or RocksDB (normalised here).
+
+        ``held``: the ids' rows as :func:`read_unit_vectors` gives them, used instead of reading RocksDB.
+        """
         tail_ids, tail_vectors = self.engine.index.tail_snapshot()
         vectors = np.empty((ids.size, self.engine.dimension), dtype=np.float32)
         slots = np.searchsorted(tail_ids, ids)
@@ -770,18 +821,24 @@ class Recaller:
             vectors[in_tail] = tail_vectors[slots[in_tail]]
         rest = np.flatnonzero(~in_tail)
         if rest.size and rest.size <= GRAPH_READ_LIMIT:
-            from_graph, found = self.engine.index.graph_vectors(ids[rest])
-            vectors[rest[found]] = from_graph[found]
+            if held is not None and self.engine.config.index.dtype in _GRAPH_ROUNDING:
+                # The graph's rows are the unit rows rounded to its scalar type: rounding the held rows gives the
+                # same numbers without usearch's per-key arrays (0.3-0.5 ms for 256 keys).
+                found = self.engine.index.graph_contains(ids[rest])
+                vectors[rest[found]] = _GRAPH_ROUNDING[self.engine.config.index.dtype](held[rest[found]])
+            else:
+                from_graph, found = self.engine.index.graph_vectors(ids[rest])
+                vectors[rest[found]] = from_graph[found]
             rest = rest[~found]
         if rest.size:
             # RocksDB holds every vector: for many ids one multi_get and one normalisation beat usearch's
-            # get(), whose Python-level per-key conversion then costs more than the whole read.
-            raws = self.engine.store.multi_get(CF_VECTORS, [u64_key(int(i)) for i in ids[rest]])
-            zero = bytes(4 * self.engine.dimension)  # forgotten meanwhile: similarity 0, dropped at the read
-            joined = b"".join(r if r is not None else zero for r in raws)
-            stored = np.frombuffer(joined, dtype="<f4").reshape(-1, self.engine.dimension)
-            norms = np.linalg.norm(stored, axis=1, keepdims=True)
-            vectors[rest] = stored / np.where(norms > 0, norms, 1.0)
+            # get(), whose Python-level per-key conversion then costs more than the whole read. A forgotten
+            # id's row is 0: similarity 0, dropped at the read.
+            vectors[rest] = (
+                held[rest]
+                if held is not None
+                else read_unit_vectors(self.engine.store, ids[rest], self.engine.dimension)
+            )
         return vectors
 
 

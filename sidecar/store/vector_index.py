@@ -262,10 +262,15 @@ class VectorIndex:
         return True
 
     def graph_contains(self, ids: IdArray) -> npt.NDArray[np.bool_]:
-        """Which of ``ids`` are in the graph."""
+        """Which of ``ids`` are in the graph (safe beside the builder: recall asks while it inserts)."""
         if ids.size == 0:
             return np.zeros(0, dtype=bool)
-        return np.asarray(self._graph.contains(ids.astype(np.uint64)), dtype=bool).reshape(-1)
+        self._lock.acquire_shared()
+        try:
+            found = self._graph.contains(ids.astype(np.uint64))
+        finally:
+            self._lock.release_shared()
+        return np.asarray(found, dtype=bool).reshape(-1)
 
     def graph_keys(self) -> IdArray:
         """Every id in the graph."""
