@@ -39,6 +39,7 @@ import argparse
 import datetime
 import importlib.util
 import json
+import math
 import multiprocessing
 import shutil
 import statistics
@@ -142,29 +143,39 @@ class MemevoPeer:
     """A ``memevo serve`` process of its own, over its unix socket."""
 
     def __init__(self, scratch: Path, dimension: int) -> None:
+        self.scratch = scratch
+        self.dimension = dimension
+        self.row_of: dict[int, int] = {}
+        self._start(())
+
+    def _start(self, extra: Sequence[str]) -> None:
         import grpc
 
         from memevo.v1 import memory_service_pb2_grpc
 
-        self.scratch = scratch
-        ready = scratch / "ready.json"
+        ready = self.scratch / "ready.json"
+        ready.unlink(missing_ok=True)
         self.socket_dir = Path(tempfile.mkdtemp(prefix="peers-"))  # a socket's path is limited to ~100 bytes
         socket_path = self.socket_dir / "memevo.sock"
-        self.log = (scratch / "serve.log").open("wb")
+        self.log = (self.scratch / "serve.log").open("ab")
         args = [
-            sys.executable, "-m", "memevo.sidecar.cli", "serve", "--data", str(scratch / "data"),
-            "--listen", f"unix://{socket_path}", "--embedder", "none", "--dimension", str(dimension),
-            "--max-fresh-tail", "1000000", "--ready-file", str(ready),
+            sys.executable, "-m", "memevo.sidecar.cli", "serve", "--data", str(self.scratch / "data"),
+            "--listen", f"unix://{socket_path}", "--embedder", "none", "--dimension", str(self.dimension),
+            "--max-fresh-tail", "1000000", "--ready-file", str(ready), *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not ready.exists():
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"memevo serve did not start: {(scratch / 'serve.log').read_text()}")
+                raise RuntimeError(f"memevo serve did not start: {(self.scratch / 'serve.log').read_text()}")
             time.sleep(0.05)
         self.channel = grpc.insecure_channel(f"unix://{socket_path}")
         self.stub = memory_service_pb2_grpc.MemoryServiceStub(self.channel)
-        self.row_of: dict[int, int] = {}
+
+    def restart(self, extra: Sequence[str]) -> None:
+        """Serve the same data again with ``extra`` arguments to ``memevo serve`` (no new ingest)."""
+        self.close()
+        self._start(extra)
 
     def ingest(self, path: Path, about: npt.NDArray[np.int64]) -> dict[str, float]:
         from memevo.v1 import memory_pb2, memory_service_pb2
@@ -326,8 +337,9 @@ def measure(
     return {"p50_ms": statistics.median(p50s), "p99_ms": statistics.median(p99s)}, hits
 
 
-def run_system(name: str, workdir: Path, repeats: int) -> dict[str, Any]:
-    """Ingest, query and measure one system in this process (spawned for it)."""
+def run_system(name: str, workdir: Path, repeats: int, also: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Ingest, query and measure one system in this process (spawned for it): its row, then for memevo one more row
+    per entry of ``also`` (extra ``memevo serve`` arguments, the same data served again)."""
     about = np.load(workdir / "about.npy")
     queries = np.load(workdir / "queries.npy")
     meta = json.loads((workdir / "queries.json").read_text())
@@ -337,33 +349,44 @@ def run_system(name: str, workdir: Path, repeats: int) -> dict[str, Any]:
         baseline_kib = system.rss()[0]
         row: dict[str, Any] = {"system": name, "transport": TRANSPORT[name]}
         row.update(system.ingest(workdir / "vectors.npy", about))
-        plain, plain_hits = measure(system.search, queries, [""] * len(queries), repeats)
-        filtered, filtered_hits = measure(system.search, queries, meta["entities"], repeats)
-        rss, peak = system.rss()
-        row.update(
-            {
-                "plain_p50_ms": plain["p50_ms"],
-                "plain_p99_ms": plain["p99_ms"],
-                "plain_recall_at_10": recall_at_k(plain_hits, meta["plain_truth"]),
-                "filtered_p50_ms": filtered["p50_ms"],
-                "filtered_p99_ms": filtered["p99_ms"],
-                "filtered_recall_at_10": recall_at_k(filtered_hits, meta["filtered_truth"]),
-                "rss_mib": rss / 1024,
-                "peak_rss_mib": peak / 1024,
-                "rss_at_start_mib": baseline_kib / 1024,
-            }
-        )
-        return row
+        row.update(_queried(system, queries, meta, repeats, baseline_kib))
+        rows = [row]
+        for extra in also if name == "memevo" else ():
+            system.restart(extra.split())
+            # The same data served again: no ingest.
+            served = {"system": f"memevo ({extra})", "transport": TRANSPORT[name], "ingest_s": math.nan}
+            served.update(indexed_s=math.nan)
+            served.update(_queried(system, queries, meta, repeats, system.rss()[0]))
+            rows.append(served)
+        return rows
     finally:
         system.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _child(name: str, workdir: str, repeats: int, out: Any) -> None:
+def _queried(system: Any, queries: Matrix, meta: dict[str, Any], repeats: int, baseline_kib: int) -> dict[str, Any]:
+    """The query columns of a row: plain and filtered latency and recall@10, then RSS."""
+    plain, plain_hits = measure(system.search, queries, [""] * len(queries), repeats)
+    filtered, filtered_hits = measure(system.search, queries, meta["entities"], repeats)
+    rss, peak = system.rss()
+    return {
+        "plain_p50_ms": plain["p50_ms"],
+        "plain_p99_ms": plain["p99_ms"],
+        "plain_recall_at_10": recall_at_k(plain_hits, meta["plain_truth"]),
+        "filtered_p50_ms": filtered["p50_ms"],
+        "filtered_p99_ms": filtered["p99_ms"],
+        "filtered_recall_at_10": recall_at_k(filtered_hits, meta["filtered_truth"]),
+        "rss_mib": rss / 1024,
+        "peak_rss_mib": peak / 1024,
+        "rss_at_start_mib": baseline_kib / 1024,
+    }
+
+
+def _child(name: str, workdir: str, repeats: int, also: Sequence[str], out: Any) -> None:
     try:
-        out.put(run_system(name, Path(workdir), repeats))
+        out.put(run_system(name, Path(workdir), repeats, also))
     except BaseException as exc:
-        out.put({"system": name, "error": f"{type(exc).__name__}: {exc}"})
+        out.put([{"system": name, "error": f"{type(exc).__name__}: {exc}"}])
         raise
 
 
@@ -392,14 +415,15 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
                 continue
             log(f"{name}: ingest and queries in a process of its own")
             out = context.Queue()
-            process = context.Process(target=_child, args=(name, str(workdir), args.repeats, out))
+            process = context.Process(target=_child, args=(name, str(workdir), args.repeats, args.memevo_also, out))
             process.start()
-            row = out.get()
+            measured = out.get()
             process.join()
-            if "error" in row:
-                raise RuntimeError(f"{name} failed: {row['error']}")
-            log(f"  {format_row(row)}")
-            rows.append(row)
+            for row in measured:
+                if "error" in row:
+                    raise RuntimeError(f"{name} failed: {row['error']}")
+                log(f"  {format_row(row)}")
+                rows.append(row)
         return {
             "benchmark": "peers",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -457,6 +481,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300, help="plain queries, and as many filtered ones")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over the queries; medians reported")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)}")
+    parser.add_argument(
+        "--memevo-also",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="after memevo's row, serve its data again with these extra 'memevo serve' arguments and measure "
+        "it as one more row, e.g. --memevo-also='--entity-vectors-mib 0' (repeatable)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scratch", type=Path, default=None, help="folder for the temporary data (default: /tmp)")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")

@@ -61,6 +61,22 @@ def test_memevo_runs_alone_when_the_peers_are_missing(tmp_path: Path, monkeypatc
     assert not list(tmp_path.glob("memevo-peers-*")), "the run's scratch folder is left behind"
 
 
+def test_memevo_served_again_with_other_arguments_is_a_row_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peers, "installed", lambda name: name == "memevo")
+    result = run_tiny(tmp_path, "--peers", "memevo", "--memevo-also=--entity-vectors-mib 0")
+    first, again = result["rows"]
+    assert (first["system"], again["system"]) == ("memevo", "memevo (--entity-vectors-mib 0)")
+    assert np.isnan(again["ingest_s"])  # the same data: not written again
+    assert np.isnan(again["indexed_s"])
+    for row in (first, again):
+        assert row["plain_recall_at_10"] >= 0.9, row
+        assert row["filtered_recall_at_10"] >= 0.9, row
+        assert row["filtered_p50_ms"] > 0
+    assert "memevo (--entity-vectors-mib 0)" in peers.table(result)
+
+
 def test_every_installed_peer_measures_the_same_queries(tmp_path: Path) -> None:
     present = [name for name in peers.PEERS if peers.installed(name)]
     if present == ["memevo"]:
