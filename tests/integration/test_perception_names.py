@@ -94,3 +94,25 @@ def test_a_statement_its_attribute_name_reads_retires_the_keyed_fact(service: An
     assert said.outcome == SUPERSEDED
     assert get(service, fact.id).superseded_by == said.memory.id
     assert get(service, city.id).state == ACTIVE, "another attribute of the same user stays current"
+
+
+def test_a_whole_name_says_whom_a_text_is_about_over_one_word_of_another(service: Any) -> None:
+    # "Gateway" alone, capitalised at the start of a sentence, is one word of the notifications gateway's name;
+    # the ingest worker is named whole. Filed under the gateway, the statement would retire the gateway's limit.
+    gateway = keyed(
+        service,
+        "The notifications-gateway service is rate-limited to 100 requests per second.",
+        "service:notifications-gateway",
+        "rate_limit",
+        "100 requests per second",
+    ).memory
+    keyed(service, "The ingest worker listens on port 8080.", "service:ingest-worker", "port", "8080")
+    item = memory(
+        "Gateway config: the ingest worker allows 5000 requests per second per client.",
+        kind=FACT,
+        namespace=NAMESPACE,
+        valid_from=Timestamp(seconds=next(_clock)),
+    )
+    said = service.Remember(memory_service_pb2.RememberRequest(memory=item)).result.memory
+    assert said.inferred.entity == "service:ingest-worker"
+    assert get(service, gateway.id).state == ACTIVE

@@ -85,14 +85,23 @@ def test_differing_spans_finds_one_short_difference() -> None:
 
 def test_centroids_say_which_attribute_a_vector_is_nearer() -> None:
     rng = np.random.default_rng(0)
-    port, owner = rng.standard_normal(16), rng.standard_normal(16)
+    port, owner, region = rng.standard_normal(16), rng.standard_normal(16), rng.standard_normal(16)
     centroids = AttributeCentroids()
     assert centroids.margin("service", "port", port.astype(np.float32)) is None, "no keyed facts yet"
-    for _ in range(5):
-        for attribute, direction in (("port", port), ("owner", owner)):
-            vector = direction + 0.3 * rng.standard_normal(16)
-            centroids.add("service", attribute, (vector / np.linalg.norm(vector)).astype(np.float32))
+
+    def add(attribute: str, direction: np.ndarray) -> None:
+        vector = direction + 0.3 * rng.standard_normal(16)
+        centroids.add("service", attribute, (vector / np.linalg.norm(vector)).astype(np.float32))
+
     unit = (port / np.linalg.norm(port)).astype(np.float32)
+    for _ in range(5):
+        add("port", port)
+        add("owner", owner)
+    # Two attributes' centred directions are opposite: every text lies nearer one of them, so they judge none.
+    assert centroids.margin("service", "port", unit) is None
+    assert centroids.margin("service", "owner", (region / np.linalg.norm(region)).astype(np.float32)) is None
+    for _ in range(5):
+        add("region", region)
     own = centroids.margin("service", "port", unit)
     assert own is not None
     assert own > 0
@@ -111,10 +120,12 @@ def test_a_statement_is_judged_by_directions_of_other_entities_facts() -> None:
     def unit(vector: np.ndarray) -> np.ndarray:
         return (vector / np.linalg.norm(vector)).astype(np.float32)
 
+    diet = rng.standard_normal(32)
     centroids = AttributeCentroids()
     for _ in range(3):
         centroids.add("user", "port", unit(ana + 0.5 * port + 0.1 * rng.standard_normal(32)), "user:ana")
         centroids.add("user", "owner", unit(rng.standard_normal(32) + 0.5 * owner), "user:bob")
+        centroids.add("user", "diet", unit(rng.standard_normal(32) + 0.5 * diet), "user:dan")
     about_ana = unit(ana + 0.5 * owner)  # Ana's owner, said with her name
     with_her = centroids.margin("user", "port", about_ana)
     assert with_her is not None
