@@ -96,9 +96,10 @@ name and whose BM25 and cosine often favour the wrong attribute ("Olga Lopez mov
 is Olga Lopez based?" against "Olga works from Athens."; "What is Jana working toward right now?" against Jana's
 working hours), this decides; a gap of 0.15 in meaning, common between the asked attribute and the next, costs 30 %
 of the match. Measured 0.75 -> 2.0 (seventeenth session, RESULTS.md): tuning half +0.9 to +1.7 points of hit@1 at
-10k on two seeds, level at 1k; then the held-out half, run once: +0.3 to +1.0 in each of seeds 7-9 at 1k and 10k. The lift above stays on the name: every attribute of a domain
-is close to a question by its facts' direction (0.3 to 0.6), so that level says little about facts against
-strategies and remarks, and lifting facts by it cost strategy questions 5 points.
+10k on two seeds, level at 1k; then the held-out half, run once: +0.3 to +1.0 in each of seeds 7-9 at 1k and 10k.
+The lift above stays on the name: every attribute of a domain is close to a question by its facts' direction (0.3 to
+0.6), so that level says little about facts against strategies and remarks, and lifting facts by it cost strategy
+questions 5 points.
 """
 ATTRIBUTE_SCAN_FIRST = 4_096
 """Drawing an attribute's examples scans the namespace's newest ids in chunks, this many first, then 4x each time."""
