@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from memevo.v1 import memory_pb2
 
-from ..domain import Hit, RecallQuery
+from ..domain import Hit, RecallQuery, now_s
 from .hints import hint_keys, render_hint
 from .recall import Recaller
 from .tokens import NEWLINE_TOKENS, WeightCache, tokens_of, weight
@@ -111,7 +113,8 @@ def build_context(
     A memory that does not fit is skipped and smaller ones further down may
     still fit. Headings and the title count against the budget.
     """
-    hits = recaller.recall(dataclasses.replace(query, k=max(query.k, CANDIDATES)))
+    # The candidates are looked at, not used: only what the context holds counts as an access (below).
+    hits = recaller.recall(dataclasses.replace(query, k=max(query.k, CANDIDATES), peek=True))
     chosen: list[ContextLine] = []
     # Lines are estimated one by one: the estimate of the joined block is at most their sum
     # (plus one token per line break), so staying within the sum stays within the budget.
@@ -131,6 +134,9 @@ def build_context(
             groups_present.add(line.group)
             used += cost
     text, tokens = _render(chosen, language)
+    if not query.peek:
+        placed = np.asarray([line.hit.memory.id for line in chosen], dtype=np.int64)
+        recaller.engine.columns.record_access(placed, now_s(), query.turn)
     return Context(text=text, lines=_in_render_order(chosen), tokens=tokens)
 
 

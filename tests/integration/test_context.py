@@ -164,6 +164,20 @@ def test_the_retrieval_id_of_a_context_takes_outcome_feedback(sidecar: Sidecar) 
     assert after.confidence > placed.confidence
 
 
+def test_only_what_the_context_holds_counts_as_an_access(sidecar: Sidecar) -> None:
+    service = stub(sidecar.unix_target)
+    ns = "ctx-access"
+    written = [remember(service, ns, f"Deploy note {i}: " + "details " * 20, around(50 + i % 2)) for i in range(6)]
+    response = context(service, ns, around(50), token_budget=60)
+    placed = {item.memory.id for item in response.items}
+    assert placed, "the budget holds at least one memory"
+    assert len(placed) < len(written), "the budget leaves candidates out"
+    found = service.Get(memory_service_pb2.GetRequest(ids=[m.id for m in written])).memories
+    counts = {m.id: m.access_count for m in found}
+    assert {i for i, count in counts.items() if count} == placed
+    assert all(counts[i] == 1 for i in placed)
+
+
 def test_bad_context_requests_are_refused(sidecar: Sidecar) -> None:
     import grpc
     from helpers import bad_fields
