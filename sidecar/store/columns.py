@@ -172,6 +172,8 @@ REBASE_AFTER = {"wall": 7 * 86_400.0, "turns": 1_000_000.0}
 A float32 offset x is exact to |x| * 2**-24: within 7 days of the epoch that is 0.03 s, and a time 10
 years back still resolves to 16 s. Turn offsets are exact integers up to 2**24 turns from the epoch. The
 decay terms need a rebase sooner when a half-life is short: see ``needs_rebase``."""
+SNAPSHOT_ROOM_ROWS = 4_096
+"""Rows :meth:`MemoryColumns.prepare_snapshot` adds for writes between it and the copy (at least 1/64 more)."""
 # Bytes a memory costs besides its text and vector: record fields, keys, index entries.
 RECORD_OVERHEAD_BYTES = 256
 
@@ -263,6 +265,8 @@ class MemoryColumns:
         """The cost budget the terms were derived under."""
         self.writes = 0
         """Rows written by set_record since start (the daemon sweeps its frequent tier every N writes)."""
+        self._snapshot_buffers: dict[str, npt.NDArray[Any]] = {}
+        """Memory for the next snapshot's copy of the columns, touched in advance (see ``prepare_snapshot``)."""
         self._allocate(max(capacity, 16))
 
     def _allocate(self, capacity: int) -> None:
@@ -284,14 +288,39 @@ class MemoryColumns:
         "writes": int,
     }
 
+    def reserve(self, rows: int) -> None:
+        """Room for ids below ``rows`` at once (a start that scans every record), instead of doubling as they come."""
+        with self.lock:
+            if rows > self.state.shape[0]:
+                self._allocate(rows)
+
+    def prepare_snapshot(self) -> None:
+        """Allocate and touch the memory :meth:`save_snapshot` copies the columns into, before the caller keeps
+        writers out: at 1M memories, first touching ~120 MB of fresh pages took 0.3 s of a 0.32 s copy."""
+        rows = self._size + max(SNAPSHOT_ROOM_ROWS, self._size // 64)
+        buffers = {}
+        for name, (dtype, _) in _COLUMN_SPECS.items():
+            buffer = np.empty(rows, dtype=dtype)
+            buffer.fill(0)  # written, so the pages are in place (np.zeros would map them lazily)
+            buffers[name] = buffer
+        self._snapshot_buffers = buffers
+
     def save_snapshot(self, writer: SnapshotWriter) -> None:
         """Copy every column, interner, id list and setting (start-up snapshot; the caller keeps writers out)."""
         with self.lock:  # recalls count accesses under it
             self._save_snapshot(writer)
 
     def _save_snapshot(self, writer: SnapshotWriter) -> None:
+        buffers, self._snapshot_buffers = self._snapshot_buffers, {}
         for name in _COLUMN_SPECS:
-            writer.ndarray(name, getattr(self, name))
+            # The rows in use, not the capacity (up to twice as many): a load adds room of its own.
+            column = getattr(self, name)[: self._size]
+            buffer = buffers.get(name)
+            if buffer is not None and buffer.shape[0] >= column.shape[0]:
+                np.copyto(buffer[: column.shape[0]], column)
+                writer.own(name, buffer[: column.shape[0]])
+            else:
+                writer.ndarray(name, column)
         writer.ndarray("params", self.params)
         for name in self._INTERNERS:
             writer.value(name, getattr(self, name).strings())
@@ -303,7 +332,7 @@ class MemoryColumns:
         writer.ndarray("accessed", np.asarray(sorted(self.accessed), dtype=np.int64))
         for name, lists in (("by_namespace", self._by_namespace), ("by_entity", self._by_entity)):
             writer.ndarray(name + ".codes", np.asarray(list(lists), dtype=np.int64))
-            writer.array_list(name, list(lists.values()), "Q")
+            writer.growing_array_list(name, list(lists.values()), "Q")  # ids are only ever appended
 
     @classmethod
     def load_snapshot(cls, reader: SnapshotReader) -> MemoryColumns:
@@ -325,6 +354,15 @@ class MemoryColumns:
             setattr(columns, name, column)
         if not 1 <= columns._size <= capacity or columns.clock not in REBASE_AFTER:
             raise SnapshotError(f"snapshot columns: size {columns._size} of {capacity}, clock {columns.clock!r}")
+        # Room for the writes to come: a snapshot holds the rows in use only, and growing past them later doubles
+        # every column at once (0.7 s at 1M memories, in a write or in the start's catch-up).
+        headroom = capacity + max(SNAPSHOT_ROOM_ROWS, capacity // 8)
+        for name, (dtype, fill) in _COLUMN_SPECS.items():
+            column = getattr(columns, name)
+            grown = np.empty(headroom, dtype=dtype)
+            grown[:capacity] = column
+            grown[capacity:] = fill
+            setattr(columns, name, grown)
         columns.epoch = float(columns.epoch)
         columns.cost_budget_bytes = float(columns.cost_budget_bytes)
         columns.params = reader.ndarray("params", np.float64, ndim=2)

@@ -26,7 +26,9 @@ from memevo.sidecar.config import SidecarConfig, SnapshotConfig
 from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
+from memevo.sidecar.retrieval.lexical import NamespacedLexicalIndex
 from memevo.sidecar.store import snapshot as snapshot_module
+from memevo.sidecar.store.columns import _COLUMN_SPECS
 from memevo.sidecar.store.snapshot import MAGIC, SNAPSHOT_FILE, SnapshotError
 from memevo.v1 import memory_pb2
 
@@ -229,6 +231,59 @@ def test_a_crash_after_a_snapshot_catches_up_every_change_made_after_it(
     _assert_same(caught_up, _scanned(tmp_path))
 
 
+def test_the_copy_under_the_commit_lock_takes_no_posting_and_no_id_list(tmp_path: Path) -> None:
+    engine = Engine(_config(tmp_path))
+    try:
+        _fill(engine, 60)
+        # What write_snapshot runs while writers wait: it must not copy what grows with the store's words and ids.
+        writer = snapshot_module.collect({"columns": engine.columns, "lexical": engine.lexical})
+        assert not [name for name, _ in writer.stored_arrays() if name.endswith(".items")]
+        writer.finish()  # after writers are let go
+        items = [name for name, _ in writer.stored_arrays() if name.endswith(".items")]
+        assert "lexical/0/ids.items" in items
+        assert "columns/by_namespace.items" in items
+    finally:
+        _crash(engine)
+
+
+def test_writes_run_while_the_snapshot_copies_what_grows_and_a_start_catches_them_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Engine(_config(tmp_path))
+    _fill(engine, 120)
+    during: list[int] = []
+    finish = snapshot_module.SnapshotWriter.finish
+
+    def finish_after_a_write(writer: snapshot_module.SnapshotWriter) -> None:
+        def write() -> None:
+            # A word the store has (postings copied from here on) and one it has not, an entity's id list.
+            written = engine.remember(
+                [NewMemory(content="coffee zeppelin", vector=_vector(77), namespace="team-a", entity="e1")]
+            )
+            during.append(written[0].memory.id)
+
+        writer_thread = threading.Thread(target=write)
+        writer_thread.start()
+        writer_thread.join(timeout=120)
+        assert not writer_thread.is_alive(), "a write waited for the snapshot's copy of postings and id lists"
+        finish(writer)
+
+    monkeypatch.setattr(snapshot_module.SnapshotWriter, "finish", finish_after_a_write)
+    assert engine.write_snapshot()
+    monkeypatch.undo()
+    assert len(during) == 1
+    _crash(engine)
+
+    restarted = Engine(_config(tmp_path))
+    try:
+        # The snapshot left the write out (it came after its sequence) and the start read it again: once.
+        _assert_restored(engine, restarted)
+        ids, _ = restarted.lexical.search("team-a", "coffee zeppelin")
+        assert ids.tolist().count(during[0]) == 1
+    finally:
+        _crash(restarted)
+
+
 def test_a_stale_snapshot_left_by_a_lost_rename_still_catches_up(tmp_path: Path) -> None:
     engine = Engine(_config(tmp_path))
     _fill(engine, 50)
@@ -380,17 +435,28 @@ def _assert_equal_fields(left: Any, right: Any, where: str) -> None:
             _assert_equal_fields(vars(left)[name], vars(right)[name], f"{where}.{name}")
 
 
+def _assert_restored(held: Engine, restored: Engine) -> None:
+    """Every field of the structures a start restores equals what ``held`` had, in the rows in use (the spare
+    capacity past them is empty rows, which a snapshot does not store)."""
+    for columns in (held.columns, restored.columns):
+        for name in _COLUMN_SPECS:
+            setattr(columns, name, getattr(columns, name)[: columns.size])
+    _assert_equal_fields(
+        {"columns": held.columns, "lexical": held.lexical, "strategies": held.strategies},
+        {"columns": restored.columns, "lexical": restored.lexical, "strategies": restored.strategies},
+        "snapshot",
+    )
+
+
 def test_every_field_of_the_restored_structures_equals_what_the_close_held(tmp_path: Path) -> None:
     engine = Engine(_config(tmp_path))
     _fill(engine, 200)
     engine.columns.record_access(np.asarray([3, 4], dtype=np.int64), 2_000.0, 9)  # not checkpointed: kept as is
     engine.close()
-    held = {"columns": engine.columns, "lexical": engine.lexical, "strategies": engine.strategies}
 
     restored = Engine(_config(tmp_path))
     try:
-        got = {"columns": restored.columns, "lexical": restored.lexical, "strategies": restored.strategies}
-        _assert_equal_fields(held, got, "snapshot")
+        _assert_restored(engine, restored)
     finally:
         restored.close()
 
@@ -505,3 +571,18 @@ def test_a_clean_stop_close_behind_the_last_snapshot_keeps_it_and_the_next_start
         reopened.close()
     assert (tmp_path / SNAPSHOT_FILE).read_bytes() != kept
     _assert_same(after, _scanned(tmp_path))
+
+
+def test_words_in_any_script_and_an_empty_word_index_survive_a_snapshot(tmp_path: Path) -> None:
+    lexical = NamespacedLexicalIndex()
+    lexical.add("default", 1, "Zoë's café in 東京 on Straße 9")
+    lexical.add("default", 2, "the and of")  # stop words only: a document without words
+    lexical.add("empty", 3, "")
+    stamp = snapshot_module.Stamp(sequence=3, next_id=4, stats_mark=0, store="s")
+    assert snapshot_module.save(tmp_path, stamp=stamp, parts={"lexical": lexical})
+    loaded = snapshot_module.load(tmp_path)
+    assert loaded is not None
+    restored = NamespacedLexicalIndex.load_snapshot(loaded[1].child("lexical"))
+    _assert_equal_fields(lexical, restored, "lexical")
+    ids, _ = restored.search("default", "東 café")
+    assert ids.tolist() == [1]
