@@ -49,8 +49,9 @@ sidecar takes ``AFTER_WRITES`` more memories and forgets ``AFTER_FORGETS``
 (so the next start has changes to catch up after its start-up snapshot, which
 the sidecar writes in the background): the next restart must find the new
 ones by their own vectors and none of the forgotten ones. The sidecar's log
-says how many memories the start read again after its snapshot and the
-index's share of the start.
+says how many memories the start read again after its snapshot, the
+index's share of the start, and how many of the vectors the graph lacked it
+copied from the fresh-tail files and how many it read from RocksDB.
 
 Not a test (``tests/integration/test_crash.py`` runs a few short trials in
 CI); nothing here asserts on time, the timings in the table are for reading.
@@ -858,6 +859,10 @@ class Availability:
     """The index's share of the start (its log line), seconds; NaN when not logged."""
     forgotten_back: int
     """Memories forgotten before the kill that the restart still showed (must be 0)."""
+    mapped: int = -1
+    """Of the vectors the graph lacked, those the start copied from the fresh-tail files (-1: not logged)."""
+    read: int = -1
+    """Those it read from RocksDB instead (-1: not logged)."""
 
 
 def _fill(
@@ -973,6 +978,7 @@ def restart_availability(
             text = served.log()
             restored = re.search(r"(\d+) memories changed after it read again", text)
             index_line = re.search(r"index ready to serve in ([\d.]+) s", text)
+            sources = re.search(r"(\d+) of them mapped from the fresh-tail files, (\d+) read from RocksDB", text)
             row = Availability(
                 memories=count,
                 ready_s=ready_s,
@@ -988,6 +994,8 @@ def restart_availability(
                 caught_up=int(restored.group(1)) if restored else -1,
                 index_s=float(index_line.group(1)) if index_line else math.nan,
                 forgotten_back=len(back),
+                mapped=int(sources.group(1)) if sources else -1,
+                read=int(sources.group(2)) if sources else -1,
             )
             rows.append(row)
             log(f"  restart {repeat + 1}: {row}")
@@ -1026,8 +1034,9 @@ def availability_table(results: dict[int, tuple[list[Availability], float]]) -> 
     lines = [
         "| memories | restarts | ready s (median) | first Recall s (median; each) | state at first Recall "
         "| found by own vector / probed | forgotten shown | read again after the snapshot (each) "
-        "| index share s (each) | Recall ms (median, p90; rebuild left after) | clean stop s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| index share s (each) | missing vectors mapped / read from RocksDB (each) "
+        "| Recall ms (median, p90; rebuild left after) | clean stop s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for count, (rows, stop_s) in results.items():
         firsts = ", ".join(f"{r.first_recall_s:.1f}" for r in rows)
@@ -1039,6 +1048,7 @@ def availability_table(results: dict[int, tuple[list[Availability], float]]) -> 
             f"| {sum(r.forgotten_back for r in rows)} "
             f"| {', '.join('scan' if r.caught_up < 0 else str(r.caught_up) for r in rows)} "
             f"| {', '.join(f'{r.index_s:.1f}' for r in rows)} "
+            f"| {', '.join('n/a' if r.mapped < 0 else f'{r.mapped:,} / {r.read:,}' for r in rows)} "
             f"| {float(np.median([r.recall_ms_median for r in rows])):.1f}, "
             f"{float(np.median([r.recall_ms_p90 for r in rows])):.1f}; "
             f"{', '.join(str(r.remaining_after) for r in rows)} | {stop_s:.1f} |"

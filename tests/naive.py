@@ -297,6 +297,21 @@ def top_indices(scores: npt.NDArray[np.float32], m: int) -> npt.NDArray[np.int64
     return order[: max(m, 0)]
 
 
+def row_checksums(words: npt.NDArray[np.uint64], seed: int, columns: int | None = None) -> npt.NDArray[np.uint64]:
+    """Twin of memevo.kernels.checksum.row_checksums: every row's first ``columns`` words hashed one by one, all rows
+    at once."""
+    from memevo.kernels.checksum import FINAL_SHIFT, LENGTH_MULTIPLIER, MULTIPLIER, SHIFT
+
+    width = words.shape[1] if columns is None else columns
+    with np.errstate(over="ignore"):  # the arithmetic is modulo 2**64 on purpose
+        start = np.uint64(seed) ^ (np.uint64(width) * LENGTH_MULTIPLIER)
+    h = np.full(words.shape[0], start, dtype=np.uint64)
+    for col in range(width):
+        h = (h ^ words[:, col]) * MULTIPLIER
+        h ^= h >> SHIFT
+    return h ^ (h >> FINAL_SHIFT)
+
+
 def rows_dot(block: npt.NDArray[np.float32], rows: npt.NDArray[np.int64], query: npt.NDArray[np.float32]) -> F64:
     """Twin of memevo.kernels.cosine.rows_dot: the chosen rows' dot products with the query, in float64."""
     return np.asarray(block[rows].astype(np.float64) @ query.astype(np.float64), dtype=np.float64)

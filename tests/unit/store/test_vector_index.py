@@ -171,7 +171,7 @@ def test_a_start_up_rebuild_is_searched_exactly_counted_apart_and_drained(tmp_pa
     index = VectorIndex(tmp_path, 8, IndexConfig(build_batch=64))
     missing = rng.normal(size=(500, 8)).astype(np.float32)
     index.begin_rebuild(
-        np.arange(1, 501, dtype=np.int64), lambda rows: np.copyto(rows, missing), "saved index behind RocksDB"
+        np.arange(1, 501, dtype=np.int64), lambda _ids, rows: np.copyto(rows, missing), "saved index behind RocksDB"
     )
     index.add(np.arange(501, 511, dtype=np.int64), rng.normal(size=(10, 8)).astype(np.float32))
     assert index.rebuild == vector_index.RebuildState(500, 500, "saved index behind RocksDB")

@@ -1,0 +1,195 @@
+"""The fresh tail's files: what a start may take from them, and everything it must refuse (RocksDB has it all)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memevo.sidecar.config import IndexConfig
+from memevo.sidecar.store import tail_file
+from memevo.sidecar.store.tail_file import HEADER_BYTES, TailFile, record_words
+from memevo.sidecar.store.vector_index import VectorIndex, normalize_rows
+
+DIM = 7
+"""Odd: each record's vector is padded to whole words."""
+STAMP = "1764660000.5"
+
+
+def _unit(count: int, seed: int) -> np.ndarray:
+    return normalize_rows(np.random.default_rng(seed).normal(size=(count, DIM)).astype(np.float32))
+
+
+def _filled(directory: Path, ids: np.ndarray, vectors: np.ndarray) -> None:
+    tail = TailFile.open(directory, DIM, STAMP, next_id=1)
+    for start in range(0, ids.size, 10):  # several appends, as several writes make
+        tail.append(ids[start : start + 10], vectors[start : start + 10])
+    tail.close()
+
+
+def _read(
+    directory: Path, ids: np.ndarray, *, next_id: int = 10_000, stamp: str = STAMP
+) -> tuple[np.ndarray, np.ndarray]:
+    tail = TailFile.open(directory, DIM, stamp, next_id=next_id)
+    out = np.zeros((ids.size, DIM), dtype=np.float32)
+    found = tail.read_into(ids, out)
+    tail.close()
+    return found, out
+
+
+def _segments(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*" + tail_file.SUFFIX))
+
+
+def test_a_start_gets_back_every_appended_vector_and_only_those(tmp_path: Path) -> None:
+    ids = np.arange(5, 45, dtype=np.int64)
+    vectors = _unit(ids.size, 1)
+    _filled(tmp_path, ids, vectors)
+    asked = np.asarray([1, 5, 6, 30, 44, 45, 900], dtype=np.int64)
+    found, out = _read(tmp_path, asked)
+    assert found.tolist() == [False, True, True, True, True, False, False]
+    np.testing.assert_array_equal(out[found], vectors[asked[found] - 5])
+    assert not out[~found].any()
+    # Scattered and out-of-order asks are copied row by row.
+    shuffled = np.asarray([40, 7, 22], dtype=np.int64)
+    found, out = _read(tmp_path, shuffled)
+    assert found.all()
+    np.testing.assert_array_equal(out, vectors[shuffled - 5])
+    assert (tmp_path.stat().st_mode & 0o777) == 0o700
+    assert all((p.stat().st_mode & 0o777) == 0o600 for p in _segments(tmp_path))
+
+
+def test_a_torn_last_record_and_a_damaged_one_are_skipped_the_rest_kept(tmp_path: Path) -> None:
+    ids = np.arange(1, 21, dtype=np.int64)
+    vectors = _unit(ids.size, 2)
+    _filled(tmp_path, ids, vectors)
+    (path,) = _segments(tmp_path)
+    record = 8 * record_words(DIM)
+    content = bytearray(path.read_bytes())
+    content[HEADER_BYTES + 4 * record + 20] ^= 0x40  # a flipped bit in id 5's vector
+    path.write_bytes(bytes(content[: len(content) - record // 2]))  # id 20 torn by a kill
+    found, out = _read(tmp_path, ids)
+    assert np.flatnonzero(~found).tolist() == [4, 19]
+    np.testing.assert_array_equal(out[found], vectors[found])
+
+
+def test_files_of_another_directory_or_dimension_or_ahead_of_rocksdb_are_refused_and_removed(tmp_path: Path) -> None:
+    ids = np.arange(1, 11, dtype=np.int64)
+    _filled(tmp_path, ids, _unit(ids.size, 3))
+    found, _ = _read(tmp_path, ids, stamp="another directory")
+    assert not found.any()
+    assert len(_segments(tmp_path)) == 1  # only the segment that open() started, empty
+
+    _filled(tmp_path, ids, _unit(ids.size, 3))
+    other = TailFile.open(tmp_path, DIM + 1, STAMP, next_id=100)
+    other.close()
+    found, _ = _read(tmp_path, ids)
+    assert not found.any()
+
+    _filled(tmp_path, ids, _unit(ids.size, 3))
+    found, _ = _read(tmp_path, ids, next_id=10)  # id 10 is one RocksDB never gave out: the files are not its
+    assert not found.any()
+    found, _ = _read(tmp_path, ids, next_id=11)
+    assert not found.any()  # they were removed, not just skipped
+
+
+def test_a_segment_is_pruned_only_once_none_of_its_ids_is_still_in_the_tail(tmp_path: Path) -> None:
+    tail = TailFile.open(tmp_path, DIM, STAMP, next_id=1)
+    tail.append(np.arange(1, 11, dtype=np.int64), _unit(10, 4))
+    first = tail.rotate()
+    tail.append(np.arange(11, 21, dtype=np.int64), _unit(10, 5))
+    assert tail.prune(first, needed=np.asarray([3, 15], dtype=np.int64)) == 0  # id 3 still waits for the graph
+    second = tail.rotate()
+    assert tail.prune(second, needed=np.asarray([15], dtype=np.int64)) == 1
+    assert tail.prune(second, needed=np.zeros(0, dtype=np.int64)) == 1
+    tail.close()
+    found, _ = _read(tmp_path, np.arange(1, 21, dtype=np.int64))
+    assert not found.any()
+
+
+def test_a_failed_append_is_logged_not_raised_and_loses_only_the_files_copy(tmp_path: Path) -> None:
+    tail = TailFile.open(tmp_path, DIM, STAMP, next_id=1)
+    vectors = _unit(20, 6)
+    tail.append(np.arange(1, 11, dtype=np.int64), vectors[:10])
+    tail.flush()
+    os.close(tail._descriptor)  # what a full disk or a lost device does to the next write
+    tail.append(np.arange(11, 21, dtype=np.int64), vectors[10:])
+    tail.flush()
+    tail._descriptor = -1
+    tail.close()
+    found, out = _read(tmp_path, np.arange(1, 21, dtype=np.int64))
+    assert found.tolist() == [True] * 10 + [False] * 10
+    np.testing.assert_array_equal(out[:10], vectors[:10])
+
+
+def test_a_start_up_rebuild_maps_what_the_files_hold_and_reads_the_rest(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    raw = rng.normal(size=(300, DIM)).astype(np.float32)
+    kept = VectorIndex(tmp_path, DIM, IndexConfig(), tail_file=TailFile.open(tmp_path / "tail", DIM, STAMP, next_id=1))
+    kept.add(np.arange(1, 201, dtype=np.int64), raw[:200])  # ids 201-300: written by an older version, say
+    kept.close(save=False)
+
+    index = VectorIndex(
+        tmp_path, DIM, IndexConfig(), tail_file=TailFile.open(tmp_path / "tail", DIM, STAMP, next_id=301)
+    )
+    asked: list[int] = []
+
+    def fill(ids: np.ndarray, rows: np.ndarray) -> None:
+        asked.extend(ids.tolist())
+        rows[:] = raw[ids - 1]
+
+    index.begin_rebuild(np.arange(1, 301, dtype=np.int64), fill, "no saved index")
+    assert asked == list(range(201, 301))
+    ids, unit = index.tail_snapshot()
+    np.testing.assert_array_equal(ids, np.arange(1, 301))
+    np.testing.assert_allclose(unit, normalize_rows(raw), atol=1e-6)
+    assert index._persister is not None
+    index._persister.join()  # the rows read from RocksDB are written to the files for the next start
+    index.close(save=False)
+    found, out = _read(tmp_path / "tail", np.arange(1, 301, dtype=np.int64), next_id=301)
+    assert found.all()
+    np.testing.assert_allclose(out, normalize_rows(raw), atol=1e-6)
+
+
+def test_a_graph_save_removes_the_segments_it_covers(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    index = VectorIndex(
+        tmp_path, DIM, IndexConfig(build_batch=64), tail_file=TailFile.open(tmp_path / "tail", DIM, STAMP, next_id=1)
+    )
+    index.add(np.arange(1, 101, dtype=np.int64), rng.normal(size=(100, DIM)).astype(np.float32))
+    (written,) = _segments(tmp_path / "tail")
+    index._build_step()  # 64 in the graph, 36 still in the tail: the segment stays
+    index.save()
+    assert written.exists()
+    while index._build_step():
+        pass
+    index.save()
+    assert not written.exists()
+    assert len(_segments(tmp_path / "tail")) == 1  # the newest, for appends
+    index.close(save=False)
+
+
+def test_the_write_path_never_waits_for_the_disk_rows_past_the_queue_are_left_to_rocksdb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail_file, "MAX_PENDING_ROWS", 20)
+    tail = TailFile.open(tmp_path, DIM, STAMP, next_id=1)
+    vectors = _unit(40, 9)
+    with tail._lock:  # the disk stalls: the writer thread cannot write
+        for start in range(0, 40, 10):
+            tail.append(np.arange(1 + start, 11 + start, dtype=np.int64), vectors[start : start + 10])
+    tail.close()
+    found, out = _read(tmp_path, np.arange(1, 41, dtype=np.int64))
+    assert found.tolist() == [True] * 20 + [False] * 20
+    np.testing.assert_array_equal(out[:20], vectors[:20])
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_empty_appends_and_reads_do_nothing(tmp_path: Path, count: int) -> None:
+    tail = TailFile.open(tmp_path, DIM, STAMP, next_id=1)
+    tail.append(np.zeros(0, dtype=np.int64), np.zeros((0, DIM), dtype=np.float32))
+    out = np.zeros((count, DIM), dtype=np.float32)
+    assert tail.read_into(np.arange(count, dtype=np.int64), out).tolist() == [False] * count
+    tail.close()
