@@ -841,10 +841,12 @@ class Perceiver:
         """The entity the text names, or "". Of several ("Page Ana if the billing service breaks"), the one whose
         type's keyed facts the text resembles most (the first named while no type tells)."""
         mentions = slots.names.mentions(content)
-        # A whole name is better evidence than one word of another's ("Gateway config: the ingest worker allows
-        # 5000 requests per second" is about the ingest worker, not the notifications gateway).
-        whole = [m for m in mentions if m.end - m.start == len(slots.names.name(m.entity))]
-        found = list(dict.fromkeys(mention.entity for mention in (whole or mentions)))
+        # Of two things of one kind, the one named whole is meant, not the one a single word of its name may name
+        # ("Gateway config: the ingest worker allows 5000 requests per second" is about the ingest worker, not
+        # the notifications gateway). Across kinds, a person is called by one word: what is said decides (below).
+        whole = {m.entity for m in mentions if m.end - m.start == len(slots.names.name(m.entity))}
+        kinds = {type_of(entity) for entity in whole}
+        found = list(dict.fromkeys(m.entity for m in mentions if m.entity in whole or type_of(m.entity) not in kinds))
         if len(found) < 2:
             return found[0] if found else ""
         unit = _unit(vector)
