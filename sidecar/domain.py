@@ -38,6 +38,15 @@ def to_timestamp(epoch_s: float) -> Timestamp:
     return Timestamp(seconds=seconds, nanos=micros * 1_000)
 
 
+def set_timestamp(stamp: Timestamp, epoch_s: float) -> None:
+    """Set ``stamp`` (a record's field) to what :func:`to_timestamp` gives, without building a message to copy."""
+    seconds, micros = divmod(round(epoch_s * 1_000_000), 1_000_000)
+    if not _MIN_TIMESTAMP_S <= seconds <= _MAX_TIMESTAMP_S:
+        raise ValueError(f"Timestamp is not valid: seconds {seconds} outside years 1 to 9999")
+    stamp.seconds = seconds
+    stamp.nanos = micros * 1_000
+
+
 def from_timestamp(stamp: Timestamp) -> float:
     """A protobuf Timestamp to epoch seconds."""
     return stamp.seconds + stamp.nanos / 1e9

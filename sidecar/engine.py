@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import threading
 import time
 import uuid
@@ -26,7 +25,7 @@ from memevo.kernels.value import Scores
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from .config import SidecarConfig, SnapshotConfig
-from .domain import NewMemory, from_timestamp, now_s, to_timestamp
+from .domain import NewMemory, from_timestamp, now_s, set_timestamp, to_timestamp
 from .embedding import Embedder, EmbedderError, LocalEmbedder, make_embedder
 from .errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, StorageError, Unavailable
 from .evaluation.scoring import clock_for, score
@@ -47,6 +46,7 @@ from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context
 from .store import snapshot
 from .store.columns import STATE_EVICTED, STATE_UNSPECIFIED, MemoryColumns
 from .store.files import private_directory
+from .store.retrieval_log import Entry, RetrievalLog
 from .store.rocks import (
     CF_CHANGELOG,
     CF_FACT_VERSIONS,
@@ -165,6 +165,8 @@ class Engine:
             data_dir, dimension=dimension, embedder_identity=identity, group_max=config.commit_group_max
         )
         self.dimension = self.store.dimension
+        self.retrieval_log = RetrievalLog(self.store, CF_RETRIEVALS)
+        """Retrieval and observation records, written off the caller's path (see :mod:`.store.retrieval_log`)."""
         # Small until the start knows it scans: a snapshot brings columns of its own (filling ~120 MB of columns
         # at 1M memories only to drop them took 0.9 s of that start).
         self.columns = MemoryColumns(1024, vector_bytes=4 * self.dimension)
@@ -936,17 +938,25 @@ class Engine:
         columns = self.columns
 
         def mutation(txn: Txn) -> None:
-            for memory_id in ids:
-                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+            # Runs every few seconds over every memory recall returned since the last one (thousands with
+            # callers busy): one read for all, the columns read as lists, no Timestamp built per record. Under
+            # 8 recall callers this pass held the interpreter lock for more samples than recall's own ranking.
+            keys = [u64_key(memory_id) for memory_id in ids]
+            rows = np.asarray(ids, dtype=np.int64)
+            counts = columns.access_count[rows].tolist()
+            lasts = columns.last_access_at[rows].tolist()
+            turns = columns.last_access_turn[rows].tolist()
+            for key, raw, count, last, turn in zip(
+                keys, txn.get_many(CF_MEMORIES, keys), counts, lasts, turns, strict=True
+            ):
                 if raw is None:
                     continue
                 record = memory_pb2.Memory.FromString(raw)
-                record.access_count = int(columns.access_count[memory_id])
-                last = float(columns.last_access_at[memory_id])
-                if not np.isnan(last):
-                    record.last_access_at.CopyFrom(to_timestamp(last))
-                record.last_access_turn = int(columns.last_access_turn[memory_id])
-                txn.put(CF_MEMORIES, u64_key(memory_id), record.SerializeToString())
+                record.access_count = count
+                if last == last:  # not NaN: accessed
+                    set_timestamp(record.last_access_at, last)
+                record.last_access_turn = turn
+                txn.put(CF_MEMORIES, key, record.SerializeToString())
             if self.current_turn:
                 txn.put(CF_META, META_TURN, str(self.current_turn).encode())
             if ids:
@@ -970,14 +980,18 @@ class Engine:
         # Time-ordered ids (milliseconds first) let expired records go in one range delete.
         return f"{int(now_s() * 1000):012x}{uuid.uuid4().hex[:12]}"
 
-    def record_retrieval(self, ids: Sequence[int], turn: int | None, *, retrieval_id: str = "") -> str:
+    def record_retrieval(
+        self, ids: Sequence[int], turn: int | None, *, retrieval_id: str = "", beside: Sequence[Entry] = ()
+    ) -> str:
         """Remember which memories a retrieval returned, for ReportOutcome; returns its id.
 
-        Written without fsync and outside the committer: losing the last few
-        retrievals in a crash only means their outcomes cannot be reported.
+        Queued for the retrieval log's thread with ``beside`` (the observation record; written in the same
+        batch), without fsync and outside the committer: losing the last few retrievals in a crash only means
+        their outcomes cannot be reported. A clean stop writes them all; :meth:`retrieval` waits for its own.
         """
         retrieval_id = retrieval_id or self.new_retrieval_id()
-        self.store.put_unsynced(CF_RETRIEVALS, retrieval_id.encode(), pack_retrieval(ids, now_s(), turn))
+        recorded_at, returned = now_s(), list(ids)
+        self.retrieval_log.add([(retrieval_id.encode(), lambda: pack_retrieval(returned, recorded_at, turn)), *beside])
         return retrieval_id
 
     def expire_retrievals(self, older_than_s: float) -> None:
@@ -987,7 +1001,10 @@ class Engine:
 
     def retrieval(self, retrieval_id: str) -> list[int] | None:
         """The ids a retrieval returned, or None when it is unknown."""
-        raw = self.store.get(CF_RETRIEVALS, retrieval_id.encode())
+        key = retrieval_id.encode()
+        # Its observation record (same batch) is then written too: ReportOutcome reads it for the experiment.
+        self.retrieval_log.written([key])
+        raw = self.store.get(CF_RETRIEVALS, key)
         return None if raw is None else unpack_retrieval(raw)[2]
 
     def report_outcome(
@@ -1405,10 +1422,10 @@ class Engine:
         lasts = self.columns.last_access_at[rows].tolist()
         turns = self.columns.last_access_turn[rows].tolist()
         for record, count, last, turn in zip(held, counts, lasts, turns, strict=True):
-            record.access_count = int(count)
-            if not math.isnan(last):
-                record.last_access_at.CopyFrom(to_timestamp(last))
-            record.last_access_turn = int(turn)
+            record.access_count = count
+            if last == last:  # not NaN: accessed
+                set_timestamp(record.last_access_at, last)
+            record.last_access_turn = turn
 
     @contextlib.contextmanager
     def scoring_policy(
@@ -1631,6 +1648,7 @@ class Engine:
                 self._snapshot_covers[0],
                 changes,
             )
+        self.retrieval_log.close()
         self.store.close()
         if self.embedder is not None:
             self.embedder.close()

@@ -336,7 +336,7 @@ def observed_retrieval(engine: Engine, query: RecallQuery) -> Iterator[Observati
     on a clean exit the retrieval record (for ReportOutcome) and its candidate
     log (for replay) are written.
     """
-    from ..replay.capture import write_observation
+    from ..replay.capture import observation_entry
 
     retrieval_id = engine.new_retrieval_id()
     arm = engine.experiments.assign(retrieval_id)
@@ -346,7 +346,11 @@ def observed_retrieval(engine: Engine, query: RecallQuery) -> Iterator[Observati
         arm.policy if arm is not None else None, arm.params if arm is not None else None
     ) as pool:
         yield observation
-    engine.record_retrieval(observation.returned_ids, query.turn, retrieval_id=retrieval_id)
-    write_observation(engine, query, observation, pool, generation)
+    engine.record_retrieval(
+        observation.returned_ids,
+        query.turn,
+        retrieval_id=retrieval_id,
+        beside=[observation_entry(query, observation, pool, generation)],
+    )
     if arm is not None:
         engine.experiments.note_retrieval(arm, generation)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ from ..store.rocks import CF_RETRIEVALS, RocksStore
 
 if TYPE_CHECKING:
     from ..domain import RecallQuery
-    from ..engine import Engine, ScoredPool
+    from ..engine import ScoredPool
     from ..experiments.arms import Observation
 
 OBSERVATION_SUFFIX = b"|x"
@@ -121,17 +122,17 @@ def encode_observation(arm: str, generation: int, k: int, mode: int, pool: Score
     return header + arm_bytes + rows.tobytes()
 
 
-def write_observation(
-    engine: Engine,
+def observation_entry(
     query: RecallQuery,
     observation: Observation,
     pool: ScoredPool,
     generation: int,
-) -> None:
-    """Write the observation record of one retrieval (unsynced, like the retrieval record).
+) -> tuple[bytes, Callable[[], bytes]]:
+    """The observation record of one retrieval, as a key and its encoder, for the retrieval log (unsynced, queued
+    with the retrieval record: see :meth:`Engine.record_retrieval`).
 
     The candidates are the pool recall ranked, each with the match recall computed for it (handed over
-    through the scoring block, so nothing is recomputed here).
+    through the scoring block, so nothing is recomputed here); encoded by the log's thread.
     """
-    body = encode_observation(observation.arm, generation, len(observation.returned_ids), _mode(query), pool)
-    engine.store.put_unsynced(CF_RETRIEVALS, observation_key(observation.retrieval_id), body)
+    arm, k, mode = observation.arm, len(observation.returned_ids), _mode(query)
+    return observation_key(observation.retrieval_id), lambda: encode_observation(arm, generation, k, mode, pool)

@@ -41,7 +41,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -493,6 +493,21 @@ class RocksStore:
             self._cfs[cf].put(key, value, self._unsynced)
         except Exception as exc:
             log.warning("unsynced write to %s dropped: %s", cf, exc)
+            return False
+        return True
+
+    def put_many_unsynced(self, cf: str, items: Sequence[tuple[bytes, bytes]]) -> bool:
+        """Several :meth:`put_unsynced` in one write batch (one WAL append); best effort likewise."""
+        if not items:
+            return True
+        try:
+            batch = rocksdict.WriteBatch(raw_mode=True)
+            handle = self._handles[cf]
+            for key, value in items:
+                batch.put(key, value, handle)
+            self._db.write(batch, self._unsynced)
+        except Exception as exc:
+            log.warning("%d unsynced writes to %s dropped: %s", len(items), cf, exc)
             return False
         return True
 

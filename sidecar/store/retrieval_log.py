@@ -1,0 +1,98 @@
+"""Retrieval records written by a thread of their own, in batches, off the recall's path.
+
+Every Recall and BuildContext leaves a retrieval record (for ReportOutcome) and an
+observation record (for replay), both unsynced: a crash may lose the last few.
+Encoding them and writing them one put at a time (a WAL append each) cost a recall
+~8 % of the interpreter lock with 8 callers (issue 28); queued here, they are encoded
+and written by one thread, all that is queued in one write batch. Nothing is promised
+beyond what the unsynced puts promised: a clean stop writes everything queued
+(:meth:`RetrievalLog.close`), a crash loses what was queued or in the unsynced WAL,
+and a reader of a queued record waits until it is written (:meth:`RetrievalLog.written`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from .rocks import RocksStore
+
+log = logging.getLogger(__name__)
+
+Entry = tuple[bytes, Callable[[], bytes]]
+"""A key and what encodes its value (called once, by the writer; pure, so a reader may call it too)."""
+
+MAX_QUEUED = 4_096
+"""Entries queued at most; past that (a stalled disk) callers write their own, as before this log."""
+
+
+class RetrievalLog:
+    """Queues unsynced writes of one column family and writes them in batches on a thread of its own."""
+
+    def __init__(self, store: RocksStore, cf: str) -> None:
+        self._store = store
+        self._cf = cf
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        """The writer waits on it for entries."""
+        self._done = threading.Condition(self._lock)
+        """Readers wait on it for their keys' write."""
+        self._queue: list[Entry] = []
+        self._queued: set[bytes] = set()
+        """Keys queued or being written: a reader of one waits for the write."""
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="memevo-retrieval-log", daemon=True)
+        self._thread.start()
+
+    def add(self, entries: Sequence[Entry]) -> None:
+        """Queue ``entries`` to be written together (in one batch)."""
+        with self._lock:
+            if not self._closed and len(self._queue) < MAX_QUEUED:
+                self._queue.extend(entries)
+                self._queued.update(key for key, _ in entries)
+                self._work.notify()
+                return
+        self._write(list(entries))
+
+    def written(self, keys: Sequence[bytes]) -> None:
+        """Return once none of ``keys`` is queued any more (written, or dropped by a refused write)."""
+        with self._lock:
+            while not self._queued.isdisjoint(keys):
+                self._done.wait()
+
+    def flush(self) -> None:
+        """Return once everything queued before the call is written."""
+        with self._lock:
+            keys = list(self._queued)
+        self.written(keys)
+
+    def close(self) -> None:
+        """Write what is queued and stop the thread (before the store closes). Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._work.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed:
+                    self._work.wait()
+                if not self._queue:  # closed and drained
+                    return
+                batch, self._queue = self._queue, []
+            try:
+                self._write(batch)
+            finally:
+                with self._lock:
+                    self._queued.difference_update(key for key, _ in batch)
+                    self._done.notify_all()
+
+    def _write(self, entries: list[Entry]) -> None:
+        try:
+            items = [(key, encode()) for key, encode in entries]
+        except Exception:  # a bug in an encoder must not stop the log: that retrieval is lost, as in a crash
+            log.exception("retrieval records not written")
+            return
+        self._store.put_many_unsynced(self._cf, items)
