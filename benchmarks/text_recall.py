@@ -42,7 +42,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.throughput import Corpus, ensure_store, machine, percentile, served, working_copy  # noqa: E402
+from benchmarks.throughput import (  # noqa: E402
+    Corpus,
+    cpu_s,
+    ensure_store,
+    machine,
+    percentile,
+    served,
+    working_copy,
+)
 
 VARIANTS: dict[str, tuple[str, ...]] = {
     "alone": ("--query-embed-batch", "0", "--query-embed-cache", "0"),
@@ -50,12 +58,6 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 CALLERS = (1, 8)
 WARMUP_S = 2.0
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds a process has used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def embed_counters(metrics: str) -> tuple[float, float]:

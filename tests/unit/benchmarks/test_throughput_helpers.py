@@ -133,6 +133,25 @@ def test_targets_are_judged_from_the_rows_and_the_burst() -> None:
     assert throughput.summarise({}, []) == {}
 
 
+def test_recall_scaling_is_judged_as_8_callers_over_1_per_rpc() -> None:
+    rows = [
+        _row("vrecall", 300.0, 0.0) | {"callers": 1},
+        _row("vrecall", 540.0, 0.0),
+        _row("recall", 300.0, 0.0) | {"callers": 1},
+        _row("recall", 450.0, 0.0),
+    ]
+    met = throughput.summarise({}, rows)
+    assert met["vrecall_unix_100k_8_over_1_caller"] == {
+        "calls_per_s": [300.0, 540.0],
+        "ratio": 1.8,
+        "target_ratio": 1.7,
+        "met": True,
+    }
+    assert met["recall_unix_100k_8_over_1_caller"]["ratio"] == 1.5
+    assert met["recall_unix_100k_8_over_1_caller"]["met"] is False
+    assert "vrecall_unix_100k_8_over_1_caller" not in throughput.summarise({}, rows[2:])
+
+
 def test_token_blocks_stay_within_their_budget_and_keep_every_text() -> None:
     texts = [f"turn number {i} says something short" for i in range(200)]
     blocks = tokens_bench.blocks(texts, lambda s: len(s.split()), budget=50)
