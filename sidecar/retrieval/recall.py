@@ -815,13 +815,9 @@ class Recaller:
 
         ``held``: the ids' rows as :func:`read_unit_vectors` gives them, used instead of reading RocksDB.
         """
-        tail_ids, tail_vectors = self.engine.index.tail_snapshot()
-        vectors = np.empty((ids.size, self.engine.dimension), dtype=np.float32)
-        slots = np.searchsorted(tail_ids, ids)
-        in_tail = slots < tail_ids.size
-        in_tail[in_tail] = tail_ids[slots[in_tail]] == ids[in_tail]
-        if in_tail.any():
-            vectors[in_tail] = tail_vectors[slots[in_tail]]
+        # Looked up, not snapshotted: after a crash the tail reads a million rows in place, and a snapshot of
+        # them all would be a copy of over a gigabyte.
+        vectors, in_tail = self.engine.index.tail_vectors(ids)
         rest = np.flatnonzero(~in_tail)
         if rest.size and rest.size <= GRAPH_READ_LIMIT:
             if held is not None and self.engine.config.index.dtype in _GRAPH_ROUNDING:

@@ -5,7 +5,9 @@ After a SIGKILL with the ANN graph far behind, the start used to read every
 vector the saved graph lacked from RocksDB: ~880,000 of them at 1M memories,
 7-24 s of a 15-23 s start on the benchmark machine. Every vector that goes
 into the fresh tail is now also appended here (its unit form, as the tail holds
-it), and a start copies what the saved graph lacks from these files.
+it), and a start reads what the saved graph lacks from these files in place: the
+fresh tail scans the mapped records (:meth:`TailFile.blocks`) until the builder
+has them in the graph, so nothing is copied before serving.
 
 RocksDB stays the source of truth: these files are never synced, never needed,
 and never trusted beyond their checksums. A start uses a record only when
@@ -16,7 +18,11 @@ and never trusted beyond their checksums. A start uses a record only when
 
 and reads every vector it does not find that way from RocksDB, as before. A
 memory's vector never changes once written (ids are never reused), so an intact
-record of a live id is that memory's vector.
+record of a live id is that memory's vector. Checksums are verified when a start
+maps a segment; the map is read as is after that. The sidecar never rewrites or
+truncates a segment it found (appends go to a new one; old ones are removed
+whole, which leaves a map readable), so what was verified is what is read; a file
+truncated by hand under a running sidecar would fault its reads.
 
 Files are segments, numbered up: appends go to the newest; a start and every
 graph save open a new one. After a save, an older segment goes once none of its
@@ -59,8 +65,6 @@ MAGIC = b"memevo-tail-vec\n"
 FORMAT = 1
 _HEADER = struct.Struct("<16sIIQ32s")
 HEADER_BYTES = _HEADER.size
-COPY_ROWS = 65_536
-"""Records gathered per copy at start-up (bounds the temporary of a scattered read)."""
 MAX_PENDING_ROWS = 65_536
 """Rows queued for the disk at most (~100 MB at 384-d); past it the write path's rows are not written to the files."""
 PERSIST_ROWS = 8_192
@@ -69,6 +73,8 @@ wait for one such call, milliseconds)."""
 
 IdArray = npt.NDArray[np.int64]
 FloatMatrix = npt.NDArray[np.float32]
+Block = tuple[IdArray, FloatMatrix, npt.NDArray[np.bool_]]
+"""A segment's records in place: ids, vectors (a read-only view of the map) and which of them are wanted."""
 
 
 def record_words(dimension: int) -> int:
@@ -110,7 +116,8 @@ class TailFile:
         self._found_ids = np.zeros(0, dtype=np.int64)
         self._found_at = np.zeros(0, dtype=np.int64)
         """For each found id (ascending): its record's position in :attr:`_maps` order (segment, row)."""
-        self._maps: list[tuple[mmap.mmap, npt.NDArray[np.uint64]]] = []
+        self._maps: list[tuple[mmap.mmap, npt.NDArray[np.uint64], IdArray]] = []
+        """Segments found at start: the map, its records as words, and each record's id (-1: damaged)."""
         self._map_rows: list[int] = []
         self._queued = threading.Condition()
         """Guards the queue of appends and its counters (the file itself has ``_lock``)."""
@@ -154,7 +161,7 @@ class TailFile:
             rows = np.flatnonzero(ids >= 0)
             ids_parts.append(ids[rows])
             at_parts.append(base + rows)
-            tail._maps.append((handle, words))
+            tail._maps.append((handle, words, ids))
             tail._map_rows.append(words.shape[0])
         if ahead:
             log.warning(
@@ -216,37 +223,38 @@ class TailFile:
             )
         return mapped, words, ids
 
-    def read_into(self, ids: IdArray, out: FloatMatrix) -> npt.NDArray[np.bool_]:
-        """Copy the vector of every ``ids`` the files hold into its row of ``out``; which rows were filled."""
+    def blocks(self, ids: IdArray) -> tuple[list[Block], npt.NDArray[np.bool_]]:
+        """Where the files hold the vectors of ``ids`` (distinct): per segment, its records' ids, their vectors read in
+        place (a read-only view of the map) and which of them hold one of ``ids`` (the newest intact record of each),
+        cut to the rows from the first such to the last; and which of ``ids`` were found."""
         found = np.zeros(ids.size, dtype=bool)
+        parts: list[Block] = []
         if ids.size == 0 or self._found_ids.size == 0:
-            return found
-        where = np.searchsorted(self._found_ids, ids)
-        where_clipped = np.minimum(where, self._found_ids.size - 1)
-        found = np.asarray(self._found_ids[where_clipped] == ids, dtype=bool)
-        rows = np.flatnonzero(found)
-        at = self._found_at[where_clipped[rows]]
+            return parts, found
+        where = np.minimum(np.searchsorted(self._found_ids, ids), self._found_ids.size - 1)
+        found = np.asarray(self._found_ids[where] == ids, dtype=bool)
+        at = np.sort(self._found_at[where[found]])
         starts = np.cumsum([0, *self._map_rows])
         vector_words = (self.dimension + 1) // 2
-        for index, (_, words) in enumerate(self._maps):
-            mine = (at >= starts[index]) & (at < starts[index + 1])
-            local = at[mine] - starts[index]
-            targets = rows[mine]
-            vectors = words[:, 1 : 1 + vector_words].view("<f4")
-            # Runs of consecutive records into consecutive rows (ids ascending in both: nearly all of them) are
-            # copied slice by slice, without a temporary; a gap (a forgotten id) only starts a new run.
-            breaks = np.flatnonzero((np.diff(local) != 1) | (np.diff(targets) != 1)) + 1
-            if breaks.size > local.size // 16:  # scattered: gathered a block at a time instead
-                for start in range(0, local.size, COPY_ROWS):
-                    chunk = slice(start, start + COPY_ROWS)
-                    out[targets[chunk]] = vectors[local[chunk], : self.dimension]
+        for index, (_, words, segment_ids) in enumerate(self._maps):
+            local = at[np.searchsorted(at, starts[index]) : np.searchsorted(at, starts[index + 1])] - starts[index]
+            if local.size == 0:
                 continue
-            for begin, end in zip(
-                np.concatenate(([0], breaks)).tolist(), np.concatenate((breaks, [local.size])).tolist(), strict=True
-            ):
-                if end > begin:
-                    first, row = int(local[begin]), int(targets[begin])
-                    out[row : row + end - begin] = vectors[first : first + end - begin, : self.dimension]
+            rows = slice(int(local[0]), int(local[-1]) + 1)
+            alive = np.zeros(rows.stop - rows.start, dtype=bool)
+            alive[local - rows.start] = True
+            vectors = words[rows, 1 : 1 + vector_words].view("<f4")[:, : self.dimension]
+            parts.append((segment_ids[rows], vectors, alive))
+        return parts, found
+
+    def read_into(self, ids: IdArray, out: FloatMatrix) -> npt.NDArray[np.bool_]:
+        """Copy the vector of every ``ids`` (distinct) the files hold into its row of ``out``; which rows were
+        filled."""
+        parts, found = self.blocks(ids)
+        order = np.argsort(ids)
+        for segment_ids, vectors, alive in parts:
+            held = np.flatnonzero(alive)
+            out[order[np.searchsorted(ids, segment_ids[held], sorter=order)]] = vectors[held]
         return found
 
     def forget_found(self) -> None:
@@ -257,7 +265,7 @@ class TailFile:
 
     def _release_maps(self) -> None:
         maps, self._maps, self._map_rows = self._maps, [], []
-        for handle, _ in maps:
+        for handle, _, _ in maps:
             with contextlib.suppress(BufferError):  # a view still exported: the map goes with its last reference
                 handle.close()
 

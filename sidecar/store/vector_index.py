@@ -9,9 +9,9 @@ Start-up uses the same path: what the saved graph lacks (after a crash, or a
 damaged file) goes into the tail as a *rebuild*, so the sidecar serves at
 once, with exact recall over the missing vectors, while the builder inserts
 them and saves its progress. The saved file carries a SHA-256 in its metadata;
-a file that does not match is not loaded. What the saved graph lacks is copied
-from the fresh-tail files (``tail_file.py``), which every tail vector is also
-appended to, and read from RocksDB only where they do not hold it.
+a file that does not match is not loaded. What the saved graph lacks is read in
+place from the fresh-tail files (``tail_file.py``), which every tail vector is
+also appended to, and from RocksDB only where they do not hold it.
 """
 
 from __future__ import annotations
@@ -61,6 +61,16 @@ then the file is hashed): a clean stop's estimate of what a save costs."""
 
 FloatMatrix = npt.NDArray[np.float32]
 IdArray = npt.NDArray[np.int64]
+
+
+def _best(found: list[tuple[IdArray, npt.NDArray[np.float32]]], count: int) -> tuple[IdArray, npt.NDArray[np.float32]]:
+    """The ``count`` most similar of several parts' nearest (all of them when no more)."""
+    ids = np.concatenate([part[0] for part in found])
+    sims = np.concatenate([part[1] for part in found])
+    if count >= ids.size:
+        return ids, sims
+    best = np.argpartition(-sims, count - 1)[:count]
+    return ids[best], sims[best]
 
 
 def normalize_rows(vectors: FloatMatrix) -> FloatMatrix:
@@ -321,8 +331,7 @@ class VectorIndex:
             # queued appends to reach the disk, and writers take that lock.
             rotated = self._tail_file.rotate()
             with self._tail_lock:
-                view_ids, _, alive = self._tail.view()
-                needed = np.array(view_ids if alive is None else view_ids[alive], dtype=np.int64)
+                needed = self._tail.live_ids()
         self._lock.acquire_exclusive()
         try:
             sequence = self._sequence_source()
@@ -383,37 +392,31 @@ class VectorIndex:
         """Make what the graph lacks at start-up searchable now (fresh tail), before any write; the builder inserts it.
 
         ``ids`` ascending, all below every id written later; ``fill(some_ids, rows)`` writes the stored vectors of
-        ``some_ids`` (any length) into ``rows``, one row per id. The fresh-tail files give what they hold (unit
-        vectors, copied from a map); ``fill`` is asked for the rest, into the tail's own buffer when it is all of
-        them, so that a million vectors are not copied through temporaries, and those are normalised in place and
-        appended to the files in the background (the next start finds them there). Until the builder has them in
-        the graph, recall scans them exactly, and the tail's back-pressure does not count them (see
-        :attr:`write_backlog`).
+        ``some_ids`` (any length) into ``rows``, one row per id. What the fresh-tail files hold the tail reads in
+        place (their unit vectors, mapped: nothing copied, no fresh memory touched); ``fill`` is asked for the rest,
+        into the tail's own buffer, so that a million vectors are not copied through temporaries, and those are
+        normalised in place and appended to the files in the background (the next start finds them there). Until
+        the builder has them in the graph, recall scans them exactly, and the tail's back-pressure does not count
+        them (see :attr:`write_backlog`).
         """
         if ids.size == 0:
             return
-        with self._tail_lock:
-            id_rows, vector_rows = self._tail.reserve(int(ids.size))
-        id_rows[:] = ids
+        blocks: list[tuple[IdArray, FloatMatrix, npt.NDArray[np.bool_]]] = []
         mapped = np.zeros(ids.size, dtype=bool)
         if self._tail_file is not None:
-            mapped = self._tail_file.read_into(ids, vector_rows)
-            self._tail_file.forget_found()
-        read = np.flatnonzero(~mapped)
-        if read.size == ids.size:
-            fill(ids, vector_rows)
-            for start in range(0, ids.size, NORMALISE_ROWS):
-                block = vector_rows[start : start + NORMALISE_ROWS]
-                block /= np.linalg.norm(block, axis=1, keepdims=True)
-        else:
-            for start in range(0, read.size, NORMALISE_ROWS):
-                rows = read[start : start + NORMALISE_ROWS]
-                block = np.empty((rows.size, self.dimension), dtype=np.float32)
-                fill(ids[rows], block)
-                block /= np.linalg.norm(block, axis=1, keepdims=True)
-                vector_rows[rows] = block
+            blocks, mapped = self._tail_file.blocks(ids)
+        read = ids[~mapped]
         with self._tail_lock:
-            self._tail.commit(int(ids.size))
+            for block_ids, block_vectors, alive in blocks:
+                self._tail.adopt(block_ids, block_vectors, alive)
+            id_rows, vector_rows = self._tail.reserve(int(read.size))
+        id_rows[:] = read
+        fill(read, vector_rows)
+        for start in range(0, read.size, NORMALISE_ROWS):
+            block = vector_rows[start : start + NORMALISE_ROWS]
+            block /= np.linalg.norm(block, axis=1, keepdims=True)
+        with self._tail_lock:
+            self._tail.commit(int(read.size))
             self._rebuild_total = int(ids.size)
             self._rebuild_left = int(ids.size)
             self._rebuild_below = int(ids[-1]) + 1
@@ -429,19 +432,19 @@ class VectorIndex:
         if self._tail_file is not None and read.size:
             # Rows of the tail's buffer are never overwritten (see FreshTail), so they can be read meanwhile.
             self._persister = threading.Thread(
-                target=self._persist, args=(ids, vector_rows, read), name="memevo-tail-copy", daemon=True
+                target=self._persist, args=(read, vector_rows[: read.size]), name="memevo-tail-copy", daemon=True
             )
             self._persister.start()
 
-    def _persist(self, ids: IdArray, rows: FloatMatrix, which: IdArray) -> None:
+    def _persist(self, ids: IdArray, rows: FloatMatrix) -> None:
         """Append rows read from RocksDB at start-up to the fresh-tail files, a block at a time, until stopped."""
         assert self._tail_file is not None
-        for start in range(0, which.size, PERSIST_ROWS):
-            picked = which[start : start + PERSIST_ROWS]
+        for start in range(0, ids.size, PERSIST_ROWS):
+            picked = slice(start, start + PERSIST_ROWS)
             self._tail_file.append(ids[picked], rows[picked], wait=True)
             # Paced: a burst of a gigabyte into the page cache made the write path's log fsyncs wait seconds
             # (1M memories: writes held 1.3-4.5 s at the start that wrote them all at once).
-            if self._stop.wait(picked.size * rows.shape[1] * 4 / PERSIST_BYTES_PER_S):
+            if self._stop.wait(ids[picked].size * rows.shape[1] * 4 / PERSIST_BYTES_PER_S):
                 return
 
     @property
@@ -502,9 +505,11 @@ class VectorIndex:
         tail_sims = np.zeros(0, dtype=np.float32)
         if with_tail:
             with self._tail_lock:
-                view_ids, view_vectors, alive = self._tail.view()
-            if view_ids.size:
-                tail_ids, tail_sims = nearest(view_ids, view_vectors, query[0], max(count, TAIL_ALL), alive)
+                parts = self._tail.parts()
+            wanted = max(count, TAIL_ALL)
+            nearest_parts = [nearest(i, v, query[0], wanted, alive) for i, v, alive in parts if i.size]
+            if nearest_parts:
+                tail_ids, tail_sims = nearest_parts[0] if len(nearest_parts) == 1 else _best(nearest_parts, wanted)
                 if tail_ids.size > TAIL_ALL:  # kept best first, so that a smaller count takes a prefix
                     order = np.argsort(-tail_sims, kind="stable")
                     tail_ids, tail_sims = tail_ids[order], tail_sims[order]
@@ -535,24 +540,35 @@ class VectorIndex:
         out: list[Matches] = []
         if queries.shape[0] == 0 or count <= 0:
             return out
-        tail_ids, tail_vectors = self.tail_snapshot()
+        with self._tail_lock:
+            tail_parts = [part for part in self._tail.parts() if part[0].size]
         size = len(self._graph)
-        step = max(1, min(SEARCH_MANY_BLOCK, SEARCH_MANY_CELLS // max(tail_ids.size, 1)))
+        widest = max((part[0].size for part in tail_parts), default=1)
+        step = max(1, min(SEARCH_MANY_BLOCK, SEARCH_MANY_CELLS // widest))
         for start in range(0, queries.shape[0], step):
             block = np.ascontiguousarray(queries[start : start + step], dtype=np.float32)
             rows = block.shape[0]
             parts_ids: list[IdArray] = []
             parts_sims: list[npt.NDArray[np.float32]] = []
-            if tail_ids.size:
-                sims = block @ tail_vectors.T  # rows x tail
+            for tail_ids, tail_vectors, alive in tail_parts:
+                sims = (block @ tail_vectors.T).astype(np.float32, copy=False)  # rows x part
+                if alive is not None:  # a dead row is never among the best; dropped below as not finite
+                    sims[:, ~alive] = -np.inf
                 take = min(count, tail_ids.size)
                 best = np.argpartition(-sims, take - 1, axis=1)[:, :take] if take < tail_ids.size else None
                 if best is None:
                     parts_ids.append(np.broadcast_to(tail_ids, (rows, tail_ids.size)))
-                    parts_sims.append(sims.astype(np.float32))
+                    parts_sims.append(sims)
                 else:
                     parts_ids.append(tail_ids[best])
-                    parts_sims.append(np.take_along_axis(sims, best, axis=1).astype(np.float32))
+                    parts_sims.append(np.take_along_axis(sims, best, axis=1))
+            if len(tail_parts) > 1:  # the best ``count`` of the whole tail, as one part would give
+                joined_ids, joined_sims = np.concatenate(parts_ids, axis=1), np.concatenate(parts_sims, axis=1)
+                if joined_ids.shape[1] > count:
+                    best = np.argpartition(-joined_sims, count - 1, axis=1)[:, :count]
+                    joined_ids = np.take_along_axis(joined_ids, best, axis=1)
+                    joined_sims = np.take_along_axis(joined_sims, best, axis=1)
+                parts_ids, parts_sims = [joined_ids], [joined_sims]
             if size > 0:
                 self._lock.acquire_shared()
                 try:
@@ -581,9 +597,15 @@ class VectorIndex:
         return out
 
     def tail_snapshot(self) -> tuple[IdArray, FloatMatrix]:
-        """Every tail id (ascending) and its unit vector, for exact scans (read-only; no copy in the common case)."""
+        """Every tail id (ascending) and its unit vector (read-only; no copy in the common case, but a copy of them
+        all while a start's rebuild reads rows in place: tools and tests; requests use :meth:`tail_vectors`)."""
         with self._tail_lock:
             return self._tail.snapshot()
+
+    def tail_vectors(self, ids: IdArray) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
+        """Unit vectors of those of ``ids`` in the tail (rows in ``ids`` order, others 0) and which ids it holds."""
+        with self._tail_lock:
+            return self._tail.lookup(ids)
 
     def graph_vectors(self, ids: IdArray) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
         """Unit vectors of ids from the graph (rows in ``ids`` order) and which ids it holds (other rows: 0).

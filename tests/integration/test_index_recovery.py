@@ -38,11 +38,12 @@ def _start(data_dir: Path, *args: str) -> Sidecar:
     return start_sidecar(data_dir, *args, dimension=DIMENSION)
 
 
-def _write(service: Any, matrix: np.ndarray[Any, Any], first: int) -> list[int]:
+def _write(service: Any, matrix: np.ndarray[Any, Any], first: int, namespace: str = "") -> list[int]:
     ids: list[int] = []
     for start in range(0, matrix.shape[0], 200):
+        rows = enumerate(matrix[start : start + 200], start)
         batch = memory_service_pb2.RememberBatchRequest(
-            memories=[memory(f"m{first + i}", pack(row)) for i, row in enumerate(matrix[start : start + 200], start)]
+            memories=[memory(f"m{first + i}", pack(row), namespace=namespace) for i, row in rows]
         )
         ids += [r.memory.id for r in service.RememberBatch(batch).results]
     return ids
@@ -83,8 +84,12 @@ def _records_in_files(data_dir: Path) -> int:
     return sum((path.stat().st_size - 64) // record for path in (data_dir / "tail").glob("*.vectors"))
 
 
-def _behind(data_dir: Path, *, in_files: bool) -> tuple[Path, list[int], np.ndarray[Any, Any]]:
-    matrix = vectors(SAVED + UNSAVED, DIMENSION, seed=41)
+def _behind(
+    data_dir: Path, *, in_files: bool, seed: int = 41, small: int = 0
+) -> tuple[Path, list[int], np.ndarray[Any, Any]]:
+    """The directory, ids and vectors of SAVED memories in the saved graph and UNSAVED written after it, then a kill;
+    the last ``small`` of those in a namespace of their own ("small")."""
+    matrix = vectors(SAVED + UNSAVED, DIMENSION, seed=seed)
     sidecar = _start(data_dir)
     try:
         service = stub(sidecar.unix_target)
@@ -94,7 +99,9 @@ def _behind(data_dir: Path, *, in_files: bool) -> tuple[Path, list[int], np.ndar
         assert sidecar.stop() == 0, sidecar.log()
     sidecar = _start(data_dir, "--index-save-interval-s", "3600")
     service = stub(sidecar.unix_target)
-    ids += _write(service, matrix[SAVED:], SAVED)
+    last = SAVED + UNSAVED - small
+    ids += _write(service, matrix[SAVED:last], SAVED)
+    ids += _write(service, matrix[last:], last, namespace="small")
     if in_files:
         wait_until(lambda: _records_in_files(data_dir) >= UNSAVED, "the fresh-tail files to hold the unsaved vectors")
     sidecar.kill()
@@ -209,6 +216,45 @@ def test_damaged_and_torn_fresh_tail_files_fall_back_to_rocksdb(
     segment.write_bytes(bytes(content[: len(content) - record // 3]))  # and the last record torn by a kill
     log = _restart_finding_every_write(data_dir, ids, matrix)
     assert f"{UNSAVED - 3} of them mapped from the fresh-tail files, 3 read from RocksDB" in log
+
+
+def test_a_rebuild_read_in_place_answers_forgets_filters_and_writes_then_drains(data_dir: Path) -> None:
+    # The unsaved vectors are scanned where the files hold them (not copied): a forget hides one at once, a
+    # namespace's exact scan reads them by id, writes join the tail behind them, and the builder drains them.
+    _, ids, matrix = _behind(data_dir, in_files=True, seed=43, small=20)
+    small_ids = ids[-20:]
+    sidecar = _start(data_dir, "--index-build-rate", "2")
+    try:
+        service = stub(sidecar.unix_target)
+        assert _stats(service).rebuild_total == UNSAVED
+        assert f"{UNSAVED} of them mapped from the fresh-tail files, 0 read from RocksDB" in sidecar.log()
+        gone = ids[SAVED : SAVED + 5]
+        service.Forget(memory_service_pb2.ForgetRequest(ids=gone, reason="test"))
+        for memory_id, row in zip(gone, matrix[SAVED : SAVED + 5], strict=True):
+            found = service.Recall(memory_service_pb2.RecallRequest(query_vector=pack(row), k=5)).memories
+            assert memory_id not in [m.memory.id for m in found]
+        kept = SAVED + 5
+        _assert_each_finds_itself(service, ids[kept:-20], matrix[kept:-20])
+        for memory_id, row in zip(small_ids, matrix[-20:], strict=True):  # exact scan of a small namespace
+            request = memory_service_pb2.RecallRequest(
+                query_vector=pack(row), k=3, filter=memory_service_pb2.RecallFilter(namespace="small")
+            )
+            top = service.Recall(request).memories[0]
+            assert (top.memory.id, top.similarity >= SELF_HIT) == (memory_id, True)
+        extra = vectors(5, DIMENSION, seed=44)
+        _assert_each_finds_itself(service, _write(service, extra, 20_000), extra)
+    finally:
+        assert sidecar.stop() == 0, sidecar.log()
+
+    sidecar = _start(data_dir)
+    try:
+        service = stub(sidecar.unix_target)
+        wait_until(lambda: _stats(service).state == READY, "the rebuild to finish")
+        assert _stats(service).indexed_count == SAVED + UNSAVED - len(gone) + len(extra)
+        everyone = ids[:SAVED] + ids[kept:-20]
+        _assert_each_finds_itself(service, everyone, np.concatenate([matrix[:SAVED], matrix[kept:-20]]))
+    finally:
+        assert sidecar.stop() == 0, sidecar.log()
 
 
 def _restart_finding_every_write(data_dir: Path, ids: list[int], matrix: np.ndarray[Any, Any]) -> str:

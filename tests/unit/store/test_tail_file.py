@@ -142,6 +142,12 @@ def test_a_start_up_rebuild_maps_what_the_files_hold_and_reads_the_rest(tmp_path
 
     index.begin_rebuild(np.arange(1, 301, dtype=np.int64), fill, "no saved index")
     assert asked == list(range(201, 301))
+    # The 200 the files hold are read where they are (the read-only map), not copied: only the 100 read from
+    # RocksDB are in the tail's own buffer.
+    ((_, in_place, _), (buffer_ids, _, _)) = index._tail.parts()
+    assert in_place.shape[0] == 200
+    assert not in_place.flags.writeable
+    assert buffer_ids.tolist() == list(range(201, 301))
     ids, unit = index.tail_snapshot()
     np.testing.assert_array_equal(ids, np.arange(1, 301))
     np.testing.assert_allclose(unit, normalize_rows(raw), atol=1e-6)
@@ -192,4 +198,24 @@ def test_empty_appends_and_reads_do_nothing(tmp_path: Path, count: int) -> None:
     tail.append(np.zeros(0, dtype=np.int64), np.zeros((0, DIM), dtype=np.float32))
     out = np.zeros((count, DIM), dtype=np.float32)
     assert tail.read_into(np.arange(count, dtype=np.int64), out).tolist() == [False] * count
+    tail.close()
+
+
+def test_a_start_reads_only_the_newest_record_of_each_asked_id_in_place(tmp_path: Path) -> None:
+    old, new = _unit(20, 10), _unit(5, 11)
+    tail = TailFile.open(tmp_path, DIM, STAMP, next_id=1)
+    tail.append(np.arange(1, 21, dtype=np.int64), old)
+    tail.rotate()
+    tail.append(np.arange(6, 11, dtype=np.int64), new)  # a later copy of ids 6-10 (a start's write-back, say)
+    tail.close()
+    tail = TailFile.open(tmp_path, DIM, STAMP, next_id=100)
+    asked = np.asarray([2, 3, 7, 9, 15], dtype=np.int64)
+    blocks, found = tail.blocks(asked)
+    assert found.all()
+    wanted = {int(i): v for ids, vectors, alive in blocks for i, v in zip(ids[alive], vectors[alive], strict=True)}
+    assert sorted(wanted) == asked.tolist()
+    for memory_id, expected in ((2, old[1]), (3, old[2]), (7, new[1]), (9, new[3]), (15, old[14])):
+        np.testing.assert_array_equal(wanted[memory_id], expected)
+    # Each cut to its rows from the first wanted to the last: ids 2-15 of the first, 7-9 of the second.
+    assert [block[0].size for block in blocks] == [14, 3]
     tail.close()
