@@ -183,6 +183,51 @@ def _split(joined: npt.NDArray[np.uint8]) -> list[str]:
         raise SnapshotError(f"snapshot words are not UTF-8: {exc}") from exc
 
 
+_Joined = tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.uint16]]
+"""Postings as a snapshot stores them: the words, each one's number of postings, their ids and counts joined."""
+
+
+class _Restored:
+    """The postings a start-up snapshot held, as the file gave them: one array of every word's ids, one of its
+    counts, and where each word's begin; never changed. A word's postings become an appendable array of the index
+    (:meth:`LexicalIndex._thaw`) only when a memory adds to it: building a million of them at start took 2 s on an
+    idle machine and 8-18 s under load, for words most of which no write touches again."""
+
+    def __init__(
+        self,
+        words: list[str],
+        lengths: npt.NDArray[np.int64],
+        ids: npt.NDArray[np.uint64],
+        counts: npt.NDArray[np.uint16],
+    ) -> None:
+        self.words = words
+        self.position = dict(zip(words, range(len(words)), strict=True))
+        if len(self.position) != len(words):
+            raise SnapshotError("snapshot word index lists a word twice")
+        self.starts = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.starts[1:])
+        self.ids = ids
+        self.counts = counts
+        self.thawed = np.zeros(len(words), dtype=bool)
+        """Words whose postings the index now holds as its own arrays (the ones here are then stale)."""
+
+    def posting(self, word: str) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16]] | None:
+        position = self.position.get(word)
+        if position is None or self.thawed[position]:
+            return None
+        span = slice(int(self.starts[position]), int(self.starts[position + 1]))
+        return self.ids[span], self.counts[span]
+
+    def untouched(self, thawed: npt.NDArray[np.bool_]) -> _Joined:
+        """The words not ``thawed`` (a copy of :attr:`thawed`), with their postings (for a snapshot)."""
+        keep = ~thawed
+        lengths = np.diff(self.starts)
+        if keep.all():
+            return self.words, lengths, self.ids, self.counts
+        items = np.repeat(keep, lengths)
+        return list(compress(self.words, keep.tolist())), lengths[keep], self.ids[items], self.counts[items]
+
+
 class LexicalIndex:
     """An Okapi BM25 index keyed by memory id. Thread-safe: writes take a lock, reads copy views."""
 
@@ -198,6 +243,8 @@ class LexicalIndex:
         self._in_order = True
         """Whether every id was added above all earlier ones (the engine adds them as it gives them out): a snapshot
         then tells the postings it holds from later ones by id alone (see :meth:`save_snapshot`)."""
+        self._restored: _Restored | None = None
+        """Postings of the start-up snapshot not yet copied into ``_ids`` and ``_counts`` (see :class:`_Restored`)."""
 
     def add(self, memory_id: int, text: str, context: str = "") -> None:
         """Index ``text`` under ``memory_id``, and the words of its ``context`` at CONTEXT_WEIGHT (ids are added once,
@@ -221,10 +268,38 @@ class LexicalIndex:
             for token, count in counts.items():
                 ids = self._ids.get(token)
                 if ids is None:
-                    ids = self._ids[token] = array("Q")
-                    self._counts[token] = array("H")
+                    ids = self._thaw(token)
                 ids.append(memory_id)
                 self._counts[token].append(min(count, 65_535))
+
+    def _thaw(self, word: str) -> array[int]:
+        """A new posting of ``word`` to append to, holding what the start-up snapshot held of it; under the lock."""
+        ids, counts = array("Q"), array("H")
+        restored = self._restored.posting(word) if self._restored is not None else None
+        if restored is not None:
+            ids.frombytes(restored[0].tobytes())
+            counts.frombytes(restored[1].tobytes())
+            assert self._restored is not None
+            self._restored.thawed[self._restored.position[word]] = True
+        self._ids[word] = ids
+        self._counts[word] = counts
+        return ids
+
+    def _posting(self, word: str) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16]] | None:
+        """A word's ids and counts (views; under the lock, and let go before it is released), None when no memory
+        holds it."""
+        ids = self._ids.get(word)
+        if ids is not None:
+            return np.frombuffer(ids, dtype=np.uint64), np.frombuffer(self._counts[word], dtype=np.uint16)
+        return self._restored.posting(word) if self._restored is not None else None
+
+    def _frequency(self, word: str) -> int:
+        """How many postings a word has; under the lock."""
+        ids = self._ids.get(word)
+        if ids is not None:
+            return len(ids)
+        restored = self._restored.posting(word) if self._restored is not None else None
+        return 0 if restored is None else int(restored[0].size)
 
     def save_snapshot(self, writer: SnapshotWriter) -> None:
         """Write the postings, lengths and totals as they are now (start-up snapshot; nothing may write meanwhile).
@@ -247,12 +322,34 @@ class LexicalIndex:
         writer.defer(lambda: self._save_postings_below(writer, below))
 
     def _save_postings_now(self, writer: SnapshotWriter) -> None:
-        words = list(self._ids)
-        writer.own("words", _joined(words))
-        # Both dicts gain a word at the same time, so their values come in the order of ``words`` (no lookup per
+        # Both dicts gain a word at the same time, so their values come in the order of the words (no lookup per
         # word: a million of them).
-        writer.array_list("ids", list(self._ids.values()), "Q")
-        writer.array_list("counts", list(self._counts.values()), "H")
+        words = list(self._ids)
+        ids, held = copy_parts(list(self._ids.values()), "Q")
+        counts, _ = copy_parts(list(self._counts.values()), "H")
+        self._save_joined(writer, words, held, ids, counts, self._restored_part())
+
+    def _restored_part(self, thawed: npt.NDArray[np.bool_] | None = None) -> _Joined:
+        """The restored postings no write had touched when ``thawed`` was copied (now by default); they never
+        change, so this may run outside the lock."""
+        if self._restored is None:
+            return [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint16)
+        return self._restored.untouched(self._restored.thawed.copy() if thawed is None else thawed)
+
+    @staticmethod
+    def _save_joined(
+        writer: SnapshotWriter,
+        words: list[str],
+        lengths: npt.NDArray[np.int64],
+        ids: npt.NDArray[np.uint64],
+        counts: npt.NDArray[np.uint16],
+        restored: _Joined,
+    ) -> None:
+        """Store the index's own postings and the untouched restored ones as one list of words."""
+        old_words, old_lengths, old_ids, old_counts = restored
+        writer.own("words", _joined(old_words + words))
+        writer.joined_array_list("ids", np.concatenate((old_lengths, lengths)), np.concatenate((old_ids, ids)))
+        writer.joined_array_list("counts", np.concatenate((old_lengths, lengths)), np.concatenate((old_counts, counts)))
 
     def _save_postings_below(self, writer: SnapshotWriter, below: int) -> None:
         """The postings of ids below ``below`` (those added before :meth:`save_snapshot`), copied while writers run."""
@@ -260,6 +357,7 @@ class LexicalIndex:
             words = list(self._ids)
             ids_parts = list(self._ids.values())
             counts_parts = list(self._counts.values())
+            thawed = self._restored.thawed.copy() if self._restored is not None else None
         ids, held = copy_parts(ids_parts, "Q")
         counts, counted = copy_parts(counts_parts, "H")
         # Postings are appended in id order, so the ids below ``below`` are each posting's first ones.
@@ -268,22 +366,25 @@ class LexicalIndex:
         ends = np.cumsum(held)
         kept = running[ends] - running[ends - held]
         present = kept > 0  # a word first met after save_snapshot has none: left out
-        writer.own("words", _joined(list(compress(words, present.tolist()))))
-        writer.joined_array_list("ids", kept[present], ids[earlier])
-        writer.joined_array_list("counts", kept[present], first_items(counts, counted, kept))
+        restored = self._restored_part(thawed)
+        self._save_joined(
+            writer,
+            list(compress(words, present.tolist())),
+            kept[present],
+            ids[earlier],
+            first_items(counts, counted, kept),
+            restored,
+        )
 
     @classmethod
     def load_snapshot(cls, reader: SnapshotReader) -> LexicalIndex:
         """The index :meth:`save_snapshot` wrote; SnapshotError when its parts do not fit together."""
         index = cls()
         words = _split(reader.ndarray("words", np.uint8))
-        ids, counts = reader.array_list("ids", "Q"), reader.array_list("counts", "H")
-        if not len(words) == len(ids) == len(counts) or any(len(i) != len(c) for i, c in zip(ids, counts, strict=True)):
+        (lengths, ids), (counted, counts) = reader.joined("ids", "Q"), reader.joined("counts", "H")
+        if not len(words) == lengths.size or not np.array_equal(lengths, counted):
             raise SnapshotError("snapshot word index: words, postings and counts do not fit together")
-        index._ids = dict(zip(words, ids, strict=True))
-        index._counts = dict(zip(words, counts, strict=True))
-        if len(index._ids) != len(words):
-            raise SnapshotError("snapshot word index lists a word twice")
+        index._restored = _Restored(words, lengths, ids, counts)
         index._length = array("I", reader.ndarray("length", np.uint32).tobytes())
         index._length_code = array("B", reader.ndarray("length_code", np.uint8).tobytes())
         if len(index._length) != len(index._length_code):
@@ -305,13 +406,13 @@ class LexicalIndex:
         """Each term's BM25 idf in this index (a term no document holds gets the highest), and whether one does."""
         with self._lock:
             documents = max(self._documents, 1)
-            frequencies = [len(self._ids.get(term, ())) for term in terms]
+            frequencies = [self._frequency(term) for term in terms]
         return [_idf(documents, frequency) for frequency in frequencies], [frequency > 0 for frequency in frequencies]
 
     def postings(self, terms: Sequence[str]) -> int:
         """How many postings the terms hold together: what a search for them reads, the measure of its cost."""
         with self._lock:
-            return sum(len(self._ids.get(term, ())) for term in terms)
+            return sum(self._frequency(term) for term in terms)
 
     def search(self, query: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Every id matching a query word and its BM25 score, unsorted (the caller filters, then ranks).
@@ -336,18 +437,15 @@ class LexicalIndex:
                 common: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], float]] = []
                 cutoff = max(COMMON_SHARE * documents, COMMON_MIN_POSTINGS)
                 for term in terms:
-                    ids_array, counts_array = self._ids.get(term), self._counts.get(term)
-                    if ids_array is None or counts_array is None or not len(ids_array):
-                        continue
-                    # Appended without a name of its own: a local left holding a view after the lock is released
-                    # (the frame lives until the function returns) made a concurrent add() fail with BufferError.
-                    (common if len(ids_array) > cutoff else postings).append(
-                        (
-                            np.frombuffer(ids_array, dtype=np.uint64),
-                            np.frombuffer(counts_array, dtype=np.uint16),
-                            _idf(documents, len(ids_array)),
+                    found = self._posting(term)
+                    if found is not None and found[0].size:
+                        frequency = int(found[0].size)
+                        (common if frequency > cutoff else postings).append(
+                            (found[0], found[1], _idf(documents, frequency))
                         )
-                    )
+                    # A local left holding a view after the lock is released (the frame lives until the function
+                    # returns) made a concurrent add() fail with BufferError.
+                    del found
                 if not postings:  # only common words: they alone say which memories match
                     postings, common = common, []
                 if not postings:

@@ -218,14 +218,20 @@ class SnapshotReader:
             raise SnapshotError(f"snapshot array {self._prefix}{name} is {found.dtype} {found.shape}")
         return found
 
-    def array_list(self, name: str, typecode: str) -> list[array[int]]:
-        """The ``array.array`` list :meth:`SnapshotWriter.array_list` stored (one copy each, as appendable arrays)."""
+    def joined(self, name: str, typecode: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
+        """What :meth:`SnapshotWriter.array_list` stored as it is: each part's length and their items joined (no
+        part built: a million of them took seconds)."""
         lengths = self.ndarray(name + ".lengths", np.int64)
         items = self._arrays.get(self._prefix + name + ".items")
         total = int(lengths.sum()) if lengths.size else 0
         if items is None or (lengths < 0).any() or (total and items.dtype != np.dtype(typecode)) or items.size != total:
             raise SnapshotError(f"snapshot arrays {self._prefix}{name} do not fit their lengths")
-        raw = items.data.cast("B") if total else memoryview(b"")
+        return lengths, items if total else np.zeros(0, dtype=np.dtype(typecode))
+
+    def array_list(self, name: str, typecode: str) -> list[array[int]]:
+        """The ``array.array`` list :meth:`SnapshotWriter.array_list` stored (one copy each, as appendable arrays)."""
+        lengths, items = self.joined(name, typecode)
+        raw = items.data.cast("B") if items.size else memoryview(b"")
         width = array(typecode).itemsize
         parts: list[array[int]] = []
         start = 0

@@ -26,7 +26,7 @@ from memevo.sidecar.config import SidecarConfig, SnapshotConfig
 from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
-from memevo.sidecar.retrieval.lexical import NamespacedLexicalIndex
+from memevo.sidecar.retrieval.lexical import LexicalIndex, NamespacedLexicalIndex
 from memevo.sidecar.store import snapshot as snapshot_module
 from memevo.sidecar.store.columns import _COLUMN_SPECS
 from memevo.sidecar.store.snapshot import MAGIC, SNAPSHOT_FILE, SnapshotError
@@ -429,10 +429,27 @@ def _assert_equal_fields(left: Any, right: Any, where: str) -> None:
         assert left == right, where
     elif isinstance(left, type(threading.Lock())):
         assert not right.locked(), where
+    elif isinstance(left, LexicalIndex):
+        _assert_equal_fields(_lexical_fields(left), _lexical_fields(right), where)
     else:
         assert vars(left).keys() == vars(right).keys(), where
         for name in vars(left):
             _assert_equal_fields(vars(left)[name], vars(right)[name], f"{where}.{name}")
+
+
+def _lexical_fields(index: LexicalIndex) -> dict[str, Any]:
+    """A word index's fields, its postings as arrays by word: those a start restored and no write has touched since
+    are kept as the snapshot gave them (one joined array), the others as the index's own appendable arrays."""
+    fields = dict(vars(index))
+    restored = fields.pop("_restored")
+    ids = {word: np.frombuffer(part, dtype=np.uint64) for word, part in fields.pop("_ids").items()}
+    counts = {word: np.frombuffer(part, dtype=np.uint16) for word, part in fields.pop("_counts").items()}
+    if restored is not None:
+        for word in restored.words:
+            posting = restored.posting(word)
+            if posting is not None:
+                ids[word], counts[word] = posting
+    return {**fields, "ids": ids, "counts": counts}
 
 
 def _assert_restored(held: Engine, restored: Engine) -> None:
@@ -586,3 +603,53 @@ def test_words_in_any_script_and_an_empty_word_index_survive_a_snapshot(tmp_path
     _assert_equal_fields(lexical, restored, "lexical")
     ids, _ = restored.search("default", "東 café")
     assert ids.tolist() == [1]
+
+
+def _saved_and_loaded(tmp_path: Path, lexical: NamespacedLexicalIndex) -> NamespacedLexicalIndex:
+    tmp_path.mkdir(exist_ok=True)
+    stamp = snapshot_module.Stamp(sequence=1, next_id=1, stats_mark=0, store="s")
+    assert snapshot_module.save(tmp_path, stamp=stamp, parts={"lexical": lexical})
+    loaded = snapshot_module.load(tmp_path)
+    assert loaded is not None
+    return NamespacedLexicalIndex.load_snapshot(loaded[1].child("lexical"))
+
+
+def _same_searches(left: NamespacedLexicalIndex, right: NamespacedLexicalIndex, queries: list[str]) -> None:
+    for query in queries:
+        (left_ids, left_scores), (right_ids, right_scores) = left.search("n", query), right.search("n", query)
+        assert sorted(zip(left_ids.tolist(), left_scores.tolist(), strict=True)) == sorted(
+            zip(right_ids.tolist(), right_scores.tolist(), strict=True)
+        ), query
+        terms = query.split()
+        assert left.idf("n", terms) == right.idf("n", terms)
+        assert left.postings("n", terms) == right.postings("n", terms)
+
+
+def test_a_restored_word_index_builds_a_words_postings_only_when_a_write_adds_to_it(tmp_path: Path) -> None:
+    # A start kept a million words' postings as the file gave them (building each took seconds in all): searches
+    # read them there, a write copies out the words it adds to, and later snapshots hold both kinds.
+    rng = np.random.default_rng(5)
+    vocabulary = [f"w{i}" for i in range(60)]
+    texts = {i: " ".join(rng.choice(vocabulary, 6).tolist()) for i in range(1, 301)}
+    built = NamespacedLexicalIndex()
+    for memory_id, text in texts.items():
+        built.add("n", memory_id, text)
+    restored = _saved_and_loaded(tmp_path, built)
+    index = restored._indexes["n"]
+    assert not index._ids  # nothing built at the start
+    queries = ["w1 w2", "w3", "w59 w7 w8", "absent w4"]
+    _same_searches(built, restored, queries)
+    for lexical in (built, restored):
+        lexical.add("n", 301, "w1 fresh")
+        lexical.remove("n", 7)
+    assert sorted(index._ids) == ["fresh", "w1"]
+    _same_searches(built, restored, [*queries, "fresh w1"])
+    again = _saved_and_loaded(tmp_path / "again", restored)  # own postings and untouched restored ones together
+    _assert_equal_fields(built, again, "lexical")
+    _same_searches(built, again, [*queries, "fresh w1"])
+    for lexical in (built, restored):
+        lexical.add("n", 5, "w2 late")  # an id below the last one: the snapshot copies the postings at once
+    third = _saved_and_loaded(tmp_path / "third", restored)
+    _same_searches(built, third, [*queries, "fresh w1", "late w2"])
+    built._indexes["n"]._in_order = True  # not kept in a snapshot (the ids a start adds after it are all larger)
+    _assert_equal_fields(built, third, "lexical")
