@@ -144,6 +144,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
     sizes = np.bincount(about, minlength=ENTITIES)
     del vectors
     before_module = recall_module_at(args.before)
+    if args.scratch is not None:
+        args.scratch.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="memevo-filtered-", dir=args.scratch))
     context = InProcessContext()
     try:
