@@ -29,22 +29,24 @@ _MAX_TIMESTAMP_S = 253_402_300_799
 """A protobuf Timestamp's range: 0001-01-01 to 9999-12-31 (UTC)."""
 
 
-def to_timestamp(epoch_s: float) -> Timestamp:
-    """Epoch seconds to a protobuf Timestamp (microsecond precision)."""
+def _timestamp_parts(epoch_s: float) -> tuple[int, int]:
+    """(seconds, nanos) of epoch seconds at microsecond precision; ValueError outside a Timestamp's range."""
     # What Timestamp.FromMicroseconds computes, without its pure-Python detour (three per written memory).
     seconds, micros = divmod(round(epoch_s * 1_000_000), 1_000_000)
     if not _MIN_TIMESTAMP_S <= seconds <= _MAX_TIMESTAMP_S:
         raise ValueError(f"Timestamp is not valid: seconds {seconds} outside years 1 to 9999")
-    return Timestamp(seconds=seconds, nanos=micros * 1_000)
+    return seconds, micros * 1_000
+
+
+def to_timestamp(epoch_s: float) -> Timestamp:
+    """Epoch seconds to a protobuf Timestamp (microsecond precision)."""
+    seconds, nanos = _timestamp_parts(epoch_s)
+    return Timestamp(seconds=seconds, nanos=nanos)
 
 
 def set_timestamp(stamp: Timestamp, epoch_s: float) -> None:
     """Set ``stamp`` (a record's field) to what :func:`to_timestamp` gives, without building a message to copy."""
-    seconds, micros = divmod(round(epoch_s * 1_000_000), 1_000_000)
-    if not _MIN_TIMESTAMP_S <= seconds <= _MAX_TIMESTAMP_S:
-        raise ValueError(f"Timestamp is not valid: seconds {seconds} outside years 1 to 9999")
-    stamp.seconds = seconds
-    stamp.nanos = micros * 1_000
+    stamp.seconds, stamp.nanos = _timestamp_parts(epoch_s)
 
 
 def from_timestamp(stamp: Timestamp) -> float:

@@ -939,24 +939,14 @@ class Engine:
 
         def mutation(txn: Txn) -> None:
             # Runs every few seconds over every memory recall returned since the last one (thousands with
-            # callers busy): one read for all, the columns read as lists, no Timestamp built per record. Under
-            # 8 recall callers this pass held the interpreter lock for more samples than recall's own ranking.
+            # callers busy): one read for all, the statistics set as Get sets them (columns read as lists, no
+            # Timestamp built per record). Under 8 recall callers this pass held the interpreter lock for more
+            # samples than recall's own ranking.
             keys = [u64_key(memory_id) for memory_id in ids]
-            rows = np.asarray(ids, dtype=np.int64)
-            counts = columns.access_count[rows].tolist()
-            lasts = columns.last_access_at[rows].tolist()
-            turns = columns.last_access_turn[rows].tolist()
-            for key, raw, count, last, turn in zip(
-                keys, txn.get_many(CF_MEMORIES, keys), counts, lasts, turns, strict=True
-            ):
-                if raw is None:
-                    continue
-                record = memory_pb2.Memory.FromString(raw)
-                record.access_count = count
-                if last == last:  # not NaN: accessed
-                    set_timestamp(record.last_access_at, last)
-                record.last_access_turn = turn
-                txn.put(CF_MEMORIES, key, record.SerializeToString())
+            records = [memory_pb2.Memory.FromString(raw) for raw in txn.get_many(CF_MEMORIES, keys) if raw is not None]
+            self._overlay_all(records)
+            for record in records:
+                txn.put(CF_MEMORIES, u64_key(record.id), record.SerializeToString())
             if self.current_turn:
                 txn.put(CF_META, META_TURN, str(self.current_turn).encode())
             if ids:

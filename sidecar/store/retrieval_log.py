@@ -61,12 +61,6 @@ class RetrievalLog:
             while not self._queued.isdisjoint(keys):
                 self._done.wait()
 
-    def flush(self) -> None:
-        """Return once everything queued before the call is written."""
-        with self._lock:
-            keys = list(self._queued)
-        self.written(keys)
-
     def close(self) -> None:
         """Write what is queued and stop the thread (before the store closes). Idempotent."""
         with self._lock:
