@@ -150,7 +150,8 @@ def test_remember_returns_the_stored_memory_typed(client: MemoryClient, ns: str)
     assert abs(memory.recorded_at - datetime.now(timezone.utc)) < timedelta(minutes=5)
     # Scores are computed as of the read, with time-decayed relevance: a later read may differ in the last bit.
     again = client.get_one(memory.id)
-    assert memory.scores is not None and again.scores is not None
+    assert memory.scores is not None
+    assert again.scores is not None
     assert again.scores.value == pytest.approx(memory.scores.value, abs=1e-4)
     assert replace(again, scores=None) == replace(memory, scores=None)
 
