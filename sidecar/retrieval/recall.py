@@ -45,6 +45,8 @@ from .attributes import EXAMPLES, EXAMPLES_MIN_ENTITIES, AttributeExamples, Attr
 from .hints import hint_for
 from .intent import asks_how
 from .lexical import tokenize
+from .rank_kernel import CONSTANTS as _RANK_CONSTANT_NAMES
+from .rank_kernel import rank_pool
 
 IdArray = npt.NDArray[np.int64]
 MAX_OVERFETCH_ROUNDS = 4
@@ -443,43 +445,52 @@ class Recaller:
         # Rank the pool from the hot columns and read only the records returned: reading, parsing and
         # annotating every pool member (4 x k of them) was most of a recall's time.
         scored = self.engine.score_rows(ids)
-        factor, demoted_by = self._rank_factors(ids, scored)
-        scores = match * factor
-        ranked = np.argsort(-scores, kind="stable")
+        factor, trust, scores, ranked, demoted = self._rank(ids, match, scored)
         if query.diversity > 0.0 and ranked.size > 1:
             ranked = ranked[self._diversify(ids[ranked], scores[ranked], query)]
-        trust = trust_of(scored.accuracy, scored.relevance, columns.kind[ids], columns.signature[ids])
         terms_of = _Breakdowns(word_share, fields, match, trust, factor)
         hits = self._read_hits(query, ids, sims, scores, ranked, scored, terms_of)
         returned = np.asarray([h.memory.id for h in hits], dtype=np.int64)
-        self.engine.note_pool(ids, match, columns.inconsistency[ids], (demoted_by != 0) | columns.doubted[ids])
+        self.engine.note_pool(ids, match, columns.inconsistency[ids], demoted)
         if not query.peek:
             columns.record_access(returned, now_s(), query.turn)
         return hits
 
-    def _rank_factors(self, ids: IdArray, scored: Scores) -> tuple[npt.NDArray[np.float64], IdArray]:
-        """What each candidate's match is multiplied by (see :func:`rank_factors`), and who demoted it."""
+    def _rank(
+        self, ids: IdArray, match: npt.NDArray[np.float64], scored: Scores
+    ) -> tuple[
+        npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64], IdArray, npt.NDArray[np.bool_]
+    ]:
+        """Per candidate its factor (see :func:`rank_factors`), trust and score; the ranked order; which rank demoted.
+
+        One compiled call (``rank_kernel``) gives the numbers :func:`rank_factors` and :func:`trust_of` give.
+        """
         columns = self.engine.columns
-        is_strategy = columns.kind[ids] == memory_pb2.MEMORY_KIND_STRATEGY
-        strategies = np.flatnonzero(is_strategy)
-        demoted_by = np.zeros(ids.size, dtype=np.int64)
+        kind = columns.kind[ids]
+        strategies = np.flatnonzero(kind == memory_pb2.MEMORY_KIND_STRATEGY)
+        # A memory a newer one may replace (a soft conflict) ranks as a demoted strategy: below its successor.
+        demoted = columns.doubted[ids]
         # Demotion lives on the record, and only strategies are demoted: read just those.
         if strategies.size:
             raws = self.engine.store.multi_get(CF_MEMORIES, [u64_key(int(i)) for i in ids[strategies]])
             for position, raw in zip(strategies.tolist(), raws, strict=True):
-                if raw is not None:
-                    demoted_by[position] = memory_pb2.Memory.FromString(raw).demoted_by
-        factor = rank_factors(
-            np.asarray(scored.accuracy),
-            np.asarray(scored.relevance),
+                if raw is not None and memory_pb2.Memory.FromString(raw).demoted_by != 0:
+                    demoted[position] = True
+        factor, trust, scores, ranked = rank_pool(
+            np.ascontiguousarray(match, dtype=np.float64),
+            np.ascontiguousarray(scored.accuracy, dtype=np.float32),
+            np.ascontiguousarray(scored.relevance, dtype=np.float32),
             columns.inconsistency[ids],
             columns.importance[ids],
-            columns.kind[ids],
-            # A memory a newer one may replace (a soft conflict) ranks as a demoted strategy: below its successor.
-            (demoted_by != 0) | columns.doubted[ids],
+            kind,
+            demoted,
             columns.signature[ids],
+            # Read at each call, as rank_factors reads them: a tuning script may set them on this module.
+            np.asarray([globals()[name] for name in _RANK_CONSTANT_NAMES], dtype=np.float64),
+            memory_pb2.MEMORY_KIND_STRATEGY,
+            memory_pb2.MEMORY_KIND_EPISODE,
         )
-        return factor, demoted_by
+        return factor, trust, scores, ranked, demoted
 
     def _field_match(
         self, query: RecallQuery, terms: list[str], codes: npt.NDArray[np.int32]
