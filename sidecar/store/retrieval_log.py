@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from .rocks import RocksStore
@@ -25,6 +26,15 @@ Entry = tuple[bytes, Callable[[], bytes]]
 
 MAX_QUEUED = 4_096
 """Entries queued at most; past that (a stalled disk) callers write their own, as before this log."""
+LINGER_S = 0.010
+"""The writer waits this long after the first entry of a batch for more, unless a reader waits for one.
+
+Woken for every Recall (one or two entries a batch), the writer took the interpreter lock from the recalls at
+every wake-up: with 8 callers in process, lingering 10 ms took its CPU from 0.089 to 0.062 ms a recall and the
+recalls from 410 to 506 calls/s (issue 28; encoding and writing a recall's two records alone cost ~0.02 ms). A
+reader of a queued record (ReportOutcome) does not wait for the linger; a crash loses up to this much more of the
+last retrievals, which were never synced anyway.
+"""
 
 
 class RetrievalLog:
@@ -41,6 +51,8 @@ class RetrievalLog:
         self._queue: list[Entry] = []
         self._queued: set[bytes] = set()
         """Keys queued or being written: a reader of one waits for the write."""
+        self._hurry = False
+        """A reader waits for a queued key: write without lingering."""
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="memevo-retrieval-log", daemon=True)
         self._thread.start()
@@ -49,9 +61,10 @@ class RetrievalLog:
         """Queue ``entries`` to be written together (in one batch)."""
         with self._lock:
             if not self._closed and len(self._queue) < MAX_QUEUED:
+                if not self._queue:  # the writer waits for a first entry only; later ones it takes in its batch
+                    self._work.notify()
                 self._queue.extend(entries)
                 self._queued.update(key for key, _ in entries)
-                self._work.notify()
                 return
         self._write(list(entries))
 
@@ -59,6 +72,8 @@ class RetrievalLog:
         """Return once none of ``keys`` is queued any more (written, or dropped by a refused write)."""
         with self._lock:
             while not self._queued.isdisjoint(keys):
+                self._hurry = True
+                self._work.notify()
                 self._done.wait()
 
     def close(self) -> None:
@@ -75,6 +90,13 @@ class RetrievalLog:
                     self._work.wait()
                 if not self._queue:  # closed and drained
                     return
+                until = time.monotonic() + LINGER_S
+                while not (self._closed or self._hurry) and len(self._queue) < MAX_QUEUED // 2:
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._work.wait(left)
+                self._hurry = False
                 batch, self._queue = self._queue, []
             try:
                 self._write(batch)

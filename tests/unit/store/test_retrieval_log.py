@@ -92,6 +92,42 @@ def test_a_refused_write_is_dropped_and_readers_go_on(tmp_path: Path, monkeypatc
     store.close()
 
 
+def test_entries_added_while_the_writer_lingers_go_in_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retrieval_log, "LINGER_S", 3600.0)  # only close() or a reader ends the wait
+    store = _open(tmp_path)
+    batches: list[int] = []
+    put_many = store.put_many_unsynced
+
+    def counted(cf: str, items: list[tuple[bytes, bytes]]) -> bool:
+        batches.append(len(items))
+        return put_many(cf, items)
+
+    monkeypatch.setattr(store, "put_many_unsynced", counted)
+    log = RetrievalLog(store, CF_RETRIEVALS)
+    for i in range(50):
+        log.add([(b"k%02d" % i, _constant(b"v")), (b"k%02d|x" % i, _constant(b"o"))])
+    log.close()
+    assert batches == [100]
+    assert store.multi_get(CF_RETRIEVALS, [b"k49", b"k49|x"]) == [b"v", b"o"]
+    store.close()
+
+
+def test_a_reader_does_not_wait_for_the_linger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retrieval_log, "LINGER_S", 3600.0)  # were the reader to wait it out, the test would hang
+    store = _open(tmp_path)
+    log = RetrievalLog(store, CF_RETRIEVALS)
+    log.add([(b"r1", _constant(b"record"))])
+    log.written([b"r1"])
+    assert store.get(CF_RETRIEVALS, b"r1") == b"record"
+    log.add([(b"r2", _constant(b"next"))])  # a later reader hurries its own batch too
+    log.written([b"r2"])
+    assert store.get(CF_RETRIEVALS, b"r2") == b"next"
+    log.close()
+    store.close()
+
+
 def _constant(value: bytes) -> Callable[[], bytes]:
     return lambda: value
 
