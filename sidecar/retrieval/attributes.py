@@ -105,6 +105,11 @@ class AttributeMeanings:
                 out[position] = float(vector @ unit)
         return out
 
+    def vectors(self, keys: Sequence[tuple[str, str]]) -> list[npt.NDArray[np.float32] | None]:
+        """Unit vectors of (attribute, entity type) names; None for an empty name or one that failed to embed."""
+        found = self._lookup([key for key in dict.fromkeys(keys) if key[0]])
+        return [found.get(key) for key in keys]
+
     def _lookup(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], npt.NDArray[np.float32] | None]:
         found: dict[tuple[str, str], npt.NDArray[np.float32] | None] = {}
         with self._lock:
@@ -169,6 +174,10 @@ class AttributeExamples:
             if mean is not None:
                 out[position] = float(mean @ unit)
         return out
+
+    def mean(self, namespace: int, size: int, attribute: str) -> npt.NDArray[np.float32] | None:
+        """The unit mean direction of an attribute's examples in a namespace holding ``size`` memories, or None."""
+        return self._mean(namespace, size, attribute) if attribute else None
 
     def _mean(self, namespace: int, size: int, attribute: str) -> npt.NDArray[np.float32] | None:
         key = (namespace, attribute)

@@ -12,9 +12,9 @@ import bisect
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -103,6 +103,15 @@ The lift above stays on the name: every attribute of a domain is close to a ques
 0.6), so that level says little about facts against strategies and remarks, and lifting facts by it cost strategy
 questions 5 points.
 """
+READING_MARGIN = 0.05
+"""How much nearer one attribute's direction than the next a statement without an attribute must lie to be read as it
+(see ``Recall._read_attributes``)."""
+READING_MIN_ATTRIBUTES = 3
+"""Attributes of a type with a direction before statements of that type are read: two are opposite once centred."""
+KNOWN_REFRESH_GROWTH = 1.25
+READINGS_KEPT = 100_000
+"""Readings kept per namespace and entity type (a memory id and a name each); all are dropped when more are made."""
+"""A namespace's known attributes are scanned again once it holds this many times the memories it held."""
 ATTRIBUTE_SCAN_FIRST = 4_096
 """Drawing an attribute's examples scans the namespace's newest ids in chunks, this many first, then 4x each time."""
 VALUE_TYPE_MISMATCH_WEIGHT = 0.2
@@ -366,6 +375,23 @@ def _value_type_factor(
     return factor
 
 
+@dataclass
+class _Reading:
+    """How one namespace reads one entity type's statements without an attribute (``Recaller._reading``)."""
+
+    size: int
+    """The namespace's size when the directions were drawn."""
+    known: tuple[str, ...]
+    """The type's attributes known then."""
+    directions: npt.NDArray[np.float32]
+    """One unit row per attribute in ``attributes``."""
+    centre: npt.NDArray[np.float32]
+    """Where the directions start (the examples' common mean; zero for names)."""
+    attributes: list[str]
+    read: dict[int, str] = field(default_factory=dict)
+    """Memory id -> the attribute it reads as ("" for none): a memory's vector never changes."""
+
+
 class Recaller:
     """Runs recall queries against one engine's columns, index and store."""
 
@@ -385,6 +411,10 @@ class Recaller:
         self._codes_by_attribute: dict[str, list[int]] = {}
         """Interned field combinations of each fact attribute (columns.field_sets), filled as combinations appear."""
         self._codes_scanned = 0
+        self._readings: dict[tuple[int, str], _Reading] = {}
+        """Per (namespace, entity type): how its statements without an attribute are read (``_reading``)."""
+        self._known: dict[int, tuple[int, dict[str, tuple[str, ...]]]] = {}
+        """Per namespace: its size when scanned, and its fact attributes per entity type (``_known_attributes``)."""
         self._type_names: list[str] = [""]
         """Entity types met so far ("user" of "user:nadia-yilmaz"); "" for none. Few, and never forgotten."""
         self._type_index: dict[str, int] = {"": 0}
@@ -423,7 +453,7 @@ class Recaller:
         if query.text:
             fields = self._field_match(query, terms, columns.fields[ids])
             match = match + FIELD_WEIGHT * fields
-            named, gap = self._attribute_evidence(query, flt.namespace, columns.fields[ids], columns.entity[ids])
+            named, gap = self._attribute_evidence(query, flt.namespace, ids, match, pool)
             match = _with_attribute_evidence(match, named, gap)
             match = match * self._entity_factor(query, terms, columns.entity[ids])
             match = match * _value_type_factor(query.text, columns.value_type[ids], columns.tells_time[ids])
@@ -520,36 +550,162 @@ class Recaller:
         return np.asarray(share[inverse] / total, dtype=np.float64)
 
     def _attribute_evidence(
-        self, query: RecallQuery, namespace: int, codes: npt.NDArray[np.int32], entities: npt.NDArray[np.int32]
+        self, query: RecallQuery, namespace: int, ids: IdArray, match: npt.NDArray[np.float64], pool: int
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Per candidate: its fact attribute's cosine to the query by bare name (floored at 0), and its meaning gap.
 
         The gap compares the name said of the candidate's entity type ("the project's tracker") and the
-        attribute's examples with the best candidate's (see ``ATTRIBUTE_MISMATCH_WEIGHT``). NaN without an
-        attribute (or, for the name, without an embedder).
+        attribute's examples with the best of every attribute the namespace knows of the candidates' types, not
+        only of those some candidate holds: asked for a project's lead, a project's budget is not the best
+        attribute merely because no candidate states a lead by key. A candidate without an attribute that is
+        about an entity is read (:meth:`_read_attributes`); a reading counts for the gap, never for the lift.
+        NaN without an attribute or reading (or, for the name, without an embedder).
         """
+        columns = self.engine.columns
+        codes = columns.fields[ids]
+        missing = np.full(ids.size, np.nan, dtype=np.float64)
         if not (codes != NO_CODE).any():
-            missing = np.full(codes.size, np.nan, dtype=np.float64)
             return missing, missing
-        # Types matter only to the names, which need an embedder.
-        kinds = self._type_codes(entities) if self._meanings is not None else np.zeros(codes.size, dtype=np.int64)
+        kinds = self._type_codes(columns.entity[ids])
         width = int(kinds.max()) + 1 if kinds.size else 1
         present, inverse = np.unique(codes.astype(np.int64) * width + kinds, return_inverse=True)
-        attributes = [self._attribute_of(int(pair // width)) for pair in present.tolist()]
-        if not any(attributes):
-            missing = np.full(codes.size, np.nan, dtype=np.float64)
+        held = [self._attribute_of(int(pair // width)) for pair in present.tolist()]
+        held_types = [self._type_names[int(pair % width)] for pair in present.tolist()]
+        size = columns.namespace_count(namespace)
+        known = self._known_attributes(namespace, size)
+        pairs = list(
+            dict.fromkeys(
+                [(a, t) for a, t in zip(held, held_types, strict=True) if a]
+                + [(a, t) for t in dict.fromkeys(held_types) for a in known.get(t, ())]
+            )
+        )
+        if not pairs:
             return missing, missing
-        size = self.engine.columns.namespace_count(namespace)
+        position = {pair: i for i, pair in enumerate(pairs)}
+        attributes = [a for a, _ in pairs]
         examples = self._examples.similarities(namespace, size, attributes, query.vector)
-        names = np.full(len(attributes), np.nan, dtype=np.float64)
+        names = np.full(len(pairs), np.nan, dtype=np.float64)
         said = names
         if self._meanings is not None:
             names = self._meanings.similarities(attributes, query.vector)
-            types = [self._type_names[int(pair % width)] for pair in present.tolist()]
-            said = self._meanings.similarities(attributes, query.vector, types)
-        named = np.maximum(names, 0.0)  # NaN stays NaN
+            said = self._meanings.similarities(attributes, query.vector, [t for _, t in pairs])
         gaps = _meaning_gaps(np.maximum(said, 0.0), examples)
-        return np.asarray(named[inverse], dtype=np.float64), np.asarray(gaps[inverse], dtype=np.float64)
+        which = np.asarray(
+            [position[(a, t)] if a else -1 for a, t in zip(held, held_types, strict=True)], dtype=np.int64
+        )[inverse]
+        named = np.where(which >= 0, np.maximum(names, 0.0)[np.maximum(which, 0)], np.nan)  # NaN stays NaN
+        read = self._read_attributes(namespace, size, ids, match, pool, which, kinds, known, position)
+        which = np.where(which >= 0, which, read)
+        gap = np.where(which >= 0, gaps[np.maximum(which, 0)], np.nan)
+        return np.asarray(named, dtype=np.float64), np.asarray(gap, dtype=np.float64)
+
+    def _read_attributes(
+        self,
+        namespace: int,
+        size: int,
+        ids: IdArray,
+        match: npt.NDArray[np.float64],
+        pool: int,
+        which: npt.NDArray[np.int64],
+        kinds: npt.NDArray[np.int64],
+        known: dict[str, tuple[str, ...]],
+        position: dict[tuple[str, str], int],
+    ) -> npt.NDArray[np.int64]:
+        """Per candidate, the index in ``position`` of the attribute it reads as, -1 for none.
+
+        Read are the best ``pool`` candidates by match that are about an entity and hold no attribute (declared
+        or inferred by perception). A statement reads as the attribute of its entity's type whose direction it
+        lies clearly nearest (``READING_MARGIN``): the namespace's facts of each attribute centred on their common
+        mean (``attributes.py``) once three attributes of the type have examples, the attributes' embedded
+        names before that. Perception retires on such a likeness only when it is sure; ranking can use the
+        weaker reading, since it only moves a statement below the memories that say what was asked.
+        """
+        read = np.full(ids.size, -1, dtype=np.int64)
+        unread = np.flatnonzero((which < 0) & (kinds > 0))
+        if unread.size > pool:
+            unread = unread[np.argsort(-match[unread], kind="stable")[:pool]]
+        for kind in np.unique(kinds[unread]).tolist():
+            entity_type = self._type_names[int(kind)]
+            reading = self._reading(namespace, size, entity_type, known.get(entity_type, ()))
+            if reading is None:
+                continue
+            rows = unread[kinds[unread] == kind]
+            said = [reading.read.get(memory_id) for memory_id in ids[rows].tolist()]
+            new = [position for position, attribute in enumerate(said) if attribute is None]
+            if new:
+                fit = (self._unit_vectors(ids[rows[new]]) - reading.centre) @ reading.directions.T
+                order = np.argsort(-fit, axis=1)
+                best = np.take_along_axis(fit, order[:, :2], axis=1)
+                clear = best[:, 0] - best[:, 1] >= READING_MARGIN
+                if len(reading.read) + len(new) > READINGS_KEPT:
+                    reading.read.clear()
+                for offset, row in enumerate(new):
+                    said[row] = reading.attributes[int(order[offset, 0])] if clear[offset] else ""
+                    reading.read[int(ids[rows[row]])] = said[row]
+            for row, attribute in zip(rows.tolist(), said, strict=True):
+                if attribute:
+                    read[row] = position[(attribute, entity_type)]
+        return read
+
+    def _reading(self, namespace: int, size: int, entity_type: str, attributes: Sequence[str]) -> _Reading | None:
+        """How statements of an entity type are read in a namespace (kept, with what it read, until the namespace
+        grows by ``KNOWN_REFRESH_GROWTH``); None while fewer than ``READING_MIN_ATTRIBUTES`` attributes have a
+        direction.
+
+        The directions are the examples' means centred on their common mean when at least that many attributes
+        have examples (centred, so that what every attribute's facts share, the domain and the entities' kind,
+        reads as none of them), else the attributes' names said of the type (with an embedder).
+        """
+        key = (namespace, entity_type)
+        kept = self._readings.get(key)
+        if kept is not None and size < kept.size * KNOWN_REFRESH_GROWTH and kept.known == tuple(attributes):
+            return kept if len(kept.attributes) >= READING_MIN_ATTRIBUTES else None
+        means = [(a, self._examples.mean(namespace, size, a)) for a in attributes]
+        found = [(a, m) for a, m in means if m is not None]
+        directions = np.zeros((0, self.engine.dimension), dtype=np.float32)
+        centre = np.zeros(self.engine.dimension, dtype=np.float32)
+        if len(found) >= READING_MIN_ATTRIBUTES:
+            matrix = np.stack([m for _, m in found]).astype(np.float32)
+            centre = matrix.mean(axis=0)
+            centred = matrix - centre
+            directions = centred / np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12)
+        elif self._meanings is not None:
+            named = self._meanings.vectors([(a, entity_type) for a in attributes])
+            found = [(a, v) for a, v in zip(attributes, named, strict=True) if v is not None]
+            if found:
+                directions = np.stack([v for _, v in found]).astype(np.float32)
+        else:
+            found = []
+        reading = _Reading(max(size, 1), tuple(attributes), directions, centre, [a for a, _ in found])
+        self._readings[key] = reading
+        return reading if len(reading.attributes) >= READING_MIN_ATTRIBUTES else None
+
+    def _known_attributes(self, namespace: int, size: int) -> dict[str, tuple[str, ...]]:
+        """The fact attributes (declared or inferred) of a namespace's memories, per entity type.
+
+        Scanned from the namespace's field column, again once the namespace has grown by a quarter (an attribute
+        first stated since is still met as some candidate's own).
+        """
+        with self._codes_lock:
+            cached = self._known.get(namespace)
+        if cached is not None and size < cached[0] * KNOWN_REFRESH_GROWTH:
+            return cached[1]
+        columns = self.engine.columns
+        ids = columns.namespace_ids(namespace)
+        codes = np.unique(columns.fields[ids[ids < columns.size]])
+        by_type: dict[str, list[str]] = {}
+        for code in codes.tolist():
+            attribute = self._attribute_of(int(code))
+            if attribute:
+                entity = columns.field_sets.string(int(code)).split(FIELD_SEPARATOR)[0]
+                entity_type = entity.partition(":")[0] if ":" in entity else ""
+                found = by_type.setdefault(entity_type, [])
+                if attribute not in found:
+                    found.append(attribute)
+        known = {t: tuple(a) for t, a in by_type.items()}
+        with self._codes_lock:
+            self._known[namespace] = (max(size, 1), known)
+        return known
 
     def _type_codes(self, entities: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
         """Per candidate, the index in ``_type_names`` of its entity's type (0, "", without an entity or a type)."""

@@ -27,6 +27,8 @@ from memevo.sidecar.retrieval.attributes import (
 from memevo.sidecar.retrieval.recall import (
     ATTRIBUTE_MISMATCH_WEIGHT,
     ATTRIBUTE_WEIGHT,
+    KNOWN_REFRESH_GROWTH,
+    READING_MIN_ATTRIBUTES,
     Recaller,
     _meaning_gaps,
     _with_attribute_evidence,
@@ -292,6 +294,87 @@ def test_examples_are_the_namespaces_live_facts(engine: Engine) -> None:
     np.testing.assert_allclose(np.sort(drawn, axis=0), np.sort(expected, axis=0), atol=1e-3)  # the graph holds float16
     assert recaller._attribute_sample(namespace, "editor").shape == (0, recall_engine.DIMENSION)  # one person
     assert recaller._attribute_sample(namespace, "diet").shape == (0, recall_engine.DIMENSION)
+
+
+def _projects(engine: Engine, count: int) -> None:
+    """Lead, budget and status facts of ``count`` projects other than Raven: lead ones close to the query (axis 0)."""
+    for number in range(count):
+        entity = f"project:p{number}"
+        _fact(engine, entity, "lead", f"p{number} is led by Ana.", recall_engine.near(1, 0.3))
+        _fact(engine, entity, "budget", f"p{number} has a budget of 2M.", recall_engine.near(5, 1.5))
+        _fact(engine, entity, "status", f"p{number} is blocked.", recall_engine.near(6, 1.5))
+
+
+def _raven(engine: Engine) -> tuple[int, int]:
+    """Raven's budget, keyed and the nearer to the query, and its lead said in a sentence without a key."""
+    budget = _fact(engine, "project:raven", "budget", "Project Raven budget: 5M.", recall_engine.near(2, 0.5))
+    lead = recall_engine.write(
+        engine,
+        NewMemory(content="Project Raven is led by Nina.", vector=recall_engine.near(1, 0.7), entity="project:raven"),
+    )[0]
+    return budget, lead
+
+
+def _raven_first(engine: Engine) -> list[int]:
+    query = RecallQuery(vector=recall_engine.near(1, 0.0), text="Who leads Project Raven?", k=5, entity="project:raven")
+    return [hit.memory.id for hit in Recaller(engine).recall(query)]
+
+
+def test_a_fact_of_another_attribute_loses_to_a_sentence_that_reads_as_the_asked_one(engine: Engine) -> None:
+    """No Raven memory holds the lead by key, yet the namespace knows what a project's lead looks like: the budget
+    fact is judged against that attribute, and the unkeyed sentence reads as it."""
+    _projects(engine, EXAMPLES_MIN_ENTITIES)
+    budget, lead = _raven(engine)
+    assert _raven_first(engine) == [lead, budget]
+
+
+def test_without_enough_attributes_known_a_sentence_is_not_read(engine: Engine) -> None:
+    """With examples of too few attributes (and no embedder for names), nothing is read and nothing known says the
+    question asks for another attribute than the budget: the nearer budget fact stays first."""
+    for number in range(EXAMPLES_MIN_ENTITIES):
+        _fact(engine, f"project:p{number}", "budget", f"p{number} has a budget of 2M.", recall_engine.near(5, 1.5))
+    assert READING_MIN_ATTRIBUTES > 1
+    budget, lead = _raven(engine)
+    assert _raven_first(engine) == [budget, lead]
+
+
+def test_before_examples_a_sentence_is_read_by_the_attributes_names(engine: Engine) -> None:
+    """One other project's facts are no examples (fewer than three entities); the names said of a project are
+    enough to read Raven's unkeyed sentence as its lead (names here: fixed directions, the query's among them)."""
+    directions = {"lead": recall_engine.near(1, 0.3), "budget": recall_engine.near(5, 1.5)}
+    directions["status"] = recall_engine.near(6, 1.5)
+
+    def embed(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.stack([directions[text.split()[-1]] for text in texts])  # "lead" or "the project's lead"
+
+    _projects(engine, 1)
+    budget, lead = _raven(engine)
+    recaller = Recaller(engine)
+    recaller._meanings = AttributeMeanings(embed)
+    query = RecallQuery(vector=recall_engine.near(1, 0.0), text="Who leads Project Raven?", k=5, entity="project:raven")
+    assert [hit.memory.id for hit in recaller.recall(query)] == [lead, budget]
+    recaller._meanings = None  # no names, no examples: nothing is read, and the nearer budget fact leads
+    assert [hit.memory.id for hit in recaller.recall(query)] == [budget, lead]
+
+
+def test_known_attributes_are_the_namespaces_own_and_rescanned_as_it_grows(engine: Engine) -> None:
+    recaller = Recaller(engine)
+    for number in range(6):
+        recall_engine.write(engine, NewMemory(content=f"remark {number}", vector=recall_engine.near(4, 1.0)))
+    _fact(engine, "project:p0", "lead", "p0 is led by Ana.", recall_engine.near(1, 0.3))
+    _fact(engine, "user:ana", "diet", "Ana eats vegan.", recall_engine.near(2, 0.3))
+    _fact(engine, "project:q0", "deadline", "q0 is due in May.", recall_engine.near(3, 0.3), namespace="other")
+    namespace = engine.columns.namespaces.lookup("default")
+    size = engine.columns.namespace_count(namespace)
+    assert recaller._known_attributes(namespace, size) == {"project": ("lead",), "user": ("diet",)}
+    _fact(engine, "project:p1", "budget", "p1 has a budget of 2M.", recall_engine.near(5, 1.5))
+    grown = engine.columns.namespace_count(namespace)
+    assert grown < size * KNOWN_REFRESH_GROWTH
+    assert recaller._known_attributes(namespace, grown) == {"project": ("lead",), "user": ("diet",)}  # kept
+    assert recaller._known_attributes(namespace, int(size * KNOWN_REFRESH_GROWTH) + 1)["project"] == (
+        "lead",
+        "budget",
+    )
 
 
 def test_a_fact_loses_match_by_how_much_less_its_attribute_means_than_the_best_candidates() -> None:
