@@ -30,10 +30,9 @@ LINGER_S = 0.010
 """The writer waits this long after the first entry of a batch for more, unless a reader waits for one.
 
 Woken for every Recall (one or two entries a batch), the writer took the interpreter lock from the recalls at
-every wake-up: with 8 callers in process, lingering 10 ms took its CPU from 0.089 to 0.062 ms a recall and the
-recalls from 410 to 506 calls/s (issue 28; encoding and writing a recall's two records alone cost ~0.02 ms). A
-reader of a queued record (ReportOutcome) does not wait for the linger; a crash loses up to this much more of the
-last retrievals, which were never synced anyway.
+every wake-up: with 8 callers in process, lingering 10 ms took its CPU from 0.09 to 0.06-0.08 ms a recall (issue 28;
+encoding and writing a recall's two records alone cost ~0.02 ms). A reader of a queued record (ReportOutcome) does
+not wait for the linger; a crash loses up to this much more of the last retrievals, which were never synced anyway.
 """
 
 
