@@ -80,8 +80,9 @@ class IndexConfig:
     """Seconds between index saves while there are changes; also saved at shutdown (see ``close_save_budget_s``)."""
     rebuild_save_interval_s: float = 60.0
     """Seconds between index saves while a rebuild after start-up is under way, so that a kill during it loses at
-    most this much work. usearch holds the GIL while it writes, so every request waits for a save: ~1.5 s for
-    300k 384-d vectors on the 2-core benchmark machine."""
+    most this much work. usearch holds the GIL while it writes; a save lets other threads run between pieces of
+    the graph's links, so requests wait for the copy of its vectors only (0.08-0.13 s for 200k 384-d vectors on the
+    2-core benchmark machine, 0.2-0.26 s before; ``benchmarks/save_stall.py``)."""
     close_save_budget_s: float = 2.0
     """Longest graph save a clean stop waits for, estimated from the graph's size and the last save's speed.
     A larger graph is not saved at stop: the next start serves at once and rebuilds what the saved file lacks in

@@ -40,6 +40,16 @@ def _config(data_dir: Path) -> SidecarConfig:
     return SidecarConfig(data_dir=data_dir, embedder=EmbedderConfig(kind="none"), dimension=DIMENSION)
 
 
+def _every_100_changes(data_dir: Path) -> SidecarConfig:
+    """Snapshots due at 100 changes, never by age alone."""
+    return SidecarConfig(
+        data_dir=data_dir,
+        embedder=EmbedderConfig(kind="none"),
+        dimension=DIMENSION,
+        snapshot=SnapshotConfig(every_changes=100, max_age_s=0),
+    )
+
+
 def _fill(engine: Engine, count: int) -> None:
     rng = np.random.default_rng(0)
     items = []
@@ -563,12 +573,7 @@ def test_a_clean_stop_close_behind_the_last_snapshot_keeps_it_and_the_next_start
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="memevo.sidecar.engine")
-    config = SidecarConfig(
-        data_dir=tmp_path,
-        embedder=EmbedderConfig(kind="none"),
-        dimension=DIMENSION,
-        snapshot=SnapshotConfig(every_changes=100, max_age_s=0),
-    )
+    config = _every_100_changes(tmp_path)
     engine = Engine(config)
     _fill(engine, 60)
     assert engine.write_snapshot()
@@ -588,6 +593,33 @@ def test_a_clean_stop_close_behind_the_last_snapshot_keeps_it_and_the_next_start
         reopened.close()
     assert (tmp_path / SNAPSHOT_FILE).read_bytes() != kept
     _assert_same(after, _scanned(tmp_path))
+
+
+def test_records_rewritten_by_statistics_checkpoints_make_a_snapshot_due(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A checkpoint rewrites records without change-log entries, and a start reads them all again; they did not
+    # count toward every_changes, so a recall-heavy run kept its old snapshot and each start read more (13-21k
+    # records at 1M in the restart harness). A stop past every_changes of them now writes a new one.
+    caplog.set_level(logging.INFO, logger="memevo.sidecar.engine")
+    config = _every_100_changes(tmp_path)
+    engine = Engine(config)
+    _fill(engine, 150)
+    assert engine.write_snapshot()
+    kept = (tmp_path / SNAPSHOT_FILE).read_bytes()
+    engine.columns.record_access(engine.columns.live_ids(), 2_000.0, 8)
+    engine.checkpoint_statistics(engine.columns.take_accessed())  # ~148 records rewritten, no change-log entry
+    expected = _state(engine)
+    engine.close()
+    assert (tmp_path / SNAPSHOT_FILE).read_bytes() != kept, "the stop kept a snapshot 148 rewrites behind"
+
+    caplog.clear()
+    reopened = Engine(config)
+    try:
+        _assert_same(_state(reopened), expected)
+    finally:
+        reopened.close()
+    assert "restored, 0 memories changed after it read again" in caplog.text
 
 
 def test_words_in_any_script_and_an_empty_word_index_survive_a_snapshot(tmp_path: Path) -> None:

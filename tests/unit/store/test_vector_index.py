@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -223,3 +225,63 @@ def test_a_stop_interrupts_a_builder_step_and_leaves_its_rows_in_the_tail(tmp_pa
     index._build_step()
     assert index.tail_count == 100
     assert index.graph_count == 0
+
+
+def test_searches_complete_while_the_graph_is_saved_and_the_file_loads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A save held the exclusive lock and the interpreter lock throughout: no search finished inside it (every request
+    # of the sidecar waited, 0.7-1.2 s at 1M). Now searches share the lock with the save, which lets go of the
+    # interpreter lock while usearch writes the links.
+    import threading
+
+    monkeypatch.setattr(vector_index, "SAVE_YIELD_EVERY", 1)
+    rng = np.random.default_rng(11)
+    dimension = 16
+    index = VectorIndex(tmp_path, dimension, IndexConfig())
+    vectors = rng.normal(size=(3000, dimension)).astype(np.float32)
+    ids = np.arange(1, 3001, dtype=np.int64)
+    index.bulk_build(ids, vectors)
+    inside = threading.Event()
+    graph_save = index._graph.save
+
+    def watched_save(
+        path_or_buffer: str | os.PathLike[str] | None = None, progress: Callable[[int, int], bool] | None = None
+    ) -> bytes | None:
+        inside.set()
+        try:
+            return graph_save(path_or_buffer, progress=progress)
+        finally:
+            inside.clear()
+
+    index._graph.save = watched_save  # type: ignore[method-assign]
+    stop = threading.Event()
+    searched = threading.Event()
+    during: list[list[int]] = []
+
+    def searcher() -> None:
+        while not stop.is_set():
+            found = index.search(normalize_rows(vectors[:1]), 1)
+            searched.set()
+            if inside.is_set():
+                during.append(found.ids.tolist())
+
+    thread = threading.Thread(target=searcher)
+    thread.start()
+    try:
+        assert searched.wait(10)
+        index.save()
+    finally:
+        stop.set()
+        thread.join()
+    assert during, "no search completed while the graph was saved"
+    assert all(hit == [1] for hit in during)  # the graph answered as ever while it was written
+    meta = json.loads((tmp_path / vector_index.INDEX_META_FILE).read_text())
+    assert meta["sha256"] == vector_index.file_digest(tmp_path / vector_index.INDEX_FILE)
+    assert meta["count"] == 3000
+    reloaded = VectorIndex(tmp_path, dimension, IndexConfig())
+    assert reloaded.load(), reloaded.load_problem
+    assert sorted(reloaded.graph_keys().tolist()) == ids.tolist()
+    rows, found = reloaded.graph_vectors(ids[:50])
+    assert found.all()
+    np.testing.assert_allclose(rows, normalize_rows(vectors[:50]), rtol=0, atol=2e-3)
