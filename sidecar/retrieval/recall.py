@@ -640,8 +640,8 @@ class Recaller:
                 if len(reading.read) + len(new) > READINGS_KEPT:
                     reading.read.clear()
                 for offset, row in enumerate(new):
-                    said[row] = reading.attributes[int(order[offset, 0])] if clear[offset] else ""
-                    reading.read[int(ids[rows[row]])] = said[row]
+                    reads_as = reading.attributes[int(order[offset, 0])] if clear[offset] else ""
+                    said[row] = reading.read[int(ids[rows[row]])] = reads_as
             for row, attribute in zip(rows.tolist(), said, strict=True):
                 if attribute:
                     read[row] = position[(attribute, entity_type)]
