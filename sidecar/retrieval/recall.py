@@ -27,6 +27,7 @@ from memevo.v1 import memory_pb2, memory_service_pb2
 
 from ..domain import Hit, RecallQuery, now_s
 from ..engine import Engine
+from ..perception.conflicts import SLOT_KINDS
 from ..store.columns import (
     FIELD_SEPARATOR,
     NO_CODE,
@@ -613,15 +614,18 @@ class Recaller:
     ) -> npt.NDArray[np.int64]:
         """Per candidate, the index in ``position`` of the attribute it reads as, -1 for none.
 
-        Read are the best ``pool`` candidates by match that are about an entity and hold no attribute (declared
-        or inferred by perception). A statement reads as the attribute of its entity's type whose direction it
-        lies clearly nearest (``READING_MARGIN``): the namespace's facts of each attribute centred on their common
-        mean (``attributes.py``) once three attributes of the type have examples, the attributes' embedded
-        names before that. Perception retires on such a likeness only when it is sure; ranking can use the
-        weaker reading, since it only moves a statement below the memories that say what was asked.
+        Read are the best ``pool`` candidates by match that are about an entity, hold no attribute (declared or
+        inferred by perception) and are of a kind that states one (perception's ``SLOT_KINDS``: not strategies,
+        whose lessons about an entity's tasks read as its preferences). A statement reads as the attribute of its
+        entity's type whose direction it lies clearly nearest (``READING_MARGIN``): the namespace's facts of each
+        attribute centred on their common mean (``attributes.py``) once three attributes of the type have examples,
+        the attributes' embedded names before that. Perception retires on such a likeness only when it is sure;
+        ranking can use the weaker reading, since it only moves a statement below the memories that say what was
+        asked.
         """
         read = np.full(ids.size, -1, dtype=np.int64)
-        unread = np.flatnonzero((which < 0) & (kinds > 0))
+        states = np.isin(self.engine.columns.kind[ids], SLOT_KINDS)  # a lesson or an abstraction fills no slot
+        unread = np.flatnonzero((which < 0) & (kinds > 0) & states)
         if unread.size > pool:
             unread = unread[np.argsort(-match[unread], kind="stable")[:pool]]
         for kind in np.unique(kinds[unread]).tolist():

@@ -328,6 +328,30 @@ def test_a_fact_of_another_attribute_loses_to_a_sentence_that_reads_as_the_asked
     assert _raven_first(engine) == [lead, budget]
 
 
+def test_a_strategy_is_not_read_as_an_attribute(engine: Engine) -> None:
+    """A lesson about an entity's task fills no slot of it, however near an attribute's facts it lies."""
+    _projects(engine, EXAMPLES_MIN_ENTITIES)
+    _, lead = _raven(engine)
+    lesson = recall_engine.write(
+        engine,
+        NewMemory(
+            content="To brief Raven's lead, send a one-page summary.",
+            vector=recall_engine.near(1, 0.7),
+            entity="project:raven",
+            kind=memory_pb2.MEMORY_KIND_STRATEGY,
+            task_signature="brief-lead",
+        ),
+    )[0]
+    recaller = Recaller(engine)
+    query = RecallQuery(vector=recall_engine.near(1, 0.0), text="Who leads Project Raven?", k=5)
+    ids = np.asarray([lead, lesson], dtype=np.int64)
+    namespace = engine.columns.namespaces.lookup("default")
+    named, gap = recaller._attribute_evidence(query, namespace, ids, np.ones(2), 40)
+    assert gap[0] == 0.0  # the sentence reads as the lead, the attribute asked for
+    assert np.isnan(gap[1])
+    assert np.isnan(named).all()  # a reading never lifts
+
+
 def test_without_enough_attributes_known_a_sentence_is_not_read(engine: Engine) -> None:
     """With examples of too few attributes (and no embedder for names), nothing is read and nothing known says the
     question asks for another attribute than the budget: the nearer budget fact stays first."""
