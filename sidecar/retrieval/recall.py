@@ -28,6 +28,7 @@ from memevo.v1 import memory_pb2, memory_service_pb2
 from ..domain import Hit, RecallQuery, now_s
 from ..engine import Engine
 from ..perception.conflicts import SLOT_KINDS
+from ..perception.slots import type_of
 from ..store.columns import (
     FIELD_SEPARATOR,
     NO_CODE,
@@ -110,9 +111,9 @@ READING_MARGIN = 0.05
 READING_MIN_ATTRIBUTES = 3
 """Attributes of a type with a direction before statements of that type are read: two are opposite once centred."""
 KNOWN_REFRESH_GROWTH = 1.25
+"""A namespace's known attributes are scanned again once it holds this many times the memories it held."""
 READINGS_KEPT = 100_000
 """Readings kept per namespace and entity type (a memory id and a name each); all are dropped when more are made."""
-"""A namespace's known attributes are scanned again once it holds this many times the memories it held."""
 ATTRIBUTE_SCAN_FIRST = 4_096
 """Drawing an attribute's examples scans the namespace's newest ids in chunks, this many first, then 4x each time."""
 VALUE_TYPE_MISMATCH_WEIGHT = 0.2
@@ -635,7 +636,7 @@ class Recaller:
                 continue
             rows = unread[kinds[unread] == kind]
             said = [reading.read.get(memory_id) for memory_id in ids[rows].tolist()]
-            new = [position for position, attribute in enumerate(said) if attribute is None]
+            new = [row for row, attribute in enumerate(said) if attribute is None]
             if new:
                 fit = (self._unit_vectors(ids[rows[new]]) - reading.centre) @ reading.directions.T
                 order = np.argsort(-fit, axis=1)
@@ -702,8 +703,7 @@ class Recaller:
             attribute = self._attribute_of(int(code))
             if attribute:
                 entity = columns.field_sets.string(int(code)).split(FIELD_SEPARATOR)[0]
-                entity_type = entity.partition(":")[0] if ":" in entity else ""
-                found = by_type.setdefault(entity_type, [])
+                found = by_type.setdefault(type_of(entity), [])
                 if attribute not in found:
                     found.append(attribute)
         known = {t: tuple(a) for t, a in by_type.items()}
