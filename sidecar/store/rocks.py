@@ -50,6 +50,7 @@ from typing import Any, Generic, TypeVar, cast
 import rocksdict
 
 from ..errors import FailedPrecondition, StorageError, Unavailable
+from .files import restrict_new_files
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +266,9 @@ class RocksStore:
         embedder_identity: str,
         group_max: int = 4096,
     ) -> None:
+        # Every process that opens a data directory (serve, inspect, an engine in process) creates files in it:
+        # RocksDB rotates its info log and writes a manifest, options and a log at each open.
+        restrict_new_files()
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._reopened = threading.Condition()

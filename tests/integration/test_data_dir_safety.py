@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import pickle
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +49,19 @@ def _modes(root: Path) -> dict[str, int]:
     return found
 
 
-def test_every_file_of_a_new_data_directory_is_private_to_its_user(tmp_path: Path) -> None:
-    data = tmp_path / "new" / "data"  # the sidecar creates it
+def _filled_and_stopped(data: Path, count: int) -> Path:
+    """``data`` after a sidecar wrote ``count`` memories into it and stopped cleanly."""
     sidecar = start_sidecar(data)
     try:
-        _write(sidecar.unix_target, 300)
+        _write(sidecar.unix_target, count)
     finally:
         assert sidecar.stop() == 0, sidecar.log()
-    modes = _modes(data)
+    return data
+
+
+def test_every_file_of_a_new_data_directory_is_private_to_its_user(tmp_path: Path) -> None:
+    data = tmp_path / "new" / "data"  # the sidecar creates it
+    modes = _modes(_filled_and_stopped(data, 300))
     # What a clean stop leaves: RocksDB's tables, logs and manifest, the index and the start-up snapshot.
     for expected in ("rocksdb", "rocksdb/CURRENT", "rocksdb/LOG", SNAPSHOT_FILE):
         assert expected in modes, sorted(modes)
@@ -63,6 +70,27 @@ def test_every_file_of_a_new_data_directory_is_private_to_its_user(tmp_path: Pat
     exposed = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
     assert not exposed, f"readable by other users: {exposed}"
     assert modes["."] == 0o700
+
+
+def test_inspect_and_export_leave_the_data_directory_private(tmp_path: Path) -> None:
+    # Opening RocksDB for writing rotates its info log and writes a manifest, options and a log of its own:
+    # inspect creates files in the data directory too (export opens it read-only and creates none).
+    data = _filled_and_stopped(tmp_path / "data", 20)
+    before = _modes(data)
+    out = tmp_path / "replay.jsonl"
+    for args in (["inspect", str(data)], ["export", "--data", str(data), "--out", str(out)]):
+        run = subprocess.run(
+            [sys.executable, "-m", "memevo.sidecar.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+    modes = _modes(data)
+    assert set(modes) - set(before), "inspect and export created no file: this test checks nothing"
+    exposed = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
+    assert not exposed, f"readable by other users: {exposed}"
 
 
 def test_an_existing_data_directory_open_to_others_is_made_private(data_dir: Path) -> None:
