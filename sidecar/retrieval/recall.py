@@ -9,12 +9,13 @@ match and trust (the formula is documented on RecallRequest in the proto).
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from ..store.entity_vectors import EntityVectors, read_unit_vectors
 from ..store.rocks import CF_MEMORIES, u64_key
 from ..store.vector_index import Neighbours
 from .answer_type import WHEN_TYPES, ValueType, expected_types
-from .attributes import EXAMPLES, EXAMPLES_MIN_ENTITIES, AttributeExamples, AttributeMeanings
+from .attributes import EXAMPLES, EXAMPLES_MIN_ENTITIES, AttributeExamples, AttributeMatrices, AttributeMeanings
 from .hints import hint_for
 from .intent import asks_how
 from .lexical import tokenize
@@ -112,8 +113,6 @@ READING_MIN_ATTRIBUTES = 3
 """Attributes of a type with a direction before statements of that type are read: two are opposite once centred."""
 KNOWN_REFRESH_GROWTH = 1.25
 """A namespace's known attributes are scanned again once it holds this many times the memories it held."""
-READINGS_KEPT = 100_000
-"""Readings kept per namespace and entity type (a memory id and a name each); all are dropped when more are made."""
 ATTRIBUTE_SCAN_FIRST = 4_096
 """Drawing an attribute's examples scans the namespace's newest ids in chunks, this many first, then 4x each time."""
 VALUE_TYPE_MISMATCH_WEIGHT = 0.2
@@ -271,6 +270,10 @@ def _table(codes: Iterable[int]) -> npt.NDArray[np.bool_]:
     return table
 
 
+_SLOT_KIND_TABLE = _table(int(kind) for kind in SLOT_KINDS)
+"""Kinds of memory that state an attribute (perception's ``SLOT_KINDS``), as a lookup table."""
+
+
 def _mask(columns: MemoryColumns, ids: IdArray, flt: _Filter) -> npt.NDArray[np.bool_]:
     """Which ids pass the filter (ids must be < columns.size)."""
     keep = flt.states[columns.state[ids]]
@@ -377,7 +380,12 @@ def _value_type_factor(
     return factor
 
 
-@dataclass
+_READ_SHIFT = 32
+"""A memory's reading is kept as (the reading's generation << _READ_SHIFT) | (1 + index in its ``known``), 0 unread."""
+_READ_INDEX = (1 << _READ_SHIFT) - 1
+
+
+@dataclass(frozen=True)
 class _Reading:
     """How one namespace reads one entity type's statements without an attribute (``Recaller._reading``)."""
 
@@ -386,12 +394,13 @@ class _Reading:
     known: tuple[str, ...]
     """The type's attributes known then."""
     directions: npt.NDArray[np.float32]
-    """One unit row per attribute in ``attributes``."""
+    """One unit row per attribute in ``rows``."""
     centre: npt.NDArray[np.float32]
     """Where the directions start (the examples' common mean; zero for names)."""
-    attributes: list[str]
-    read: dict[int, str] = field(default_factory=dict)
-    """Memory id -> the attribute it reads as ("" for none): a memory's vector never changes."""
+    rows: IdArray
+    """Per direction, its attribute's index in ``known``."""
+    generation: int
+    """Tells this reading's verdicts in ``Recaller._read_as`` from an older reading's (never 0)."""
 
 
 class Recaller:
@@ -405,16 +414,23 @@ class Recaller:
         """Type and name words of each interned entity (columns.entities), cached likewise."""
         self._attributes: dict[int, str] = {}
         """Fact attribute of each interned field combination, cached likewise."""
-        self._meanings = AttributeMeanings(engine.embed) if engine.embedder is not None else None
-        """Vectors of attribute names; None without an embedder (the names must be in the query's vector space)."""
         self._examples = AttributeExamples(self._attribute_sample)
         """Mean directions of each attribute's facts, per namespace."""
+        self._matrices = AttributeMatrices(None, self._examples, engine.dimension)
+        """Per (namespace, entity type): its attributes' names and examples as one matrix (see ``_meanings``)."""
+        self._meanings = AttributeMeanings(engine.embed) if engine.embedder is not None else None
         self._codes_lock = threading.Lock()
         self._codes_by_attribute: dict[str, list[int]] = {}
         """Interned field combinations of each fact attribute (columns.field_sets), filled as combinations appear."""
         self._codes_scanned = 0
         self._readings: dict[tuple[int, str], _Reading] = {}
         """Per (namespace, entity type): how its statements without an attribute are read (``_reading``)."""
+        self._generations = itertools.count(1)
+        self._read_as = np.zeros(0, dtype=np.int64)
+        """Per memory id, what its namespace's reading of its type made of it (``_READ_SHIFT``): a memory's vector
+        never changes, so a statement is read once per reading."""
+        self._entity_types = np.zeros(1, dtype=np.int64)
+        """Per interned entity code + 1, the index in ``_type_names`` of its type; -1 not yet looked up (0: none)."""
         self._known: dict[int, tuple[int, dict[str, tuple[str, ...]]]] = {}
         """Per namespace: its size when scanned, and its fact attributes per entity type (``_known_attributes``)."""
         self._type_names: list[str] = [""]
@@ -426,6 +442,16 @@ class Recaller:
             engine.config.index.entity_vectors_mib << 20,
         )
         """Each entity's vectors as one block, for entity-filtered recall (see ``IndexConfig.entity_scan_limit``)."""
+
+    @property
+    def _meanings(self) -> AttributeMeanings | None:
+        """Vectors of attribute names; None without an embedder (the names must be in the query's vector space)."""
+        return self._matrices.meanings
+
+    @_meanings.setter
+    def _meanings(self, meanings: AttributeMeanings | None) -> None:
+        # The matrices hold the names: other names (a test lends some to an engine without an embedder) start afresh.
+        self._matrices = AttributeMatrices(meanings, self._examples, self.engine.dimension)
 
     def recall(self, query: RecallQuery) -> list[Hit]:
         """The best ``query.k`` memories passing the filters, best first (ranking: see RecallRequest)."""
@@ -575,28 +601,48 @@ class Recaller:
         held_types = [self._type_names[int(pair % width)] for pair in present.tolist()]
         size = columns.namespace_count(namespace)
         known = self._known_attributes(namespace, size)
-        pairs = list(
-            dict.fromkeys(
-                [(a, t) for a, t in zip(held, held_types, strict=True) if a]
-                + [(a, t) for t in dict.fromkeys(held_types) for a in known.get(t, ())]
-            )
-        )
-        if not pairs:
+        by_type: dict[str, list[str]] = {}
+        for attribute, entity_type in zip(held, held_types, strict=True):
+            found = by_type.setdefault(entity_type, [])
+            if attribute:
+                found.append(attribute)
+        # Per type, its known attributes and then those only some candidate holds, side by side in ``cosines``;
+        # the order of the attributes is no matter to the gaps.
+        vector = np.asarray(query.vector, dtype=np.float32)
+        norm = float(np.sqrt(vector @ vector))  # np.linalg.norm's number, without its dispatch
+        unit = vector / norm if norm > 0.0 and np.isfinite(norm) else None
+        offsets: dict[str, int] = {}
+        position: dict[tuple[str, str], int] = {}
+        parts: list[npt.NDArray[np.float64]] = []
+        count = 0
+        for entity_type, attributes in by_type.items():
+            wanted = known.get(entity_type, ())
+            others = [a for a in dict.fromkeys(attributes) if a not in wanted]
+            if not wanted and not others:
+                continue
+            directions = self._matrices.get(namespace, size, entity_type, wanted, others)
+            offsets[entity_type] = count
+            for offset, attribute in enumerate([*wanted, *others], start=count):
+                position[(attribute, entity_type)] = offset
+            rows = len(wanted) + len(others)
+            if unit is None:
+                parts.append(np.full((3, rows), np.nan, dtype=np.float64))
+            elif others:
+                chosen = list(range(len(wanted))) + [directions.index[a] for a in others]
+                parts.append(directions.cosines(unit)[:, chosen])
+            else:
+                parts.append(directions.cosines(unit)[:, : len(wanted)])
+            count += rows
+        if not count:
             return missing, missing
-        position = {pair: i for i, pair in enumerate(pairs)}
-        attributes = [a for a, _ in pairs]
-        examples = self._examples.similarities(namespace, size, attributes, query.vector)
-        names = np.full(len(pairs), np.nan, dtype=np.float64)
-        said = names
-        if self._meanings is not None:
-            names = self._meanings.similarities(attributes, query.vector)
-            said = self._meanings.similarities(attributes, query.vector, [t for _, t in pairs])
+        cosines = np.hstack(parts) if len(parts) > 1 else parts[0]
+        names, said, examples = cosines[0], cosines[1], cosines[2]
         gaps = _meaning_gaps(np.maximum(said, 0.0), examples)
         which = np.asarray(
             [position[(a, t)] if a else -1 for a, t in zip(held, held_types, strict=True)], dtype=np.int64
         )[inverse]
         named = np.where(which >= 0, np.maximum(names, 0.0)[np.maximum(which, 0)], np.nan)  # NaN stays NaN
-        read = self._read_attributes(namespace, size, ids, match, pool, which, kinds, known, position)
+        read = self._read_attributes(namespace, size, ids, match, pool, which, kinds, known, offsets)
         which = np.where(which >= 0, which, read)
         gap = np.where(which >= 0, gaps[np.maximum(which, 0)], np.nan)
         return np.asarray(named, dtype=np.float64), np.asarray(gap, dtype=np.float64)
@@ -611,9 +657,10 @@ class Recaller:
         which: npt.NDArray[np.int64],
         kinds: npt.NDArray[np.int64],
         known: dict[str, tuple[str, ...]],
-        position: dict[tuple[str, str], int],
+        offsets: dict[str, int],
     ) -> npt.NDArray[np.int64]:
-        """Per candidate, the index in ``position`` of the attribute it reads as, -1 for none.
+        """Per candidate, the index of the attribute it reads as (``offsets`` of its type + the attribute's index in
+        ``known`` of the type), -1 for none.
 
         Read are the best ``pool`` candidates by match that are about an entity, hold no attribute (declared or
         inferred by perception) and are of a kind that states one (perception's ``SLOT_KINDS``: not strategies,
@@ -625,34 +672,47 @@ class Recaller:
         asked.
         """
         read = np.full(ids.size, -1, dtype=np.int64)
-        states = np.isin(self.engine.columns.kind[ids], SLOT_KINDS)  # a lesson or an abstraction fills no slot
+        states = _SLOT_KIND_TABLE[self.engine.columns.kind[ids]]  # a lesson or an abstraction fills no slot
         unread = np.flatnonzero((which < 0) & (kinds > 0) & states)
         if unread.size > pool:
             unread = unread[np.argsort(-match[unread], kind="stable")[:pool]]
-        for kind in np.unique(kinds[unread]).tolist():
-            entity_type = self._type_names[int(kind)]
+        if unread.size == 0:
+            return read
+        for kind in sorted(set(kinds[unread].tolist())):
+            entity_type = self._type_names[kind]
             reading = self._reading(namespace, size, entity_type, known.get(entity_type, ()))
             if reading is None:
                 continue
             rows = unread[kinds[unread] == kind]
-            said = [reading.read.get(memory_id) for memory_id in ids[rows].tolist()]
-            new = [row for row, attribute in enumerate(said) if attribute is None]
-            if new:
-                fit = (self._unit_vectors(ids[rows[new]]) - reading.centre) @ reading.directions.T
+            memories = ids[rows]
+            verdicts = self._read_as
+            if verdicts.size <= int(memories.max()):
+                verdicts = self._grow_read_as(int(memories.max()) + 1)
+            said = verdicts[memories]
+            new = (said >> _READ_SHIFT) != reading.generation
+            if new.any():
+                fit = (self._unit_vectors(memories[new]) - reading.centre) @ reading.directions.T
                 order = np.argsort(-fit, axis=1)
                 best = np.take_along_axis(fit, order[:, :2], axis=1)
                 clear = best[:, 0] - best[:, 1] >= READING_MARGIN
-                if len(reading.read) + len(new) > READINGS_KEPT:
-                    reading.read.clear()
-                for offset, row in enumerate(new):
-                    reads_as = reading.attributes[int(order[offset, 0])] if clear[offset] else ""
-                    said[row] = reading.read[int(ids[rows[row]])] = reads_as
-            for row, attribute in zip(rows.tolist(), said, strict=True):
-                if attribute:
-                    read[row] = position[(attribute, entity_type)]
+                said[new] = (reading.generation << _READ_SHIFT) | np.where(clear, reading.rows[order[:, 0]] + 1, 0)
+                verdicts[memories[new]] = said[new]
+            index = (said & _READ_INDEX) - 1
+            reads = index >= 0
+            read[rows[reads]] = offsets[entity_type] + index[reads]
         return read
 
-    def _reading(self, namespace: int, size: int, entity_type: str, attributes: Sequence[str]) -> _Reading | None:
+    def _grow_read_as(self, needed: int) -> npt.NDArray[np.int64]:
+        """``_read_as`` with room for ids below ``needed`` (a verdict written meanwhile to the old array is lost, and
+        made again)."""
+        with self._codes_lock:
+            if self._read_as.size < needed:
+                grown = np.zeros(max(needed, 2 * self._read_as.size, 1_024), dtype=np.int64)
+                grown[: self._read_as.size] = self._read_as
+                self._read_as = grown
+            return self._read_as
+
+    def _reading(self, namespace: int, size: int, entity_type: str, attributes: tuple[str, ...]) -> _Reading | None:
         """How statements of an entity type are read in a namespace (kept, with what it read, until the namespace
         grows by ``KNOWN_REFRESH_GROWTH``); None while fewer than ``READING_MIN_ATTRIBUTES`` attributes have a
         direction.
@@ -663,27 +723,28 @@ class Recaller:
         """
         key = (namespace, entity_type)
         kept = self._readings.get(key)
-        if kept is not None and size < kept.size * KNOWN_REFRESH_GROWTH and kept.known == tuple(attributes):
-            return kept if len(kept.attributes) >= READING_MIN_ATTRIBUTES else None
-        means = [(a, self._examples.mean(namespace, size, a)) for a in attributes]
-        found = [(a, m) for a, m in means if m is not None]
+        if kept is not None and size < kept.size * KNOWN_REFRESH_GROWTH and kept.known == attributes:
+            return kept if kept.rows.size >= READING_MIN_ATTRIBUTES else None
+        matrix = self._matrices.get(namespace, size, entity_type, attributes)
+        count = len(attributes)
+        means, has_mean = matrix.block(2)
+        rows = np.flatnonzero(has_mean[:count])
         directions = np.zeros((0, self.engine.dimension), dtype=np.float32)
         centre = np.zeros(self.engine.dimension, dtype=np.float32)
-        if len(found) >= READING_MIN_ATTRIBUTES:
-            matrix = np.stack([m for _, m in found]).astype(np.float32)
-            centre = matrix.mean(axis=0)
-            centred = matrix - centre
+        if rows.size >= READING_MIN_ATTRIBUTES:
+            found = means[rows]
+            centre = found.mean(axis=0)
+            centred = found - centre
             directions = centred / np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12)
         elif self._meanings is not None:
-            named = self._meanings.vectors([(a, entity_type) for a in attributes])
-            found = [(a, v) for a, v in zip(attributes, named, strict=True) if v is not None]
-            if found:
-                directions = np.stack([v for _, v in found]).astype(np.float32)
+            said, has_name = matrix.block(1)
+            rows = np.flatnonzero(has_name[:count])
+            directions = said[rows]
         else:
-            found = []
-        reading = _Reading(max(size, 1), tuple(attributes), directions, centre, [a for a, _ in found])
+            rows = np.zeros(0, dtype=np.int64)
+        reading = _Reading(max(size, 1), attributes, directions, centre, rows, next(self._generations))
         self._readings[key] = reading
-        return reading if len(reading.attributes) >= READING_MIN_ATTRIBUTES else None
+        return reading if rows.size >= READING_MIN_ATTRIBUTES else None
 
     def _known_attributes(self, namespace: int, size: int) -> dict[str, tuple[str, ...]]:
         """The fact attributes (declared or inferred) of a namespace's memories, per entity type.
@@ -713,18 +774,31 @@ class Recaller:
 
     def _type_codes(self, entities: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
         """Per candidate, the index in ``_type_names`` of its entity's type (0, "", without an entity or a type)."""
-        present, inverse = np.unique(entities, return_inverse=True)
-        per_entity = np.zeros(present.size, dtype=np.int64)
-        for position, code in enumerate(present.tolist()):
-            if code != NO_CODE:
-                kind = self._entity_name(int(code))[0]
+        shifted = entities.astype(np.int64) - NO_CODE  # NO_CODE -> 0
+        table = self._entity_types
+        if shifted.size and int(shifted.max()) >= table.size:
+            table = self._grow_entity_types(int(shifted.max()) + 1)
+        kinds = table[shifted]
+        if (kinds < 0).any():
+            for code in np.unique(shifted[kinds < 0]).tolist():
+                kind = self._entity_name(int(code) + NO_CODE)[0]
                 with self._codes_lock:
                     index = self._type_index.get(kind)
                     if index is None:
                         index = self._type_index[kind] = len(self._type_names)
                         self._type_names.append(kind)
-                per_entity[position] = index
-        return np.asarray(per_entity[inverse], dtype=np.int64)
+                table[code] = index
+            kinds = table[shifted]
+        return np.asarray(kinds, dtype=np.int64)
+
+    def _grow_entity_types(self, needed: int) -> npt.NDArray[np.int64]:
+        """``_entity_types`` with room for ``needed`` codes (-1 for those not looked up)."""
+        with self._codes_lock:
+            if self._entity_types.size < needed:
+                grown = np.full(max(needed, 2 * self._entity_types.size, 1_024), -1, dtype=np.int64)
+                grown[: self._entity_types.size] = self._entity_types
+                self._entity_types = grown
+            return self._entity_types
 
     def _attribute_sample(self, namespace: int, attribute: str) -> npt.NDArray[np.float32]:
         """Unit vectors of the namespace's newest live facts of ``attribute``, up to ``EXAMPLES`` of them."""

@@ -21,6 +21,7 @@ from memevo.sidecar.retrieval.attributes import (
     REFRESH_GROWTH,
     REFRESH_GROWTH_PARTIAL,
     AttributeExamples,
+    AttributeMatrices,
     AttributeMeanings,
     attribute_phrase,
 )
@@ -235,6 +236,99 @@ def test_examples_are_drawn_again_only_as_the_namespace_grows() -> None:
     assert sampler.draws[-1] == (1, "location")
 
 
+def _matrices(fail: bool = False) -> tuple[AttributeMatrices, _Embedder, _Sampler]:
+    embed = _Embedder()
+    embed.fail = fail
+    full = np.stack([_unit(f"lisbon {i}") for i in range(EXAMPLES)])
+    sampler = _Sampler({"location": full, "diet": np.stack([_unit("vegan"), _unit("halal")])})
+    return AttributeMatrices(AttributeMeanings(embed), AttributeExamples(sampler), 4), embed, sampler
+
+
+def test_a_matrix_gives_the_cosines_the_caches_give() -> None:
+    matrices, embed, sampler = _matrices()
+    query = _unit("where") * 3.0
+    unit = query / np.linalg.norm(query)
+    directions = matrices.get(0, 100, "user", ("location", "diet"), ["editor"])
+    assert directions.attributes[:2] == ("location", "diet")
+    got = directions.cosines(unit)[:, [directions.index[a] for a in ("location", "diet", "editor")]]
+    names = AttributeMeanings(_Embedder())
+    examples = AttributeExamples(_Sampler(sampler.vectors))
+    attributes = ["location", "diet", "editor"]
+    np.testing.assert_allclose(got[0], names.similarities(attributes, query), rtol=1e-5)
+    np.testing.assert_allclose(got[1], names.similarities(attributes, query, ["user"] * 3), rtol=1e-5)
+    np.testing.assert_allclose(got[2], examples.similarities(0, 100, attributes, query), rtol=1e-5)
+    assert np.isnan(got[2, 2])  # no editor facts: no examples, as the cache says
+    said = ["the user's location", "the user's diet", "the user's editor"]
+    assert embed.calls == [attributes + said]  # one embedding run for the bare names and the said ones
+
+
+def test_a_matrix_is_kept_until_one_of_its_means_is_drawn_again() -> None:
+    matrices, embed, sampler = _matrices()
+    first = matrices.get(0, 100, "user", ("location", "diet"))
+    # Its own draws changed the namespace's version: made once more, from the caches, without drawing.
+    second = matrices.get(0, 100, "user", ("location", "diet"))
+    assert matrices.get(0, 100, "user", ("location", "diet")) is second is not first
+    assert len(sampler.draws) == 2
+    assert len(embed.calls) == 1
+    assert second.examples_until == 100 * REFRESH_GROWTH_PARTIAL  # diet's two facts are a partial sample
+    assert matrices.get(0, int(100 * REFRESH_GROWTH_PARTIAL) - 1, "user", ("location", "diet")) is second
+    matrices.get(0, int(100 * REFRESH_GROWTH_PARTIAL), "user", ("location", "diet"))
+    assert sampler.draws[2:] == [(0, "diet")]  # only the mean that was due is drawn again
+    assert len(embed.calls) == 1  # names never change
+
+
+def test_a_mean_drawn_again_elsewhere_makes_the_matrix_again() -> None:
+    matrices, _, sampler = _matrices()
+    examples = AttributeExamples(sampler)
+    matrices = AttributeMatrices(matrices.meanings, examples, 4)
+    matrices.get(0, 100, "user", ("diet",))
+    kept = matrices.get(0, 100, "user", ("diet",))
+    sampler.vectors["diet"] = np.stack([_unit("kosher")] * 3)
+    examples.mean(0, 200, "diet")  # another type's matrix (or another recall) draws diet again
+    remade = matrices.get(0, 150, "user", ("diet",))
+    assert remade is not kept
+    assert remade.block(2)[0][0] == pytest.approx(_unit("kosher"), rel=1e-5)
+    examples.mean(1, 100, "diet")  # another namespace's draw changes nothing here
+    assert matrices.get(0, 150, "user", ("diet",)) is remade
+
+
+def test_a_matrix_without_names_is_made_again_until_the_embedder_answers() -> None:
+    matrices, embed, _ = _matrices(fail=True)
+    failed = matrices.get(0, 100, "user", ("location",))
+    failed = matrices.get(0, 100, "user", ("location",))  # the first one's draw changed the version
+    assert not failed.complete
+    assert np.isnan(failed.cosines(_unit("where"))[:2]).all()
+    assert not np.isnan(failed.cosines(_unit("where"))[2]).any()  # examples need no embedder
+    embed.fail = False
+    answered = matrices.get(0, 100, "user", ("location",))
+    assert answered.complete
+    assert not np.isnan(answered.cosines(_unit("where"))).any()
+    assert matrices.get(0, 100, "user", ("location",)) is answered
+
+
+def test_other_attributes_join_a_matrix_until_the_known_ones_change() -> None:
+    matrices, _, _ = _matrices()
+    matrices.get(0, 100, "user", ("location",), ["diet"])
+    kept = matrices.get(0, 100, "user", ("location",), ["diet"])
+    assert kept.attributes == ("location", "diet")
+    assert matrices.get(0, 100, "user", ("location",)) is kept  # diet stays, though no candidate holds it now
+    grown = matrices.get(0, 100, "user", ("location",), ["editor"])
+    assert grown.attributes == ("location", "diet", "editor")
+    assert matrices.get(0, 100, "user", ("location", "editor")).attributes == ("location", "editor")
+    assert matrices.get(0, 100, "project", ("location",)).attributes == ("location",)  # per type
+
+
+def test_matrices_kept_are_bounded() -> None:
+    sampler = _Sampler({})
+    matrices = AttributeMatrices(None, AttributeExamples(sampler), 4, capacity=2)
+    first = matrices.get(0, 10, "user", ("diet",))
+    first = matrices.get(0, 10, "user", ("diet",))
+    matrices.get(0, 10, "project", ("lead",))
+    matrices.get(0, 10, "team", ("lead",))  # the oldest, user's, goes
+    assert matrices.get(0, 10, "user", ("diet",)) is not first
+    assert np.isnan(first.cosines(_unit("x"))).all()  # no names, no facts
+
+
 def _fact(engine: Engine, entity: str, attribute: str, text: str, vector: npt.NDArray[np.float32], **kw: str) -> int:
     item = NewMemory(
         content=text,
@@ -379,6 +473,44 @@ def test_before_examples_a_sentence_is_read_by_the_attributes_names(engine: Engi
     assert [hit.memory.id for hit in recaller.recall(query)] == [lead, budget]
     recaller._meanings = None  # no names, no examples: nothing is read, and the nearer budget fact leads
     assert [hit.memory.id for hit in recaller.recall(query)] == [budget, lead]
+
+
+def test_a_statement_is_read_once_per_reading(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory's vector never changes: its reading is kept until the namespace's reading of its type is made again."""
+    _projects(engine, EXAMPLES_MIN_ENTITIES)
+    _, lead = _raven(engine)
+    recaller = Recaller(engine)
+    read: list[list[int]] = []
+    unit_vectors = recaller._unit_vectors
+
+    def counted(ids: npt.NDArray[np.int64], **kw: npt.NDArray[np.float32] | None) -> npt.NDArray[np.float32]:
+        if lead in ids:  # not the draws of the projects' examples
+            read.append(ids.tolist())
+        return unit_vectors(ids, **kw)
+
+    monkeypatch.setattr(recaller, "_unit_vectors", counted)
+    query = RecallQuery(vector=recall_engine.near(1, 0.0), text="Who leads Project Raven?", k=5)
+    namespace = engine.columns.namespaces.lookup("default")
+    ids = np.asarray([lead], dtype=np.int64)
+    for _ in range(2):
+        assert recaller._attribute_evidence(query, namespace, ids, np.ones(1), 40)[1][0] == 0.0
+    assert read == [[lead]]
+    for number in range(int(engine.columns.namespace_count(namespace) * (KNOWN_REFRESH_GROWTH - 1)) + 1):
+        recall_engine.write(engine, NewMemory(content=f"remark {number}", vector=recall_engine.near(4, 1.0)))
+    assert recaller._attribute_evidence(query, namespace, ids, np.ones(1), 40)[1][0] == 0.0
+    assert read == [[lead], [lead]]  # the namespace grew: a new reading reads it again
+
+
+def test_entity_types_are_looked_up_once_per_entity(engine: Engine) -> None:
+    recaller = Recaller(engine)
+    codes = engine.columns.entities
+    user, project, plain = codes.code("user:ana"), codes.code("project:raven"), codes.code("ana")
+    entities = np.asarray([user, -1, project, plain, user], dtype=np.int32)
+    kinds = recaller._type_codes(entities)
+    assert [recaller._type_names[k] for k in kinds] == ["user", "", "project", "", "user"]
+    many = [codes.code(f"team:t{number}") for number in range(2_000)]  # past the table's first size
+    kinds = recaller._type_codes(np.asarray([many[-1], user, -1], dtype=np.int32))
+    assert [recaller._type_names[k] for k in kinds] == ["team", "user", ""]
 
 
 def test_known_attributes_are_the_namespaces_own_and_rescanned_as_it_grows(engine: Engine) -> None:
