@@ -369,13 +369,14 @@ class TailFile:
     def prune(self, through: int, needed: IdArray) -> int:
         """Remove segments numbered up to ``through`` holding none of ``needed`` (the tail's ids when a graph save
         began, the save now done); returns how many were removed."""
-        needed = np.unique(needed)
+        # No np.unique first: on NumPy 2.4 it takes 0.6 s for 830k distinct ids where np.isin takes ~6 ms (its table
+        # method), and a save at stop during a 1M rebuild spent 3.3 s in it at load ~6.
         removed = 0
         with self._lock:
             keep: list[_Segment] = []
             for segment in self._closed:
                 ids = np.frombuffer(segment.ids, dtype=np.int64) if len(segment.ids) else np.zeros(0, np.int64)
-                if segment.number <= through and not np.isin(ids, needed, assume_unique=False).any():
+                if segment.number <= through and not np.isin(ids, needed).any():
                     with contextlib.suppress(OSError):
                         segment.path.unlink()
                     removed += 1
