@@ -433,7 +433,12 @@ def serve(args: argparse.Namespace) -> int:
         time.sleep(SIGNAL_POLL_S)
     log.info("signal %d: shutting down", signals[0])
     sidecar.stop()
-    return 0
+    # Everything durable is written and closed. The interpreter's own teardown would free a large store's
+    # structures one object at a time (0.7-1.9 s after the stop at 1M memories), past a supervisor's stop timeout.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def inspect(args: argparse.Namespace) -> int:
