@@ -56,6 +56,26 @@ def build_store(size: int, data: Path, embed_cache: Path | None) -> None:
     shutil.rmtree(keep, ignore_errors=True)
 
 
+def world_recalls(
+    size: int, embed_cache: Path | None, calls: int, *, peek: bool = False
+) -> list[memory_service_pb2.RecallRequest]:
+    """The world's checkpoint questions as Recall requests (text + vector, k as the quality benchmark asks), cycled
+    to ``calls``."""
+    world = generate_world(size, ew.DEFAULT_SEED, n_checkpoints=ew.DEFAULT_CHECKPOINTS, n_queries=ew.DEFAULT_QUERIES)
+    vectors = ew.real_vectors(world, embed_cache)
+    recalls = [
+        memory_service_pb2.RecallRequest(
+            query=e.query.text,
+            query_vector=vectors.events[e.vector_row].astype("<f4").tobytes(),
+            k=ew.TOP_K,
+            peek=peek,
+        )
+        for e in ew.timeline(world)
+        if e.query is not None
+    ]
+    return [recalls[i % len(recalls)] for i in range(calls)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000, help="memories in the world's life")
@@ -79,21 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if not data.exists():
             log(f"building the evolving world's store of {args.size:,} memories in {data}")
             build_store(args.size, data, args.embed_cache)
-        world = generate_world(
-            args.size, ew.DEFAULT_SEED, n_checkpoints=ew.DEFAULT_CHECKPOINTS, n_queries=ew.DEFAULT_QUERIES
-        )
-        vectors = ew.real_vectors(world, args.embed_cache)
-        questions = [e for e in ew.timeline(world) if e.query is not None]
-        recalls = [
-            memory_service_pb2.RecallRequest(
-                query=e.query.text,
-                query_vector=vectors.events[e.vector_row].astype("<f4").tobytes(),
-                k=ew.TOP_K,
-            )
-            for e in questions
-            if e.query is not None
-        ]
-        recalls = [recalls[i % len(recalls)] for i in range(args.calls)]
+        recalls = world_recalls(args.size, args.embed_cache, args.calls)
         contexts = [
             memory_service_pb2.BuildContextRequest(
                 query=r.query, query_vector=r.query_vector, token_budget=ew.DEFAULT_CONTEXT_BUDGET
