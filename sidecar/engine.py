@@ -1545,9 +1545,13 @@ class Engine:
 
         Writes are held back only while what changes in place is copied (the commit lock; 10-50 ms at 1M
         memories with a million distinct words); what only grows (postings, id lists) is copied after writes
-        resume, and the file written, mostly outside the GIL. With ``cancellable`` a stop abandons it.
+        resume, and the file written, mostly outside the GIL. With ``cancellable`` a stop abandons it, unless the
+        stop would write one itself (``close``): then abandoning it would only start the same write over (0.4-2.5 s
+        of a 1M stop).
         """
         with self._snapshot_lock:
+            if self._stop_writes_snapshot():
+                cancellable = False
             self.columns.prepare_snapshot()
             asked = time.perf_counter()
             with self.store.paused():
@@ -1603,6 +1607,12 @@ class Engine:
         rewritten = self._stats_rewritten - self._snapshot_rewritten
         return self.store.last_sequence - sequence + rewritten, self._stats_mark != mark
 
+    def _stop_writes_snapshot(self) -> bool:
+        """Whether a stop now would write the snapshot (``close``): none yet, or the next start would otherwise read
+        ``every_changes`` or more records again."""
+        changes, _ = self._snapshot_changed()
+        return self._snapshot_covers[0] < 0 or changes >= max(self.config.snapshot.every_changes, 1)
+
     def _snapshot_loop(self, config: SnapshotConfig) -> None:
         """Write the snapshot in the background when enough changed, at most every so often (see SnapshotConfig)."""
         if config.every_changes <= 0 and config.max_age_s <= 0:
@@ -1648,18 +1658,13 @@ class Engine:
         # every_changes of the last one, that start catches up as after a crash, which costs it less than the
         # write costs the stop (1M memories: ~2.5 s to write, ~0.3 s per 10,000 changes to catch up). What lives
         # only in memory (eviction grace periods begun since) is then taken from the older snapshot.
-        changes, _ = self._snapshot_changed()
-        if (
-            self._snapshot_covers[0] < 0
-            or changes >= max(self.config.snapshot.every_changes, 1)
-            or self.columns.accessed
-        ):
+        if self._stop_writes_snapshot() or self.columns.accessed:
             self.write_snapshot()
         else:
             log.info(
                 "start-up snapshot of sequence %d kept: the next start reads the %d changes after it again",
                 self._snapshot_covers[0],
-                changes,
+                self._snapshot_changed()[0],
             )
         self.retrieval_log.close()
         self.store.close()

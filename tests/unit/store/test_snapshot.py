@@ -40,13 +40,15 @@ def _config(data_dir: Path) -> SidecarConfig:
     return SidecarConfig(data_dir=data_dir, embedder=EmbedderConfig(kind="none"), dimension=DIMENSION)
 
 
-def _every_100_changes(data_dir: Path) -> SidecarConfig:
-    """Snapshots due at 100 changes, never by age alone."""
+def _every_100_changes(
+    data_dir: Path, *, max_age_s: float = 0, min_interval_s: float = SnapshotConfig.min_interval_s
+) -> SidecarConfig:
+    """Snapshots due at 100 changes, never by age alone unless ``max_age_s`` is given."""
     return SidecarConfig(
         data_dir=data_dir,
         embedder=EmbedderConfig(kind="none"),
         dimension=DIMENSION,
-        snapshot=SnapshotConfig(every_changes=100, max_age_s=0),
+        snapshot=SnapshotConfig(every_changes=100, max_age_s=max_age_s, min_interval_s=min_interval_s),
     )
 
 
@@ -595,6 +597,83 @@ def test_a_clean_stop_close_behind_the_last_snapshot_keeps_it_and_the_next_start
     _assert_same(after, _scanned(tmp_path))
 
 
+def _restores_reading_nothing_again(
+    config: SidecarConfig, expected: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A start finds ``expected`` in the snapshot and reads no record again."""
+    caplog.clear()
+    reopened = Engine(config)
+    try:
+        _assert_same(_state(reopened), expected)
+    finally:
+        reopened.close()
+    assert "restored, 0 memories changed after it read again" in caplog.text
+
+
+def _background_writes_wait_for_the_stop(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[bool]]:
+    """Make the background thread's snapshot writes wait for the stop; (set once one waits, what each write gave)."""
+    real_write = snapshot_module.write
+    under_way = threading.Event()
+    written: list[bool] = []
+
+    def write(*args: Any, **kwargs: Any) -> bool:
+        engine = getattr(threading.current_thread(), "engine", None)
+        if engine is not None:
+            under_way.set()
+            assert engine._snapshot_stop.wait(30), "the stop never came"
+        written.append(real_write(*args, **kwargs))
+        return written[-1]
+
+    monkeypatch.setattr(snapshot_module, "write", write)
+    return under_way, written
+
+
+def _mark_background_thread(engine: Engine) -> None:
+    engine._snapshotter.engine = engine  # type: ignore[attr-defined]
+
+
+def test_a_stop_lets_a_background_snapshot_it_would_write_itself_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A stop abandoned the background snapshot under way and, as it was due, wrote it again from the start: 0.4-2.5 s
+    # of a 1M stop. Now the one under way finishes and the stop keeps it.
+    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+    under_way, written = _background_writes_wait_for_the_stop(monkeypatch)
+    config = _every_100_changes(tmp_path)
+    engine = Engine(config)
+    _mark_background_thread(engine)
+    _fill(engine, 60)
+    assert engine.write_snapshot()
+    _fill(engine, 150)  # past every_changes: the background thread starts a snapshot
+    assert under_way.wait(30), "no background snapshot"
+    expected = _state(engine)
+    engine.close()
+    assert written == [True, True], "the stop abandoned the snapshot under way and wrote another"
+    assert "abandoned" not in caplog.text
+    assert "kept: the next start reads the 0 changes after it again" in caplog.text
+    _restores_reading_nothing_again(config, expected, caplog)
+
+
+def test_a_stop_abandons_a_background_snapshot_it_would_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Due by age alone, with fewer changes than every_changes: the stop keeps the older snapshot, so the one under way
+    # is abandoned.
+    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+    under_way, written = _background_writes_wait_for_the_stop(monkeypatch)
+    engine = Engine(_every_100_changes(tmp_path, max_age_s=2.0, min_interval_s=0.0))
+    _fill(engine, 20)
+    assert engine.write_snapshot()  # before the first age comes due
+    kept = (tmp_path / SNAPSHOT_FILE).read_bytes()
+    _mark_background_thread(engine)
+    _fill(engine, 5)
+    assert under_way.wait(30), "no background snapshot by age"
+    engine.close()
+    assert written[-1] is False
+    assert "abandoned: the sidecar is stopping" in caplog.text
+    assert (tmp_path / SNAPSHOT_FILE).read_bytes() == kept
+
+
 def test_records_rewritten_by_statistics_checkpoints_make_a_snapshot_due(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -613,13 +692,7 @@ def test_records_rewritten_by_statistics_checkpoints_make_a_snapshot_due(
     engine.close()
     assert (tmp_path / SNAPSHOT_FILE).read_bytes() != kept, "the stop kept a snapshot 148 rewrites behind"
 
-    caplog.clear()
-    reopened = Engine(config)
-    try:
-        _assert_same(_state(reopened), expected)
-    finally:
-        reopened.close()
-    assert "restored, 0 memories changed after it read again" in caplog.text
+    _restores_reading_nothing_again(config, expected, caplog)
 
 
 def test_words_in_any_script_and_an_empty_word_index_survive_a_snapshot(tmp_path: Path) -> None:
