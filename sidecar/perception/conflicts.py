@@ -428,6 +428,12 @@ def _entity_relative(
     return np.where(theirs > RELATIVE_MAX_SHARED, -1.0, relative)
 
 
+def is_sure(confidence: float) -> bool:
+    """Whether a stored inference's confidence is SURE or more. Records keep it as float32, where SURE (0.9) reads
+    back as 0.8999999761581421: compared with the float64 constant, no inference stored as sure ever was."""
+    return confidence >= float(np.float32(SURE))
+
+
 def _restates(tokens: Sequence[str], holder: _Slot) -> bool:
     """Whether a statement says again what ``holder`` says: its value's words in a row among the statement's
     (or, its value unknown, every word of its text, entity aside) ("Double-checked today and it still holds: Kofi
@@ -1107,7 +1113,7 @@ class Perceiver:
         entity = record.entity or record.inferred.entity
         kind = type_of(entity)
         agrees = slots.agrees(kind, attribute, holder.unit, entity)
-        sure = inferred.confidence >= SURE or inferred.attribute != attribute
+        sure = is_sure(inferred.confidence) or inferred.attribute != attribute
         if holder.attribute == attribute and agrees and sure:
             # Inferred surely at its write, or matched now by a template learnt since.
             self._settle(txn, record, holder.record, now, decision, f"inferred: template of {attribute}")

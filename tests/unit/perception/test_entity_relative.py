@@ -10,9 +10,11 @@ from memevo.sidecar.perception.conflicts import (
     RELATIVE_MIN_MEMORIES,
     RELATIVE_SURE,
     SIMILARITY_SURE,
+    SURE,
     _entity_relative,
     _restates,
     _Slot,
+    is_sure,
 )
 from memevo.sidecar.perception.slots import ENTITY_MARK, words
 from memevo.v1 import memory_pb2
@@ -75,3 +77,11 @@ def test_a_statement_that_says_the_value_again_restates_it() -> None:
     assert not _restates(upgraded, _holder("is on release v1.0.0 now.", "v1.0.0"))
     assert not _restates(upgraded, _holder("is on release v1.0.0 now.", None))
     assert not _restates(said, _holder("", None))
+
+
+def test_an_inference_stored_as_sure_reads_back_as_sure() -> None:
+    stored = memory_pb2.Memory(inferred=memory_pb2.InferredSlot(attribute="lead", confidence=SURE))
+    round_trip = memory_pb2.Memory.FromString(stored.SerializeToString()).inferred.confidence
+    assert round_trip < SURE  # float32 on the record
+    assert is_sure(round_trip)
+    assert not is_sure(float(np.nextafter(np.float32(SURE), np.float32(0))))
