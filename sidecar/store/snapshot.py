@@ -160,11 +160,17 @@ class SnapshotWriter:
         """Run ``copy`` at :meth:`finish`, after the caller's hold on writers ends: for what only grows meanwhile."""
         self._deferred.append(copy)
 
-    def finish(self) -> None:
-        """Run what :meth:`defer` (and :meth:`growing_array_list`) left for later; writers may run meanwhile."""
+    def finish(self, cancelled: Callable[[], bool] | None = None) -> bool:
+        """Run what :meth:`defer` (and :meth:`growing_array_list`) left for later; writers may run meanwhile.
+
+        False when ``cancelled()`` turned true between two copies (the rest is not run).
+        """
         deferred, self._deferred[:] = list(self._deferred), []
         for copy in deferred:
+            if cancelled is not None and cancelled():
+                return False
             copy()
+        return True
 
     def tree(self) -> dict[str, Any]:
         """The JSON values of this part and its children, as the header stores them."""
@@ -346,7 +352,9 @@ def write(
     path = directory / SNAPSHOT_FILE
     tmp = directory / (SNAPSHOT_FILE + ".tmp")
     try:
-        writer.finish()
+        # Checked before the file too: under load the deferred copy took seconds of a stop before the first chunk.
+        if not writer.finish(cancelled) or (cancelled is not None and cancelled()):
+            raise _Cancelled
         header = {
             "format": SNAPSHOT_FORMAT,
             **asdict(stamp),

@@ -57,9 +57,13 @@ DIGEST_CHUNK_BYTES = 16 << 20
 """Read size while checksumming the index file (hashlib releases the GIL for each chunk)."""
 SAVE_YIELD_EVERY = 1_024
 """Graph nodes a save writes between two offers of the interpreter lock to other threads (about a millisecond)."""
-SAVE_BYTES_PER_S = 150e6
-"""Save speed assumed before one was measured (usearch wrote 275 MB in 0.9-1.5 s on the benchmark machine,
-then the file is hashed): a clean stop's estimate of what a save costs."""
+SAVE_BYTES_PER_S = 75e6
+"""Save speed a clean stop assumes before this process has measured one of its own. Quiet, usearch wrote 275 MB in
+0.9-1.5 s on the benchmark machine; at 1M under load the stop's save of a ~280 MB graph took 2-4 s at load 4-7
+and 5.9 s at load 10.7 (47 MB/s), where the 150 MB/s assumed before budgeted under 2 s."""
+SAVE_RATES_KEPT = 3
+"""Measured saves a stop's estimate looks at; it takes the slowest, since the load at the stop is not the load
+of the last save."""
 
 FloatMatrix = npt.NDArray[np.float32]
 IdArray = npt.NDArray[np.int64]
@@ -180,7 +184,24 @@ class _BuilderPriority:
             self._boosted = False
 
 
-def _serialize_yielding(graph: _CompiledIndex) -> bytes | bytearray:
+class SaveAbandoned(Exception):
+    """A save given a deadline passed it before the file was complete: nothing was replaced."""
+
+
+def stop_save_fits(size_bytes: int, measured_bytes_per_s: list[float], budget_s: float) -> bool:
+    """Whether a clean stop should save a graph of ``size_bytes`` within ``budget_s``.
+
+    The speed is the slowest of this process's last measured saves, or SAVE_BYTES_PER_S before one was measured.
+    Skipping loses nothing: the next start inserts what the saved file lacks (reading it from the fresh-tail files
+    or RocksDB), and a save started anyway is abandoned at its deadline.
+    """
+    if budget_s <= 0:
+        return False
+    rate = min(measured_bytes_per_s[-SAVE_RATES_KEPT:], default=SAVE_BYTES_PER_S)
+    return size_bytes / rate <= budget_s
+
+
+def _serialize_yielding(graph: _CompiledIndex, deadline: float | None = None) -> bytes | bytearray:
     """The graph as usearch saves it, letting other threads take the interpreter lock every SAVE_YIELD_EVERY nodes.
 
     usearch holds the lock for the whole save, and every request waited for it: 0.7-1.2 s at 1M during a
@@ -191,28 +212,42 @@ def _serialize_yielding(graph: _CompiledIndex) -> bytes | bytearray:
     last against 0.14-0.15 s). It costs a transient buffer of the file's size.
     """
     calls = 0
+    late = False
 
     def progress(processed: int, total: int) -> bool:
-        nonlocal calls
+        nonlocal calls, late
         calls += 1
         if calls % SAVE_YIELD_EVERY == 0:
             time.sleep(0)
+            if deadline is not None and time.monotonic() > deadline:
+                late = True
+                return False  # usearch stops and raises
         return True
 
     # usearch checks the callback's annotations as types, and this module's are strings (postponed evaluation).
     progress.__annotations__ = {"processed": int, "total": int, "return": bool}
-    serialized = graph.save(None, progress=progress)
+    try:
+        serialized = graph.save(None, progress=progress)
+    except RuntimeError as exc:
+        if late:
+            raise SaveAbandoned("past its deadline while the graph was serialised") from exc
+        raise
     if serialized is None:  # a graph opened from a path saves there: never one of ours
         raise RuntimeError("usearch saved to its own path instead of returning the graph")
     return serialized
 
 
-def _write_hashed(path: Path, data: bytes | bytearray) -> str:
-    """Write ``data`` to ``path`` in pieces (each write and hash releases the interpreter lock); its SHA-256."""
+def _write_hashed(path: Path, data: bytes | bytearray, deadline: float | None = None) -> str:
+    """Write ``data`` to ``path`` in pieces (each write and hash releases the interpreter lock); its SHA-256.
+
+    Raises SaveAbandoned when ``deadline`` (monotonic) passes before the last piece.
+    """
     digest = hashlib.sha256()
     view = memoryview(data)
     with path.open("wb") as handle:
         for start in range(0, len(view), DIGEST_CHUNK_BYTES):
+            if deadline is not None and time.monotonic() > deadline:
+                raise SaveAbandoned(f"past its deadline after {start} of {len(view)} bytes written")
             piece = view[start : start + DIGEST_CHUNK_BYTES]
             handle.write(piece)
             digest.update(piece)
@@ -273,7 +308,8 @@ class VectorIndex:
         self._rebuild_below = 0
         """Rebuild rows are the ids below this (every later write has a larger id); guarded by the tail lock."""
         self._rebuild_reason = ""
-        self._save_bytes_per_s = SAVE_BYTES_PER_S
+        self._save_rates: list[float] = []
+        """Bytes per second of this process's last saves, newest last (a stop's estimate)."""
         self._tail_file = tail_file
         """Where every tail vector is also appended, for a start after a crash to map (None: not kept)."""
         self._persister: threading.Thread | None = None
@@ -357,10 +393,12 @@ class VectorIndex:
             self._graph.remove(ids.astype(np.uint64))
             self._dirty = True
 
-    def save(self) -> None:
+    def save(self, deadline: float | None = None) -> bool:
         """Write the graph atomically (temp file + rename), then its metadata: the sequence it covers and its SHA-256.
 
-        A crash between the two renames leaves a file that does not match its metadata: it is not loaded.
+        A crash between the two renames leaves a file that does not match its metadata: it is not loaded. With a
+        ``deadline`` (monotonic) the save is abandoned if it passes before the file is complete (False): the saved
+        file, its metadata and the fresh-tail files stay as they were, so the next start finds what it lacks.
         """
         started = time.perf_counter()
         tmp = self.directory / (INDEX_FILE + ".tmp")
@@ -380,12 +418,16 @@ class VectorIndex:
             sequence = self._sequence_source()
             count = len(self._graph)
             dirty_before = self._dirty
-            serialized = _serialize_yielding(self._graph)
+            try:
+                serialized = _serialize_yielding(self._graph, deadline)
+            except SaveAbandoned as exc:
+                log.info("index save abandoned (%s): the next start inserts what the saved file lacks", exc)
+                return False
             self._dirty = False
         finally:
             self._lock.release_shared()
         try:
-            digest = _write_hashed(tmp, serialized)
+            digest = _write_hashed(tmp, serialized, deadline)
             del serialized
             os.replace(tmp, self.directory / INDEX_FILE)
             meta_tmp = self.directory / (INDEX_META_FILE + ".tmp")
@@ -402,6 +444,11 @@ class VectorIndex:
                 )
             )
             os.replace(meta_tmp, self.directory / INDEX_META_FILE)
+        except SaveAbandoned as exc:
+            tmp.unlink(missing_ok=True)
+            self._dirty = dirty_before
+            log.info("index save abandoned (%s): the next start inserts what the saved file lacks", exc)
+            return False
         except BaseException:
             tmp.unlink(missing_ok=True)
             self._dirty = dirty_before
@@ -413,7 +460,8 @@ class VectorIndex:
         elapsed = time.perf_counter() - started
         size = (self.directory / INDEX_FILE).stat().st_size
         if elapsed > 0.05:  # a tiny save says little about the speed of a large one
-            self._save_bytes_per_s = size / elapsed
+            self._save_rates = [*self._save_rates[1 - SAVE_RATES_KEPT :], size / elapsed]
+        return True
 
     # ---- writes -----------------------------------------------------------------------------
 
@@ -711,8 +759,9 @@ class VectorIndex:
             try:
                 while moved := self._build_step():
                     priority.follow(self._tail.count)
-                    # Saved while behind too: a kill during a long rebuild resumes from here, not from scratch.
-                    if save_due():
+                    # Saved while behind too: a kill during a long rebuild resumes from here, not from scratch. Not
+                    # once a stop has begun: close() joins this thread, and decides itself whether a save fits.
+                    if save_due() and not self._stop.is_set():
                         last_save = time.monotonic()  # a failed save (full disk) waits a whole interval too
                         self.save()
                     if rate > 0 and self._stop.wait(moved / rate):
@@ -720,7 +769,7 @@ class VectorIndex:
                     if self._stop.is_set():
                         break
                 priority.follow(self._tail.count)
-                if save_due():
+                if save_due() and not self._stop.is_set():
                     last_save = time.monotonic()
                     self.save()
             except Exception:  # keep building: a failed step leaves its vectors in the tail
@@ -793,18 +842,26 @@ class VectorIndex:
         return True
 
     def save_estimate_s(self) -> float:
-        """Seconds a save would take now, from the graph's size and the last save's speed."""
-        return float(self._graph.serialized_length) / self._save_bytes_per_s
+        """Seconds a save would take now, from the graph's size and the slowest of this process's last saves."""
+        rate = min(self._save_rates, default=SAVE_BYTES_PER_S)
+        return float(self._graph.serialized_length) / rate
 
-    def close(self, *, save: bool = True) -> None:
-        """Stop the builder and save the graph if that fits ``close_save_budget_s``.
+    def stop_builder(self) -> None:
+        """Ask the builder to stop at its next insert (``close`` waits for it): a stop's other work then has the cores
+        the builder would take (at 1M under load it was still inserting while the stop wrote the snapshot)."""
+        self._stop.set()
+        self._wake.set()
+
+    def close(self, *, save: bool = True, budget_s: float | None = None) -> None:
+        """Stop the builder and save the graph if that fits ``budget_s`` (default ``close_save_budget_s``).
 
         The tail is not drained (that could take minutes): its vectors are in RocksDB and go back into the tail at
         the next start. Neither is a large graph saved: the next start finds what the saved file lacks, serves at
-        once and inserts it in the background.
+        once and inserts it in the background. A save begun is abandoned when the budget runs out before its file
+        is complete (the estimate was 1.5-3x optimistic under load), so the stop waits for the budget at most.
         """
-        self._stop.set()
-        self._wake.set()
+        budget = self.config.close_save_budget_s if budget_s is None else min(budget_s, self.config.close_save_budget_s)
+        self.stop_builder()
         if self._builder is not None:
             self._builder.join()
         if self._persister is not None:
@@ -812,16 +869,15 @@ class VectorIndex:
         try:
             if not (save and self._dirty):
                 return
-            estimate = self.save_estimate_s()
-            if estimate > self.config.close_save_budget_s:
+            if not stop_save_fits(self._graph.serialized_length, self._save_rates, budget):
                 log.info(
                     "index not saved at stop (~%.1f s, budget %.1f s): the next start inserts what the saved file "
                     "lacks",
-                    estimate,
-                    self.config.close_save_budget_s,
+                    self.save_estimate_s(),
+                    budget,
                 )
                 return
-            self.save()
+            self.save(deadline=time.monotonic() + budget)
         finally:
             if self._tail_file is not None:
                 self._tail_file.close()

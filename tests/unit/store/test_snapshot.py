@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import pickle
+import re
 import shutil
 import stat
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -266,7 +268,7 @@ def test_writes_run_while_the_snapshot_copies_what_grows_and_a_start_catches_the
     during: list[int] = []
     finish = snapshot_module.SnapshotWriter.finish
 
-    def finish_after_a_write(writer: snapshot_module.SnapshotWriter) -> None:
+    def finish_after_a_write(writer: snapshot_module.SnapshotWriter, cancelled: Callable[[], bool] | None) -> bool:
         def write() -> None:
             # A word the store has (postings copied from here on) and one it has not, an entity's id list.
             written = engine.remember(
@@ -278,7 +280,7 @@ def test_writes_run_while_the_snapshot_copies_what_grows_and_a_start_catches_the
         writer_thread.start()
         writer_thread.join(timeout=120)
         assert not writer_thread.is_alive(), "a write waited for the snapshot's copy of postings and id lists"
-        finish(writer)
+        return finish(writer, cancelled)
 
     monkeypatch.setattr(snapshot_module.SnapshotWriter, "finish", finish_after_a_write)
     assert engine.write_snapshot()
@@ -601,13 +603,20 @@ def _restores_reading_nothing_again(
     config: SidecarConfig, expected: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A start finds ``expected`` in the snapshot and reads no record again."""
+    assert _restores(config, expected, caplog) == 0
+
+
+def _restores(config: SidecarConfig, expected: dict[str, Any], caplog: pytest.LogCaptureFixture) -> int:
+    """A start from the snapshot and RocksDB finds ``expected``; how many records it read again."""
     caplog.clear()
     reopened = Engine(config)
     try:
         _assert_same(_state(reopened), expected)
     finally:
         reopened.close()
-    assert "restored, 0 memories changed after it read again" in caplog.text
+    caught_up = re.search(r"restored, (\d+) memories changed after it read again", caplog.text)
+    assert caught_up is not None
+    return int(caught_up.group(1))
 
 
 def _background_writes_wait_for_the_stop(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[bool]]:
@@ -632,20 +641,30 @@ def _mark_background_thread(engine: Engine) -> None:
     engine._snapshotter.engine = engine  # type: ignore[attr-defined]
 
 
-def test_a_stop_lets_a_background_snapshot_it_would_write_itself_finish(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    # A stop abandoned the background snapshot under way and, as it was due, wrote it again from the start: 0.4-2.5 s
-    # of a 1M stop. Now the one under way finishes and the stop keeps it.
-    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+def _a_background_snapshot_under_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Engine, SidecarConfig, list[bool], bytes]:
+    """An engine whose background thread is writing a snapshot due by changes, waiting for the stop; (engine, its
+    config, what each write gave, the older snapshot's bytes)."""
     under_way, written = _background_writes_wait_for_the_stop(monkeypatch)
     config = _every_100_changes(tmp_path)
     engine = Engine(config)
     _mark_background_thread(engine)
     _fill(engine, 60)
     assert engine.write_snapshot()
+    kept = (tmp_path / SNAPSHOT_FILE).read_bytes()
     _fill(engine, 150)  # past every_changes: the background thread starts a snapshot
     assert under_way.wait(30), "no background snapshot"
+    return engine, config, written, kept
+
+
+def test_a_stop_lets_a_background_snapshot_it_would_write_itself_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A stop abandoned the background snapshot under way and, as it was due, wrote it again from the start: 0.4-2.5 s
+    # of a 1M stop. Now the one under way finishes and the stop keeps it.
+    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+    engine, config, written, _ = _a_background_snapshot_under_way(tmp_path, monkeypatch)
     expected = _state(engine)
     engine.close()
     assert written == [True, True], "the stop abandoned the snapshot under way and wrote another"
@@ -672,6 +691,64 @@ def test_a_stop_abandons_a_background_snapshot_it_would_not_write(
     assert written[-1] is False
     assert "abandoned: the sidecar is stopping" in caplog.text
     assert (tmp_path / SNAPSHOT_FILE).read_bytes() == kept
+
+
+def test_a_stop_leaves_its_snapshot_only_past_its_deadline_with_an_older_one_close_enough() -> None:
+    # At 1M under load the snapshot alone took 3.4-4.2 s of a stop; a start catches up ~10,000 records in 0.3-0.5 s.
+    from memevo.sidecar.engine import STOP_CATCH_UP_LIMIT, stop_abandons_snapshot
+
+    assert not stop_abandons_snapshot(-0.1, has_snapshot=True, changes=150, every_changes=100)  # before the deadline
+    assert stop_abandons_snapshot(0.0, has_snapshot=True, changes=150, every_changes=100)
+    assert stop_abandons_snapshot(5.0, has_snapshot=True, changes=STOP_CATCH_UP_LIMIT * 100, every_changes=100)
+    # Without an older snapshot the next start scans RocksDB (~50 s at 1M); far behind it, it reads too much again.
+    assert not stop_abandons_snapshot(5.0, has_snapshot=False, changes=150, every_changes=100)
+    assert not stop_abandons_snapshot(5.0, has_snapshot=True, changes=STOP_CATCH_UP_LIMIT * 100 + 1, every_changes=100)
+
+
+def test_a_stop_past_its_deadline_abandons_the_snapshot_and_the_next_start_catches_up_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memevo.sidecar import engine as engine_module
+
+    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+    monkeypatch.setattr(engine_module, "STOP_SNAPSHOT_S", 0.0)  # every stop is past its deadline at once
+    engine, config, written, kept = _a_background_snapshot_under_way(tmp_path, monkeypatch)
+    expected = _state(engine)
+    engine.close()
+    assert written == [True, False], "the stop past its deadline finished the snapshot or wrote another"
+    assert "not written at stop" in caplog.text
+    assert (tmp_path / SNAPSHOT_FILE).read_bytes() == kept
+
+    assert _restores(config, expected, caplog) >= 150  # every change after the older snapshot, read again
+
+
+def test_a_cancelled_write_stops_between_deferred_copies_and_leaves_no_file(tmp_path: Path) -> None:
+    # Under load the deferred copy ran for seconds of a stop before the first chunk, where a stop was first looked at.
+    writer = snapshot_module.SnapshotWriter()
+    writer.ndarray("kept", np.arange(4, dtype=np.int64))
+    ran: list[int] = []
+    writer.defer(lambda: ran.append(1))
+    writer.defer(lambda: ran.append(2))
+    stamp = snapshot_module.Stamp(sequence=1, next_id=2, stats_mark=0, store="s")
+    assert not snapshot_module.write(tmp_path, writer, stamp, cancelled=lambda: bool(ran))
+    assert ran == [1]
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_stop_past_its_deadline_still_writes_the_first_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memevo.sidecar import engine as engine_module
+
+    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+    monkeypatch.setattr(engine_module, "STOP_SNAPSHOT_S", 0.0)
+    config = _every_100_changes(tmp_path)
+    engine = Engine(config)
+    _fill(engine, 20)
+    expected = _state(engine)
+    engine.close()
+    assert (tmp_path / SNAPSHOT_FILE).exists(), "without a snapshot the next start scans RocksDB"
+    _restores_reading_nothing_again(config, expected, caplog)
 
 
 def test_records_rewritten_by_statistics_checkpoints_make_a_snapshot_due(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memevo.sidecar.config import IndexConfig
-from memevo.sidecar.store import tail_file
+from memevo.sidecar.store import tail_file, vector_index
 from memevo.sidecar.store.tail_file import HEADER_BYTES, TailFile, record_words
 from memevo.sidecar.store.vector_index import VectorIndex, normalize_rows
 
@@ -175,6 +176,43 @@ def test_a_graph_save_removes_the_segments_it_covers(tmp_path: Path) -> None:
     assert not written.exists()
     assert len(_segments(tmp_path / "tail")) == 1  # the newest, for appends
     index.close(save=False)
+
+
+@pytest.mark.parametrize("yield_every", [1, 1_000_000], ids=["while-serialised", "while-written"])
+def test_a_save_past_its_deadline_changes_nothing_and_the_next_start_finds_every_vector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, yield_every: int
+) -> None:
+    # A stop abandons a save that runs past its budget: the saved graph, its metadata and the fresh-tail files must
+    # stay as they were, so that the next start maps what the older graph lacks.
+    monkeypatch.setattr(vector_index, "SAVE_YIELD_EVERY", yield_every)
+    vectors = _unit(200, 9)
+    index = VectorIndex(
+        tmp_path, DIM, IndexConfig(build_batch=100), tail_file=TailFile.open(tmp_path / "tail", DIM, STAMP, next_id=1)
+    )
+    index.add(np.arange(1, 101, dtype=np.int64), vectors[:100])
+    while index._build_step():
+        pass
+    assert index.save()
+    saved = (tmp_path / vector_index.INDEX_FILE).read_bytes()
+    meta = (tmp_path / vector_index.INDEX_META_FILE).read_text()
+    index.add(np.arange(101, 201, dtype=np.int64), vectors[100:])
+    while index._build_step():
+        pass
+    segments = _segments(tmp_path / "tail")
+    assert not index.save(deadline=time.monotonic() - 1.0)
+    assert (tmp_path / vector_index.INDEX_FILE).read_bytes() == saved
+    assert (tmp_path / vector_index.INDEX_META_FILE).read_text() == meta
+    assert not (tmp_path / (vector_index.INDEX_FILE + ".tmp")).exists()
+    assert set(segments) <= set(_segments(tmp_path / "tail"))  # nothing pruned
+    assert index._dirty  # a later save (or the next start) still owes the graph its last 100
+    index.close(save=False)
+
+    restarted = VectorIndex(tmp_path, DIM, IndexConfig())
+    assert restarted.load()
+    assert restarted.graph_count == 100
+    found, out = _read(tmp_path / "tail", np.arange(101, 201, dtype=np.int64), next_id=201)
+    assert found.all()
+    np.testing.assert_allclose(out, vectors[100:], atol=1e-6)
 
 
 def test_the_write_path_never_waits_for_the_disk_rows_past_the_queue_are_left_to_rocksdb(
