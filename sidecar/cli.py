@@ -274,6 +274,10 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SidecarConfig:
     """The SidecarConfig the command-line arguments describe."""
+    if args.embedder == "openai":
+        for flag, value in (("--openai-url", args.openai_url), ("--openai-model", args.openai_model)):
+            if not value:
+                raise FailedPrecondition(f"--embedder openai needs {flag}", reason="EMBEDDER_FLAG_MISSING")
     embedder = EmbedderConfig(
         kind=args.embedder,
         openai_url=args.openai_url,
@@ -412,6 +416,10 @@ def serve(args: argparse.Namespace) -> int:
     """Run a sidecar until SIGTERM or SIGINT."""
     # Flags first: a mistake is reported before a first run's kernel compilation, not after it.
     config, token = config_from_args(args), _token(args)
+    if config.embedder.kind == "none":
+        from .store.rocks import require_dimension
+
+        require_dimension(config.data_dir, config.dimension)
     _say_if_kernels_compile()
     from .service.auth import TokenTable
     from .service.metrics import configure_logging
@@ -452,7 +460,7 @@ def inspect(args: argparse.Namespace) -> int:
     if not (data / "rocksdb").is_dir():
         print(f"{data} is not a memevo data directory (no rocksdb/ inside)", file=sys.stderr)
         return 2
-    store = RocksStore(data, dimension=0, embedder_identity="none")
+    store = RocksStore(data, dimension=0, embedder_identity="none", create=False)
     try:
         counts: Counter[tuple[str, str]] = Counter()
         record = memory_pb2.Memory()

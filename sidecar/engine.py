@@ -62,6 +62,7 @@ from .store.rocks import (
     RocksStore,
     Txn,
     key_u64,
+    require_dimension,
     u64_key,
 )
 from .store.tail_file import TAIL_DIRECTORY, TailFile
@@ -156,7 +157,6 @@ class Engine:
         self.config = config
         self.limits = config.limits
         data_dir = Path(config.data_dir)
-        private_directory(data_dir)
         self.embedder: Embedder | None = make_embedder(config.embedder)
         if isinstance(self.embedder, LocalEmbedder):
             self.embedder.load()  # a broken install fails at start, and the first write does not pay the load
@@ -167,6 +167,8 @@ class Engine:
                 f"--dimension {config.dimension} disagrees with the embedder's dimension {dimension}",
                 reason="DIMENSION_MISMATCH",
             )
+        require_dimension(data_dir, dimension)  # a start refused for it creates nothing
+        private_directory(data_dir)
         self.store = RocksStore(
             data_dir, dimension=dimension, embedder_identity=identity, group_max=config.commit_group_max
         )

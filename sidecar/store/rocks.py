@@ -250,12 +250,40 @@ class _Pending(Generic[T]):
     future: Future[T]
 
 
+def _dimension_required(path: Path) -> FailedPrecondition:
+    return FailedPrecondition(
+        f"new data directory {path} needs a vector dimension: configure an embedder or pass --dimension",
+        reason="DIMENSION_REQUIRED",
+    )
+
+
+def _not_initialised(path: Path, why: str) -> FailedPrecondition:
+    return FailedPrecondition(
+        f"{path} is not a memevo data directory ({why}: no sidecar has initialised it; "
+        "memevo serve --data creates one)",
+        reason="NOT_A_DATA_DIR",
+    )
+
+
+def require_dimension(path: Path, dimension: int) -> None:
+    """FailedPrecondition (DIMENSION_REQUIRED) when ``path`` holds no database yet and ``dimension`` is 0.
+
+    Checked before anything is created: a refused start used to leave ``path`` and an empty ``rocksdb/`` behind,
+    which a later ``inspect`` then took for a data directory.
+    """
+    if dimension <= 0 and not (path / "rocksdb" / "CURRENT").exists():
+        raise _dimension_required(path)
+
+
 class RocksStore:
     """One RocksDB database per data directory, with its column families and group committer.
 
     Opening fails with FailedPrecondition when another process holds the
     directory, when its schema is newer than this code, or when the caller's
     dimension or embedder differs from the one the directory was created with.
+    With ``create=False`` (tools that only read a directory, such as ``memevo
+    inspect``) it also fails, creating nothing, where no sidecar initialised one
+    (reason NOT_A_DATA_DIR).
     """
 
     def __init__(
@@ -265,10 +293,16 @@ class RocksStore:
         dimension: int,
         embedder_identity: str,
         group_max: int = 4096,
+        create: bool = True,
     ) -> None:
         # Every process that opens a data directory (serve, inspect, an engine in process) creates files in it:
         # RocksDB rotates its info log and writes a manifest, options and a log at each open.
         restrict_new_files()
+        self._create = create
+        if not create and not (path / "rocksdb" / "CURRENT").exists():
+            raise _not_initialised(path, "no RocksDB database inside")
+        if create:
+            require_dimension(path, dimension)
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._reopened = threading.Condition()
@@ -341,7 +375,7 @@ class RocksStore:
 
     def _open(self, *, read_only: bool = False) -> None:
         options = _cf_options()
-        options.create_if_missing(not read_only)
+        options.create_if_missing(self._create and not read_only)
         options.create_missing_column_families(not read_only)
         options.increase_parallelism(2)
         self._db = rocksdict.Rdict(
@@ -384,12 +418,10 @@ class RocksStore:
     def _check_meta(self, dimension: int, embedder_identity: str) -> tuple[int, str]:
         schema = self.get(CF_META, META_SCHEMA)
         if schema is None:
+            if not self._create:
+                raise _not_initialised(self.path, "its RocksDB holds no memevo metadata")
             if dimension <= 0:
-                raise FailedPrecondition(
-                    f"new data directory {self.path} needs a vector dimension: "
-                    "configure an embedder or pass --dimension",
-                    reason="DIMENSION_REQUIRED",
-                )
+                raise _dimension_required(self.path)
             batch = rocksdict.WriteBatch(raw_mode=True)
             meta = self._handles[CF_META]
             batch.put(META_SCHEMA, str(SCHEMA_VERSION).encode(), meta)

@@ -59,6 +59,22 @@ def test_inspect_refuses_what_is_not_a_data_directory(tmp_path: Path) -> None:
     assert "not a memevo data directory" in result.stderr
 
 
+def test_inspect_of_a_directory_no_sidecar_initialised_names_serve_not_a_flag_it_lacks(tmp_path: Path) -> None:
+    import rocksdict
+
+    data = tmp_path / "data"
+    data.mkdir()
+    # A RocksDB without memevo's metadata: what a start refused for want of --dimension used to leave behind.
+    rocksdict.Rdict(str(data / "rocksdb"), rocksdict.Options(raw_mode=True)).close()
+    result = memevo("inspect", str(data))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "not a memevo data directory" in result.stderr, result.stderr
+    assert "memevo serve --data" in result.stderr, result.stderr
+    # Before: "needs a vector dimension: configure an embedder or pass --dimension", which inspect has not.
+    assert "--dimension" not in result.stderr, result.stderr
+
+
 def test_demo_runs_a_session_and_stops_cleanly() -> None:
     result = memevo("demo", timeout_s=240.0)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -118,6 +134,33 @@ def test_an_unreadable_tokens_file_stops_the_start(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_bytes(b"\xff\xfe\x00 *\n")
     _refused(_serve(tmp_path, "--listen", f"unix://{tmp_path / 's.sock'}", "--tokens-file", str(tokens)), "tokens")
+
+
+def test_a_start_refused_for_want_of_a_dimension_creates_nothing(tmp_path: Path) -> None:
+    socket = tmp_path / "s.sock"
+    data = tmp_path / "new" / "data"
+    result = memevo("serve", "--data", str(data), "--embedder", "none", "--listen", f"unix://{socket}")
+    _refused(result, "needs a vector dimension", "--dimension")
+    # Before, the refused start left data/ with an empty rocksdb/ inside it.
+    assert not (tmp_path / "new").exists()
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    _refused(
+        memevo("serve", "--data", str(existing), "--embedder", "none", "--listen", f"unix://{socket}"), "--dimension"
+    )
+    assert list(existing.iterdir()) == []
+    assert not socket.exists()
+    _refused(memevo("inspect", str(data)), "not a memevo data directory")
+
+
+def test_an_openai_embedder_without_its_url_or_model_is_refused_by_flag(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    listen = f"unix://{tmp_path / 's.sock'}"
+    _refused(memevo("serve", "--data", str(data), "--embedder", "openai", "--listen", listen), "--openai-url")
+    url = "http://127.0.0.1:9/v1"
+    result = memevo("serve", "--data", str(data), "--embedder", "openai", "--openai-url", url, "--listen", listen)
+    _refused(result, "--openai-model")
+    assert not data.exists()
 
 
 def test_a_relative_unix_socket_path_is_refused_with_the_absolute_form(tmp_path: Path) -> None:

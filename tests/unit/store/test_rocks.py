@@ -24,8 +24,30 @@ def _write_one(txn: Txn) -> int:
 
 
 def test_new_directory_needs_a_dimension(tmp_path: Path) -> None:
-    with pytest.raises(FailedPrecondition, match="dimension"):
-        _open(tmp_path, dimension=0)
+    with pytest.raises(FailedPrecondition, match="dimension") as refused:
+        _open(tmp_path / "data", dimension=0)
+    assert refused.value.reason == "DIMENSION_REQUIRED"
+    # Refused before anything is made: no directory left for a later open to take for a data directory.
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_reader_refuses_a_directory_no_store_initialised_and_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(FailedPrecondition, match="not a memevo data directory") as refused:
+        RocksStore(tmp_path / "data", dimension=0, embedder_identity="none", create=False)
+    assert refused.value.reason == "NOT_A_DATA_DIR"
+    assert not (tmp_path / "data").exists()
+    # A RocksDB without memevo's metadata (what a start refused for its dimension used to leave).
+    import rocksdict
+
+    (tmp_path / "leftover").mkdir()
+    rocksdict.Rdict(str(tmp_path / "leftover" / "rocksdb"), rocksdict.Options(raw_mode=True)).close()
+    with pytest.raises(FailedPrecondition, match="no memevo metadata") as refused:
+        RocksStore(tmp_path / "leftover", dimension=0, embedder_identity="none", create=False)
+    assert refused.value.reason == "NOT_A_DATA_DIR"
+    _open(tmp_path / "data").close()
+    store = RocksStore(tmp_path / "data", dimension=0, embedder_identity="none", create=False)
+    assert store.dimension == 8
+    store.close()
 
 
 def test_dimension_and_embedder_are_fixed_per_directory(tmp_path: Path) -> None:
