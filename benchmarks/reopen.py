@@ -92,6 +92,7 @@ def _import_memevo() -> None:
 _import_memevo()
 
 from memevo.sidecar.store.snapshot import SNAPSHOT_FILE  # noqa: E402
+from memevo.sidecar.store.vector_index import INDEX_META_FILE  # noqa: E402
 from memevo.v1 import memory_pb2  # noqa: E402
 
 try:
@@ -186,7 +187,19 @@ def build_store(
         build_threads=build_threads,
         expansion_add=build_expansion_add or IndexConfig().expansion_add,
     )
-    Engine(dataclass_replace(config, limits=Limits(), index=graph_config)).close()
+    # A start serves at once and builds the graph in the background, and a stop saves it only within its budget
+    # (issue 25): wait for the builder and save before closing, or the cache keeps an empty graph.
+    engine = Engine(dataclass_replace(config, limits=Limits(), index=graph_config))
+    try:
+        while engine.index.tail_count or engine.index.rebuild.remaining:
+            time.sleep(1.0)
+        if not engine.index.save():
+            raise RuntimeError("the built graph was not saved")
+    finally:
+        engine.close()
+    saved = json.loads((data / INDEX_META_FILE).read_text())
+    if int(saved["count"]) != n:
+        raise RuntimeError(f"the cached graph holds {saved['count']} vectors, not {n}")
     marker.write_text(json.dumps({"n": n, "dimension": dimension, "seconds": round(time.perf_counter() - started)}))
     log(f"built {data} in {time.perf_counter() - started:.0f} s")
     return data
