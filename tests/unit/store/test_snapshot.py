@@ -722,6 +722,86 @@ def test_a_stop_past_its_deadline_abandons_the_snapshot_and_the_next_start_catch
     assert _restores(config, expected, caplog) >= 150  # every change after the older snapshot, read again
 
 
+class _NumpyStoppingAtColumn:
+    """NumPy as the columns module sees it, with a stop begun while ``prepare_snapshot`` allocates column ``at``."""
+
+    def __init__(self, at: int, stop: Callable[[], None]) -> None:
+        self.at = at
+        self.stop = stop
+        self.allocated = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+    def empty(self, *args: Any, **kwargs: Any) -> Any:
+        self.allocated += 1
+        if self.allocated == self.at:
+            self.stop()
+        return np.empty(*args, **kwargs)
+
+
+def test_a_stop_abandons_a_snapshot_while_its_copy_is_prepared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Preparing the copy (touching ~120 MB at 1M) took up to 3.4 s of a stop beside CPU-bound jobs, all of it before
+    # the stop was first looked at; now between pieces of the copy too.
+    from memevo.sidecar import engine as engine_module
+    from memevo.sidecar.store import columns as columns_module
+
+    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+    monkeypatch.setattr(engine_module, "STOP_SNAPSHOT_S", 0.0)  # every stop is past its deadline at once
+    monkeypatch.setattr(columns_module, "SNAPSHOT_PREPARE_BYTES", 64)  # several pieces per column
+    config = _every_100_changes(tmp_path)
+    engine = Engine(config)
+    _fill(engine, 60)
+    assert engine.write_snapshot()
+    kept = (tmp_path / SNAPSHOT_FILE).read_bytes()
+    _fill(engine, 150)  # past every_changes: the stop would write one itself, and abandons it past its deadline
+    expected = _state(engine)
+    stopper = threading.Thread(target=engine.close)
+
+    def stop() -> None:
+        stopper.start()
+        assert engine._snapshot_stop.wait(30), "the stop never began"
+
+    numpy = _NumpyStoppingAtColumn(2, stop)
+    monkeypatch.setattr(columns_module, "np", numpy)
+    try:
+        assert not engine.write_snapshot(cancellable=True)
+    finally:
+        monkeypatch.setattr(columns_module, "np", np)
+        stopper.join(60)
+    assert numpy.allocated == 2, f"{numpy.allocated} of {len(_COLUMN_SPECS)} columns prepared after the stop began"
+    assert "abandoned before its copy" in caplog.text
+    assert (tmp_path / SNAPSHOT_FILE).read_bytes() == kept
+    assert _restores(config, expected, caplog) >= 150  # every change after the older snapshot, read again
+
+
+def test_a_snapshot_prepared_in_pieces_is_the_whole_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memevo.sidecar.store import columns as columns_module
+
+    caplog.set_level(logging.INFO, logger="memevo.sidecar")
+    monkeypatch.setattr(columns_module, "SNAPSHOT_PREPARE_BYTES", 64)
+    config = _every_100_changes(tmp_path)
+    engine = Engine(config)
+    _fill(engine, 150)
+    looks: list[int] = []
+
+    def never() -> bool:
+        looks.append(1)
+        return False
+
+    assert engine.columns.prepare_snapshot(never)
+    assert len(looks) > len(_COLUMN_SPECS)  # looked at between pieces, not only between columns
+    assert not engine.columns.prepare_snapshot(lambda: True)
+    assert engine.write_snapshot()  # after a preparation given up, the next one is whole
+    expected = _state(engine)
+    engine.close()
+    _restores_reading_nothing_again(config, expected, caplog)
+
+
 def test_a_cancelled_write_stops_between_deferred_copies_and_leaves_no_file(tmp_path: Path) -> None:
     # Under load the deferred copy ran for seconds of a stop before the first chunk, where a stop was first looked at.
     writer = snapshot_module.SnapshotWriter()
