@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     python benchmarks/quality/evolving_world.py [--sizes 1000,10000,100000] [--json PATH] [--seed N]
-        [--phrasing tuning|heldout|both] [--text-share 0.5]
+        [--phrasing tuning|heldout|validation|both] [--text-share 0.5]
 
 The defaults (1k, 10k and 100k memories, all with real embeddings) take about
 3-6 minutes on a 2-core machine, most of it embedding ~50,000 distinct texts;
@@ -22,13 +22,16 @@ succeeds with that version's true success rate.
 
 Phrasing halves (``--phrasing``, default ``heldout``): the generator words
 facts, questions and remarks naming an entity, and names users, services and
-projects, from one of two disjoint halves. ``tuning`` is the half the system
+projects, from one of three disjoint halves. ``tuning`` is the half the system
 may have been tuned on (world.py's own templates and names); ``heldout``
 (phrasing_heldout.py) was never looked at while tuning, so the held-out
 figure is the one that counts — a system that learnt the tuning wording
 would do worse on it. Strategies, task logs, noise and value pools are shared.
 ``both`` runs every size in both halves, so the gap can be read directly.
-Every row says which phrasing it used.
+``validation`` (phrasing_validation.py) is a third half written apart from
+the other two, to check that a change generalises beyond the tuning wording
+before the held-out run is spent; its figures are not held-out figures (and
+``both`` leaves it out). Every row says which phrasing it used.
 
 Text-only changes (``--text-share``, default 0.5): an agent does not always
 know that what it writes changes a fact. That share of the fact changes,
@@ -1271,9 +1274,13 @@ def _share(text: str) -> float:
     return value
 
 
+BOTH = ("tuning", "heldout")
+"""What ``--phrasing both`` runs: the tuning half and the one that counts (not the validation half)."""
+
+
 def phrasings(choice: str) -> tuple[str, ...]:
     """The phrasing halves to run for a ``--phrasing`` choice."""
-    return PHRASINGS if choice == "both" else (choice,)
+    return BOTH if choice == "both" else (choice,)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -1287,7 +1294,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--phrasing",
         choices=(*PHRASINGS, "both"),
         default="heldout",
-        help="phrasing half of the worlds: tuning, heldout (the figure that counts) or both",
+        help="phrasing half of the worlds: tuning, heldout (the figure that counts), validation (checked before "
+        "spending the held-out run) or both (tuning and heldout)",
     )
     parser.add_argument(
         "--text-share",

@@ -44,6 +44,10 @@ halves share everything else: strategies, task logs, noise topics and value
 pools (so an on-call engineer is a tuning name in both), and the world's
 structure for a given ``(n_memories, seed)`` draws the same random numbers.
 The held-out half is the one a system must not have been tuned on.
+``"validation"`` uses ``phrasing_validation.py`` the same way (a third half,
+written independently of the other two, with name pools disjoint from both):
+it checks that a change generalises beyond the tuning wording before the
+held-out run is spent; its figures are not held-out figures.
 
 Text-only changes (``text_share``): an agent does not always know that a
 sentence changes a fact. Each keyed memory (fact, restatement, late fact) has
@@ -65,12 +69,16 @@ import functools
 import math
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from benchmarks.quality.phrasing_heldout import AttributePhrasing
 
 WORLD_START = datetime(2023, 1, 2, tzinfo=timezone.utc)
 """World time zero (hours are counted from here); every world ends in the past of any real run."""
@@ -1209,7 +1217,7 @@ def _mentions_by_type(templates: Sequence[str]) -> dict[str, tuple[str, ...]]:
 
 # ---- phrasing halves -----------------------------------------------------------------------------------------
 
-PHRASINGS = ("tuning", "heldout")
+PHRASINGS = ("tuning", "heldout", "validation")
 
 
 @dataclass(frozen=True)
@@ -1239,9 +1247,35 @@ class Phrasing:
     mentions_by_type: dict[str, tuple[str, ...]]
 
 
+def _written_apart(
+    name: str,
+    wordings: Mapping[str, AttributePhrasing],
+    first_names: Sequence[str],
+    last_names: Sequence[str],
+    service_domains: Sequence[str],
+    codenames: Sequence[str],
+    mention_templates: Sequence[str],
+) -> Phrasing:
+    """A half written in a module of its own (no restatement wrappers), its wordings keyed by attribute name."""
+    return Phrasing(
+        name=name,
+        wordings=tuple(
+            Wording(tuple(p.statements), tuple(p.restatements), tuple(p.late), tuple(p.questions))
+            for p in (wordings[a.name] for a in ATTRIBUTES)
+        ),
+        restate_wrappers=(),
+        first_names=tuple(first_names),
+        last_names=tuple(last_names),
+        service_domains=tuple(service_domains),
+        codenames=tuple(codenames),
+        mention_templates=tuple(mention_templates),
+        mentions_by_type=_mentions_by_type(mention_templates),
+    )
+
+
 @functools.cache
 def phrasing_for(name: str) -> Phrasing:
-    """The phrasing half called ``name`` ("tuning" or "heldout"); raises ValueError for another name."""
+    """The phrasing half called ``name`` (one of ``PHRASINGS``); raises ValueError for another name."""
     if name == "tuning":
         return Phrasing(
             name=name,
@@ -1257,19 +1291,26 @@ def phrasing_for(name: str) -> Phrasing:
     if name == "heldout":
         from benchmarks.quality import phrasing_heldout as heldout
 
-        return Phrasing(
-            name=name,
-            wordings=tuple(
-                Wording(tuple(p.statements), tuple(p.restatements), tuple(p.late), tuple(p.questions))
-                for p in (heldout.HELDOUT_PHRASING[a.name] for a in ATTRIBUTES)
-            ),
-            restate_wrappers=(),
-            first_names=tuple(heldout.HELDOUT_FIRST_NAMES),
-            last_names=tuple(heldout.HELDOUT_LAST_NAMES),
-            service_domains=tuple(heldout.HELDOUT_SERVICE_DOMAINS),
-            codenames=tuple(heldout.HELDOUT_CODENAMES),
-            mention_templates=tuple(heldout.HELDOUT_MENTION_TEMPLATES),
-            mentions_by_type=_mentions_by_type(heldout.HELDOUT_MENTION_TEMPLATES),
+        return _written_apart(
+            name,
+            heldout.HELDOUT_PHRASING,
+            heldout.HELDOUT_FIRST_NAMES,
+            heldout.HELDOUT_LAST_NAMES,
+            heldout.HELDOUT_SERVICE_DOMAINS,
+            heldout.HELDOUT_CODENAMES,
+            heldout.HELDOUT_MENTION_TEMPLATES,
+        )
+    if name == "validation":
+        from benchmarks.quality import phrasing_validation as validation
+
+        return _written_apart(
+            name,
+            validation.VALIDATION_PHRASING,
+            validation.VALIDATION_FIRST_NAMES,
+            validation.VALIDATION_LAST_NAMES,
+            validation.VALIDATION_SERVICE_DOMAINS,
+            validation.VALIDATION_CODENAMES,
+            validation.VALIDATION_MENTION_TEMPLATES,
         )
     raise ValueError(f"unknown phrasing {name!r}; pick from {', '.join(PHRASINGS)}")
 
@@ -1455,7 +1496,7 @@ class World:
     shape: WorldShape
     domain: str
     phrasing: str = "tuning"
-    """The phrasing half: "tuning" or "heldout" (see the module docstring)."""
+    """The phrasing half: "tuning", "heldout" or "validation" (see the module docstring)."""
     text_share: float = 0.0
     """Share of keyed memories written as text only (forms "text_entity" and "text_named")."""
     entities: list[Entity] = field(default_factory=list, repr=False)
@@ -1789,8 +1830,8 @@ def generate_world(
     ``n_queries`` are spread evenly over ``n_checkpoints`` moments (the last
     after the final memory); ``strategy_query_share`` of them ask how to do a
     task, the rest ask for a fact. ``phrasing`` picks the phrasing half
-    ("tuning" or "heldout") and ``text_share`` the share of keyed memories
-    written as text only (see the module docstring). Raises ValueError for
+    ("tuning", "heldout" or "validation") and ``text_share`` the share of
+    keyed memories written as text only (see the module docstring). Raises ValueError for
     fewer than 100 memories, no checkpoints or no queries, an unknown
     phrasing or a share outside [0, 1].
     """

@@ -10,6 +10,8 @@ import string
 import sys
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -20,6 +22,7 @@ if str(_ROOT) not in sys.path:
 
 import memevo.client as mc  # noqa: E402
 from benchmarks.quality import phrasing_heldout as heldout  # noqa: E402
+from benchmarks.quality import phrasing_validation as validation  # noqa: E402
 from benchmarks.quality.evolving_world import (  # noqa: E402
     KEYED_TARGETS,
     TEXT_TARGETS,
@@ -28,13 +31,18 @@ from benchmarks.quality.evolving_world import (  # noqa: E402
     classify_retirements,
     format_table,
     memory_input,
+    parse_args,
+    phrasings,
     target_check,
 )
+from benchmarks.quality.phrasing_heldout import AttributePhrasing  # noqa: E402
 from benchmarks.quality.world import (  # noqa: E402
     ATTRIBUTES,
+    FILLERS,
     FORMS,
     KEYED,
     MENTION_TEMPLATES,
+    PHRASINGS,
     Category,
     Query,
     World,
@@ -287,18 +295,53 @@ def _pattern(template: str, slots: dict[str, str]) -> re.Pattern[str]:
     return re.compile("".join(parts), re.IGNORECASE | re.DOTALL)
 
 
-@pytest.fixture(scope="module")
-def heldout_world() -> World:
-    return generate_world(3_000, seed=7, phrasing="heldout", text_share=0.5, n_checkpoints=4, n_queries=200)
+class _Half(NamedTuple):
+    """A phrasing half written in a module of its own, as that module spells it."""
+
+    wordings: dict[str, AttributePhrasing]
+    first_names: tuple[str, ...]
+    last_names: tuple[str, ...]
+    service_domains: tuple[str, ...]
+    codenames: tuple[str, ...]
+    mentions: tuple[str, ...]
 
 
-def test_heldout_worlds_use_only_heldout_templates(heldout_world: World) -> None:
-    world = heldout_world
-    assert world.phrasing == "heldout"
-    words = phrasing_for("heldout")
+def _half(module: ModuleType, prefix: str) -> _Half:
+    """The public names every such module shares, spelt with its prefix (``HELDOUT_FIRST_NAMES``, ...)."""
+    names = ("PHRASING", "FIRST_NAMES", "LAST_NAMES", "SERVICE_DOMAINS", "CODENAMES", "MENTION_TEMPLATES")
+    return _Half(*(getattr(module, f"{prefix}_{name}") for name in names))
+
+
+_APART = {"heldout": _half(heldout, "HELDOUT"), "validation": _half(validation, "VALIDATION")}
+"""The halves written apart from world.py, in the order they were written."""
+
+_TUNING_TEMPLATES = [
+    *(t for a in ATTRIBUTES for t in (*a.statements, *a.restatements, *a.late, *a.questions)),
+    *MENTION_TEMPLATES,
+    "Reminder: {s}",
+    "Double-checked today and it still holds: {s}",
+    "As noted before, {s}",
+]
+
+
+def _templates(half: _Half) -> list[str]:
+    return [t for p in half.wordings.values() for t in (*p.statements, *p.restatements, *p.late, *p.questions)] + [
+        *half.mentions
+    ]
+
+
+@pytest.fixture(scope="module", params=list(_APART))
+def apart_world(request: pytest.FixtureRequest) -> World:
+    return generate_world(3_000, seed=7, phrasing=request.param, text_share=0.5, n_checkpoints=4, n_queries=200)
+
+
+def test_worlds_of_a_half_written_apart_use_only_its_templates(apart_world: World) -> None:
+    world = apart_world
+    half = _APART[world.phrasing]
+    words = phrasing_for(world.phrasing)
     for memory in world.memories:
         if memory.category in KEYED:
-            wording = heldout.HELDOUT_PHRASING[ATTRIBUTES[world.keys[memory.key].attribute].name]
+            wording = half.wordings[ATTRIBUTES[world.keys[memory.key].attribute].name]
             section, offset = {
                 Category.FACT: (wording.statements, 0),
                 Category.RESTATEMENT: (wording.restatements, 100),
@@ -309,39 +352,96 @@ def test_heldout_worlds_use_only_heldout_templates(heldout_world: World) -> None
             assert _pattern(template, {"e": f"(?:{aliases})", "v": re.escape(memory.value)}).fullmatch(memory.text)
         elif memory.category == Category.MENTION:
             template = words.mention_templates[memory.template]
-            assert template in heldout.HELDOUT_MENTION_TEMPLATES
+            assert template in half.mentions
             assert _pattern(template, {}).fullmatch(memory.text)
-    for checkpoint in world.checkpoints:
-        for query in checkpoint.queries:
-            if query.kind == "fact":
-                wording = heldout.HELDOUT_PHRASING[ATTRIBUTES[world.keys[query.key].attribute].name]
-                assert _pattern(wording.questions[query.template], {}).fullmatch(query.text)
-    # No text is worded by a template of the tuning half (attributes, restatement wrappers, remarks).
-    tuning = [t for a in ATTRIBUTES for t in (*a.statements, *a.restatements, *a.late, *a.questions)]
-    tuning += [
-        *MENTION_TEMPLATES,
-        "Reminder: {s}",
-        "Double-checked today and it still holds: {s}",
-        "As noted before, {s}",
-    ]
-    patterns = [_pattern(t, {}) for t in tuning]
+    questions = [q for c in world.checkpoints for q in c.queries]
+    for query in questions:
+        if query.kind == "fact":
+            wording = half.wordings[ATTRIBUTES[world.keys[query.key].attribute].name]
+            assert _pattern(wording.questions[query.template], {}).fullmatch(query.text)
+    every_text = [m.text for m in world.memories] + [q.text for q in questions] + [e.query for e in world.executions]
+    assert not [t for t in every_text if "{" in t or "}" in t]
+    # No text is worded by a template of a half written before this one (attributes, restatement wrappers, remarks).
+    earlier = list(_TUNING_TEMPLATES)
+    for name, other in _APART.items():
+        if name == world.phrasing:
+            break
+        earlier += _templates(other)
+    patterns = [_pattern(t, {}) for t in earlier]
     texts = [m.text for m in world.memories if m.category in (*KEYED, Category.MENTION)]
-    texts += [q.text for c in world.checkpoints for q in c.queries if q.kind == "fact"]
+    texts += [q.text for q in questions if q.kind == "fact"]
     assert not [(p.pattern, t) for t in texts for p in patterns if p.fullmatch(t)]
 
 
-def test_heldout_worlds_name_entities_from_the_heldout_pools(heldout_world: World) -> None:
-    by_type = Counter(e.type for e in heldout_world.entities)
+def test_worlds_of_a_half_written_apart_name_entities_from_its_pools(apart_world: World) -> None:
+    half = _APART[apart_world.phrasing]
+    by_type = Counter(e.type for e in apart_world.entities)
     assert min(by_type.values()) >= 2
-    for entity in heldout_world.entities:
+    for entity in apart_world.entities:
         if entity.type == "user":
             first, last = entity.name.split(" ")
-            assert first in heldout.HELDOUT_FIRST_NAMES
-            assert last in heldout.HELDOUT_LAST_NAMES
+            assert first in half.first_names
+            assert last in half.last_names
         elif entity.type == "service":
-            assert any(entity.slug.startswith(f"{d}-") for d in heldout.HELDOUT_SERVICE_DOMAINS), entity.slug
+            assert any(entity.slug.startswith(f"{d}-") for d in half.service_domains), entity.slug
         else:
-            assert entity.name.removeprefix("Project ").split(" ")[0] in heldout.HELDOUT_CODENAMES
+            assert entity.name.removeprefix("Project ").split(" ")[0] in half.codenames
+
+
+_FILLED = {"user", "svc", "svc_slug", "proj", "ts", "n", "n2", "pct", "sec", "ms", *FILLERS}
+"""The slots world.py fills in a remark naming an entity."""
+
+
+@pytest.mark.parametrize("name", list(_APART))
+def test_every_template_of_a_half_written_apart_has_the_slots_it_is_filled_with(name: str) -> None:
+    half = _APART[name]
+    assert set(half.wordings) == {a.name for a in ATTRIBUTES}
+    for attribute, wording in half.wordings.items():
+        for section, slots in (
+            (wording.statements, {"e", "v"}),
+            (wording.restatements, {"e", "v"}),
+            (wording.late, {"e", "v", "d"}),
+            (wording.questions, {"e"}),
+        ):
+            assert section, attribute
+            for template in section:
+                assert {f for _, f, _, _ in string.Formatter().parse(template) if f is not None} == slots, template
+    for template in half.mentions:
+        slots = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+        assert slots <= _FILLED, template
+        named = [kind for kind in ("user", "svc", "proj") if any(s.startswith(kind) for s in slots)]
+        assert len(named) == 1, template
+    kinds = {kind: len(t) for kind, t in phrasing_for(name).mentions_by_type.items()}
+    assert min(kinds.values()) >= 2, kinds
+
+
+def test_the_validation_half_is_no_smaller_than_the_other_halves() -> None:
+    half = _APART["validation"]
+    for wording in half.wordings.values():
+        assert len(wording.statements) >= 8
+        assert len(wording.restatements) >= 4
+        assert len(wording.late) >= 3
+        assert len(wording.questions) >= 6
+    for other in ("tuning", "heldout"):
+        words = phrasing_for(other)
+        assert len(half.first_names) >= len(words.first_names)
+        assert len(half.last_names) >= len(words.last_names)
+        assert len(half.service_domains) >= len(words.service_domains)
+        assert len(half.codenames) >= len(words.codenames)
+    assert len(half.mentions) >= len(heldout.HELDOUT_MENTION_TEMPLATES)
+
+
+def _names(phrasing: str) -> set[str]:
+    words = phrasing_for(phrasing)
+    return {n.lower() for n in (*words.first_names, *words.last_names, *words.service_domains, *words.codenames)}
+
+
+@pytest.mark.parametrize(("one", "other"), list(itertools.combinations(PHRASINGS, 2)))
+def test_the_name_pools_of_two_halves_share_no_name(one: str, other: str) -> None:
+    # Entity ids are made from these names, case folded: one shared word could give two halves the same entity.
+    assert not _names(one) & _names(other)
+    ids = [{e.id for e in generate_world(3_000, seed=7, phrasing=p).entities} for p in (one, other)]
+    assert not ids[0] & ids[1]
 
 
 def test_an_unknown_phrasing_or_share_is_refused() -> None:
@@ -364,7 +464,7 @@ def test_the_share_of_text_forms_is_near_text_share_half_of_each_kind() -> None:
     assert generate_world(1_000, seed=3, text_share=1.0).form_counts()["keyed"] == 0
 
 
-@pytest.mark.parametrize("phrasing", ["tuning", "heldout"])
+@pytest.mark.parametrize("phrasing", PHRASINGS)
 def test_texts_questions_and_truth_are_the_same_whatever_the_text_share(phrasing: str) -> None:
     worlds = [generate_world(2_000, seed=5, phrasing=phrasing, text_share=s) for s in (0.0, 0.3, 0.6, 1.0)]
     first = worlds[0]
@@ -519,3 +619,12 @@ def test_targets_depend_on_the_text_share_and_the_table_names_the_phrasing() -> 
     table = format_table(results).splitlines()
     assert table[0].split()[:4] == ["n_memories", "vectors", "phrasing", "system"]
     assert {line.split()[2] for line in table[2:]} == {"tuning", "heldout"}
+    (checked,) = target_check([_result(n, "validation", 0.5, hit) for n, hit in ((1_000, 0.95), (10_000, 0.925))])
+    assert not checked["counts"]
+
+
+def test_the_command_line_runs_the_validation_half_alone_and_both_leaves_it_out() -> None:
+    assert parse_args(["--phrasing", "validation"]).phrasing == "validation"
+    assert phrasings("validation") == ("validation",)
+    assert phrasings("both") == ("tuning", "heldout")
+    assert set(PHRASINGS) == {"tuning", "heldout", "validation"}
