@@ -48,8 +48,14 @@ MAX_VALUE_TOKENS = 8
 """Longest value span, in words: a longer differing span is another statement, not another value."""
 MIN_FIXED_TOKENS = 2
 """Words a template must fix besides the entity and the value ("<e> <v>" says nothing about an attribute)."""
-PAIR_FIXED_SHARE = 0.6
-"""Two texts are one template with two values when their common head and tail hold this share of the longer."""
+PAIR_FIXED_SHARE = 0.5
+"""Two texts are one template with two values when their common head and tail hold this share of the longer.
+
+A value may be as long as what frames it: "The best way to reach Kofi Cohen is a calendar invite with context." and
+"... Kofi is a Slack DM." share 7 of 12 words. At 0.6 such pairs were missed; at 0.5 (with the rule that the span may
+not be everything said after the entity) the tuning half's same-entity pairs gave 15-105 more same-slot pairs per
+world (1k: 10 -> 25 of 140, 10k: 225 -> 330 of 1,764) and 1 pair of two slots in 13,052 (RESULTS.md, twenty-first
+session)."""
 PAIR_MIN_FIXED = 3
 """... and at least this many words."""
 TEMPLATE_AGREEMENT = 0.9
@@ -445,14 +451,15 @@ def differing_spans(first: Sequence[str], second: Sequence[str]) -> Spans | None
     "Double-checked today: ...").
     """
     found = _one_span(first, second)
-    for skip in range(1, MAX_PREAMBLE_TOKENS + 1):
-        if found is not None:
-            return found
-        if skip < len(first):
-            found = _one_span(first[skip:], second)
-        if found is None and skip < len(second):
-            found = _one_span(first, second[skip:])
-    return found if found is not None else _after_preambles(first, second)
+    if found is not None:
+        return found
+    # Of the ways to read a preamble past, the one that leaves the shortest spans: a preamble read as part of
+    # a span ("noted before page ana" / "page bo kim") is a worse reading than the same words skipped.
+    readings = [_one_span(first[skip:], second) for skip in range(1, min(MAX_PREAMBLE_TOKENS + 1, len(first)))]
+    readings += [_one_span(first, second[skip:]) for skip in range(1, min(MAX_PREAMBLE_TOKENS + 1, len(second)))]
+    readings.append(_after_preambles(first, second))
+    found_any = [spans for spans in readings if spans is not None]
+    return min(found_any, key=lambda spans: len(spans[0]) + len(spans[1])) if found_any else None
 
 
 def _after_preambles(first: Sequence[str], second: Sequence[str]) -> Spans | None:
@@ -492,6 +499,10 @@ def _one_span(first: Sequence[str], second: Sequence[str]) -> Spans | None:
         return None
     if ENTITY_MARK in span_a or ENTITY_MARK in span_b:
         return None  # a span that holds the entity's name is another sentence, not another value
+    if tail == 0 and head > 0 and first[head - 1] == ENTITY_MARK:
+        # Everything said of the entity differs: "Double-checked today: <e> relocated to Warsaw" / "... <e> uses
+        # GoLand as their editor" share only a preamble and the name.
+        return None
     if len(span_a) > MAX_VALUE_TOKENS or len(span_b) > MAX_VALUE_TOKENS or not span_a or not span_b:
         return None
     return span_a, span_b

@@ -83,6 +83,22 @@ def test_differing_spans_finds_one_short_difference() -> None:
     assert differing_spans(words("Alice s editor is vim"), words("Alice s language is go")) is None
 
 
+def test_differing_spans_takes_a_value_as_long_as_its_frame() -> None:
+    first = [*words("The best way to reach"), ENTITY_MARK, *words("is a calendar invite with context")]
+    second = [*words("The best way to reach"), ENTITY_MARK, *words("is a Slack DM")]
+    assert differing_spans(first, second) == (("calendar", "invite", "with", "context"), ("slack", "dm"))
+
+
+def test_differing_spans_refuses_everything_said_after_the_entity() -> None:
+    preamble = words("Double-checked today and it still holds:")
+    first = [*preamble, ENTITY_MARK, *words("relocated to Warsaw (CET)")]
+    second = [*preamble, ENTITY_MARK, *words("uses GoLand as their editor now")]
+    assert differing_spans(first, second) is None
+    # The same preamble around one value is still one template.
+    third = [*preamble, ENTITY_MARK, *words("relocated to Lisbon (WET)")]
+    assert differing_spans(first, third) == (("warsaw", "cet"), ("lisbon", "wet"))
+
+
 def test_centroids_say_which_attribute_a_vector_is_nearer() -> None:
     rng = np.random.default_rng(0)
     port, owner, region = rng.standard_normal(16), rng.standard_normal(16), rng.standard_normal(16)
