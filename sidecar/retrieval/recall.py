@@ -106,17 +106,6 @@ The lift above stays on the name: every attribute of a domain is close to a ques
 0.6), so that level says little about facts against strategies and remarks, and lifting facts by it cost strategy
 questions 5 points.
 """
-NAME_CLARITY = 0.05
-"""How far the runner-up attribute must fall behind the best before a reading by names alone counts in full.
-
-While the best attribute has no examples (fewer than three entities' facts: a young namespace), only the embedded
-names say which attribute a question asks, and they can only pick among the attributes some keyed fact has named.
-"Which city and timezone is William in?" asks a location nobody keyed; read by names it is a question about working
-hours, and the lift and the gap then put William's working hours first. A question that names a known attribute
-stands out from the next name (runner-up gap: median 0.17-0.22 at 1k on the tuning half); one that names none does
-not (0.03-0.06). Below this gap the lift and the gap are scaled down in proportion (:func:`_name_clarity`). Measured
-(RESULTS.md, twenty-first session) over tuning seeds 7-11 at 1k: +0.4 points of hit@1 on average, 10k unchanged.
-"""
 READING_MARGIN = 0.05
 """How much nearer one attribute's direction than the next a statement without an attribute must lie to be read as it
 (see ``Recall._read_attributes``)."""
@@ -354,19 +343,6 @@ def _meaning_gaps(*readings: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]
     deficit = np.where(counted > 0, np.nansum(stacked, axis=0) / np.maximum(counted, 1), np.nan)
     known = ~np.isnan(deficit)
     return np.asarray(deficit - deficit[known].min(), dtype=np.float64) if known.any() else deficit
-
-
-def _name_clarity(gaps: npt.NDArray[np.float64], examples: npt.NDArray[np.float64]) -> float:
-    """How much of the attribute evidence counts: 1 unless only names read the question and they read it unclearly.
-
-    ``gaps`` per attribute (:func:`_meaning_gaps`, NaN without a reading), ``examples`` the examples reading (NaN
-    for an attribute without examples). When the best attribute has no examples, the runner-up's gap over
-    ``NAME_CLARITY``, at most 1; with one attribute or none, 1.
-    """
-    known = gaps[~np.isnan(gaps)]
-    if known.size < 2 or not np.isnan(examples[int(np.nanargmin(gaps))]):
-        return 1.0
-    return min(1.0, float(np.partition(known, 1)[1]) / NAME_CLARITY)
 
 
 def _with_attribute_evidence(
@@ -669,8 +645,7 @@ class Recaller:
         read = self._read_attributes(namespace, size, ids, match, pool, which, kinds, known, offsets)
         which = np.where(which >= 0, which, read)
         gap = np.where(which >= 0, gaps[np.maximum(which, 0)], np.nan)
-        clarity = _name_clarity(gaps, examples)
-        return np.asarray(named * clarity, dtype=np.float64), np.asarray(gap * clarity, dtype=np.float64)
+        return np.asarray(named, dtype=np.float64), np.asarray(gap, dtype=np.float64)
 
     def _read_attributes(
         self,

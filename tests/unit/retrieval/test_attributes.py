@@ -29,11 +29,9 @@ from memevo.sidecar.retrieval.recall import (
     ATTRIBUTE_MISMATCH_WEIGHT,
     ATTRIBUTE_WEIGHT,
     KNOWN_REFRESH_GROWTH,
-    NAME_CLARITY,
     READING_MIN_ATTRIBUTES,
     Recaller,
     _meaning_gaps,
-    _name_clarity,
     _with_attribute_evidence,
 )
 from memevo.v1 import memory_pb2
@@ -565,17 +563,3 @@ def test_meaning_gaps_compare_each_reading_on_its_own_scale() -> None:
     # Negative cosines count as 0; no reading at all is NaN.
     assert _meaning_gaps(np.array([-0.3, 0.2])) == pytest.approx([0.2, 0.0])
     assert np.isnan(_meaning_gaps(np.full(2, np.nan), np.full(2, np.nan))).all()
-
-
-def test_a_reading_by_names_alone_counts_by_how_clearly_the_best_name_stands_out() -> None:
-    no_examples = np.full(3, np.nan)
-    # The runner-up half the clarity gap behind the best: half the evidence; far behind: all of it.
-    assert _name_clarity(np.array([0.0, NAME_CLARITY / 2, 0.3]), no_examples) == pytest.approx(0.5)
-    assert _name_clarity(np.array([0.0, 0.3, 2 * NAME_CLARITY]), no_examples) == 1.0
-    # Two names equally near: nothing says which attribute was asked.
-    assert _name_clarity(np.array([0.1, 0.0, 0.0]), no_examples) == 0.0
-    # Once the best attribute has examples, the readings are left as they are.
-    assert _name_clarity(np.array([0.0, 0.01, 0.3]), np.array([0.5, np.nan, np.nan])) == 1.0
-    # One attribute, or none with a reading: nothing to compare.
-    assert _name_clarity(np.array([0.0, np.nan]), np.full(2, np.nan)) == 1.0
-    assert _name_clarity(np.full(2, np.nan), np.full(2, np.nan)) == 1.0
