@@ -40,6 +40,7 @@ from .slots import (
     PAIR_MIN_FIXED,
     AttributeCentroids,
     AttributeNames,
+    AttributeWords,
     Embed,
     EntityNames,
     TemplateMatch,
@@ -324,6 +325,8 @@ class _Slots:
     """Per entity type, the attributes its keyed facts have named, in the order met."""
     attribute_names: AttributeNames | None = None
     """The embedded attribute names (shared by every namespace); None without an embedder."""
+    _words: dict[str, AttributeWords] = field(default_factory=dict)
+    """Per entity type, what reads its attributes' names in a text (made again when the type gains one)."""
 
     def learn(self, record: memory_pb2.Memory, vector: npt.NDArray[np.float32] | None) -> None:
         """Count a stored record: its entity's name and, for a keyed fact, its template and direction."""
@@ -363,7 +366,26 @@ class _Slots:
             margin = self.centroids.margin(kind, found.attribute, unit, entity)
             if margin is not None and margin > 0:
                 return found
+        said = self.read_words(tokens, kind, unit, entity)
+        if said is not None:
+            return said
         return self.read_name(kind, unit, entity)
+
+    def read_words(
+        self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32], entity: str = ""
+    ) -> TemplateMatch | None:
+        """The attribute of the type whose name a word of the text says, believed as a name is (see read_name)."""
+        known = self.attributes.get(kind, ())
+        reader = self._words.get(kind)
+        if reader is None or reader.size != len(known):
+            reader = self._words[kind] = AttributeWords(known)
+        attribute = reader.named(tokens)
+        if attribute is None:
+            return None
+        margin = self.centroids.margin(kind, attribute, unit, entity)
+        if margin is not None and margin <= 0:
+            return None
+        return TemplateMatch(attribute, (), SURE, 0, "attribute word")
 
     def read_name(self, kind: str, unit: npt.NDArray[np.float32], entity: str = "") -> TemplateMatch | None:
         """The attribute whose embedded name the text clearly means (see ``AttributeNames``), or None.
@@ -399,6 +421,8 @@ class _Slot:
     relative: float = -1.0
     """Its cosine to the new statement once what every statement of the entity shares is taken out (see
     ``_entity_relative``); -1 while the entity has too few memories to tell."""
+    read_as: str = ""
+    """How its attribute was inferred (``InferredSlot.method``), at its write or now; empty for a keyed fact."""
 
 
 def _entity_relative(
@@ -946,16 +970,17 @@ class Perceiver:
                 continue
             tokens = self._masked_words(slots, existing, entity)
             value: tuple[str, ...] | None
+            read_as = ""
             if existing.fact.attribute:
                 attribute, value = existing.fact.attribute, tuple(words(existing.fact.value))
             else:
-                attribute = existing.inferred.attribute
+                attribute, read_as = existing.inferred.attribute, existing.inferred.method
                 value = tuple(existing.inferred.value.split()) if existing.inferred.value else None
                 if not attribute and existing.kind not in REPEATABLE_KINDS:
-                    # Templates and values learnt since it was written may say now what it states.
+                    # Templates, values and attribute names learnt since it was written may say now what it states.
                     late = slots.read(tokens, type_of(entity), matrix[position], entity)
                     if late is not None:
-                        attribute, value = late.attribute, late.value or None
+                        attribute, value, read_as = late.attribute, late.value or None, late.method
             out.append(
                 _Slot(
                     existing,
@@ -965,6 +990,7 @@ class Perceiver:
                     tokens,
                     matrix[position],
                     float(relative[rank]),
+                    read_as,
                 )
             )
         return out
@@ -1115,8 +1141,9 @@ class Perceiver:
         agrees = slots.agrees(kind, attribute, holder.unit, entity)
         sure = is_sure(inferred.confidence) or inferred.attribute != attribute
         if holder.attribute == attribute and agrees and sure:
-            # Inferred surely at its write, or matched now by a template learnt since.
-            self._settle(txn, record, holder.record, now, decision, f"inferred: template of {attribute}")
+            # Inferred surely at its write, or read now by a template, value or name learnt since.
+            how = "its words name" if holder.read_as == "attribute word" else "template of"
+            self._settle(txn, record, holder.record, now, decision, f"inferred: {how} {attribute}")
         elif own is not None and agrees and fits(own, holder.tokens):
             self._settle(txn, record, holder.record, now, decision, f"inferred: template of {attribute}")
         elif holder.record.kind in REPEATABLE_KINDS:

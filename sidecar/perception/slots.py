@@ -396,6 +396,52 @@ class Templates:
         return best
 
 
+NAME_PREFIX_MIN = 4
+"""A text's word says an attribute's name word when one is a prefix of the other and the shorter has this many
+letters ("meetings" says ``meeting_preference``, "leadership" ``lead``); shorter words must be equal."""
+_CAMEL_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def attribute_words(attribute: str) -> tuple[str, ...]:
+    """The words of an attribute's name as a developer wrote it ("rate_limit", "meetingPreference")."""
+    return tuple(words(_CAMEL_BREAK.sub(" ", attribute)))
+
+
+class AttributeWords:
+    """Which attribute of a set a text names by every word of its name ("Atlas status: blocked on the vendor
+    contract", "Mateo's working hours changed to 7:30-15:30"; not "Mateo is still working from Athens").
+
+    The namespace's keyed facts name their attributes; a statement that says one of those names outright says
+    which slot it fills more plainly than its likeness to the attribute's other facts does. A text that says two
+    attributes' names names neither. Not thread-safe: used under the commit lock.
+    """
+
+    def __init__(self, attributes: Sequence[str]) -> None:
+        self.size = len(attributes)
+        self._names = [(attribute, attribute_words(attribute)) for attribute in attributes]
+        self._names = [(attribute, name) for attribute, name in self._names if name]
+        self._vocabulary = frozenset(word for _, name in self._names for word in name)
+
+    def named(self, tokens: Sequence[str]) -> str | None:
+        """The one attribute every word of whose name a word of ``tokens`` says; None when none, or two are."""
+        said: set[str] = set()
+        for token in tokens:
+            if token in self._vocabulary:
+                said.add(token)
+            if len(token) >= NAME_PREFIX_MIN:
+                said.update(word for word in self._vocabulary if _says(token, word))
+        if not said:
+            return None
+        found = [attribute for attribute, name in self._names if all(word in said for word in name)]
+        return found[0] if len(found) == 1 else None
+
+
+def _says(token: str, word: str) -> bool:
+    """Whether ``token`` says the name word ``word``: one is a prefix of the other, the shorter long enough."""
+    shorter, longer = (token, word) if len(token) <= len(word) else (word, token)
+    return len(shorter) >= NAME_PREFIX_MIN and longer.startswith(shorter)
+
+
 class Values:
     """The values a namespace's keyed facts gave each attribute, to read which attribute a text states.
 

@@ -392,3 +392,46 @@ def test_a_statement_worded_otherwise_retires_its_slot_relative_to_the_entity_an
     for other in others:  # the budget, the date and the repository are other slots of Raven
         kept = get(service, other.memory.id)
         assert (kept.state, kept.possibly_outdated_by) == (ACTIVE, 0)
+
+
+def test_a_statement_that_names_a_keyed_attribute_fills_its_slot_in_either_direction(service: Any) -> None:
+    """The namespace's keyed facts name their attributes; a text that says every word of one of those names is
+    that attribute's statement, though its wording and its vector (cosine 0.49 to the slot's other statements,
+    too far for likeness alone even to doubt) say nothing. A text naming no attribute, or half of a two-word
+    name, keeps its slot to itself."""
+    ns = "slots-attribute-words"
+    axes = np.eye(8)
+
+    def say(which: int) -> bytes:
+        return pack(0.7 * axes[0] + 0.71 * axes[which])
+
+    def project(name: str) -> dict[str, Any]:
+        return {"namespace": ns, "kind": FACT, "entity": f"project:{name}"}
+
+    remember(service, "Kestrel is in beta.", say(7), fact=memory_pb2.Fact(attribute="status", value="in beta"),
+             valid_from=at(500), **project("kestrel"))  # fmt: skip
+    remember(service, "Kestrel's working hours are 9-17.", say(6), valid_from=at(500),
+             fact=memory_pb2.Fact(attribute="working_hours", value="9-17"), **project("kestrel"))  # fmt: skip
+    # Text first, then the keyed fact of its slot.
+    status = remember(service, "Atlas status: blocked on the vendor contract.", say(1), valid_from=at(1_000),
+                      **project("atlas"))  # fmt: skip
+    other = remember(service, "Atlas is still working with two designers.", say(2), valid_from=at(1_000),
+                     **project("atlas"))  # fmt: skip
+    keyed = remember(service, "Atlas is in user testing as of today.", say(3), valid_from=at(2_000),
+                     fact=memory_pb2.Fact(attribute="status", value="in user testing"), **project("atlas"))  # fmt: skip
+    retired = get(service, status.memory.id)
+    assert (retired.state, retired.superseded_by) == (OBSOLETE, keyed.memory.id)
+    events = service.History(memory_service_pb2.HistoryRequest(memory_id=status.memory.id)).events
+    reasons = [e.reason for e in events if e.type == events_pb2.CHANGE_EVENT_TYPE_SUPERSEDED]
+    assert reasons == [f"superseded by memory {keyed.memory.id} (inferred: its words name status)"]
+    kept = get(service, other.memory.id)
+    assert (kept.state, kept.possibly_outdated_by) == (ACTIVE, 0), "'working' alone does not name working hours"
+    # The keyed fact first, then a text naming its attribute.
+    old = remember(service, "Heron is in code freeze.", say(1), valid_from=at(1_000),
+                   fact=memory_pb2.Fact(attribute="status", value="in code freeze"), **project("heron"))  # fmt: skip
+    new = remember(service, "Heron's status changed: blocked by legal.", say(2), valid_from=at(2_000),
+                   **project("heron"))  # fmt: skip
+    assert new.outcome == SUPERSEDED
+    assert (get(service, old.memory.id).state, get(service, old.memory.id).superseded_by) == (OBSOLETE, new.memory.id)
+    inferred = get(service, new.memory.id).inferred
+    assert (inferred.entity, inferred.attribute, inferred.method) == ("project:heron", "status", "attribute word")

@@ -9,9 +9,11 @@ from memevo.sidecar.perception.slots import (
     NAME_MARGIN,
     AttributeCentroids,
     AttributeNames,
+    AttributeWords,
     EntityNames,
     Templates,
     Values,
+    attribute_words,
     clause_words,
     differing_spans,
     fits,
@@ -273,3 +275,18 @@ def test_one_word_of_a_name_beside_another_capitalised_word_names_someone_else()
     assert [m.entity for m in known.mentions("Hi Bianca, welcome back")] == ["user:bianca-larsen"], "a sentence start"
     assert [m.entity for m in known.mentions("Reviewed a PR from Bianca today")] == ["user:bianca-larsen"]
     assert [m.entity for m in known.mentions("Cyrus Tanaka moved")] == ["user:cyrus-tanaka"], "the whole name"
+
+
+def test_an_attribute_is_named_by_every_word_of_its_name_in_any_form() -> None:
+    assert attribute_words("rate_limit") == ("rate", "limit")
+    assert attribute_words("meetingPreference") == ("meeting", "preference")
+    reader = AttributeWords(["status", "working_hours", "repository", "lead", "port"])
+    assert reader.named(words("Atlas status: blocked on the vendor contract.")) == "status"
+    assert reader.named(words("Mateo's working hours changed to 7:30-15:30.")) == "working_hours"
+    assert reader.named(words("Leadership of Sequoia passed to Dalia.")) == "lead", "a longer word begins with it"
+    assert reader.named(words("The repo moved to GitLab.")) == "repository", "a word that begins the name"
+    assert reader.named(words("Mateo is still working from Athens.")) is None, "one word of a two-word name"
+    assert reader.named(words("Sequoia is led by Yusuf.")) is None, "a short word only when equal"
+    assert reader.named(words("The status of the lead is unclear.")) is None, "two attributes named: neither"
+    assert reader.named(words("Opened a support ticket.")) is None, "'support' is not 'port'"
+    assert AttributeWords([]).named(words("status")) is None
