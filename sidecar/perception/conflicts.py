@@ -46,6 +46,7 @@ from .slots import (
     TemplateMatch,
     Templates,
     Values,
+    ValueShapes,
     clause_words,
     differing_spans,
     fits,
@@ -320,6 +321,7 @@ class _Slots:
     names: EntityNames = field(default_factory=EntityNames)
     templates: Templates = field(default_factory=Templates)
     values: Values = field(default_factory=Values)
+    shapes: ValueShapes = field(default_factory=ValueShapes)
     centroids: AttributeCentroids = field(default_factory=AttributeCentroids)
     attributes: dict[str, list[str]] = field(default_factory=dict)
     """Per entity type, the attributes its keyed facts have named, in the order met."""
@@ -339,6 +341,7 @@ class _Slots:
             value = words(record.fact.value)
             self.templates.learn(masked(tokens, mentions, record.entity), value, record.fact.attribute)
             self.values.learn(value, record.fact.attribute)
+            self.shapes.learn(type_of(record.entity), record.fact.value, record.fact.attribute)
             known = self.attributes.setdefault(type_of(record.entity), [])
             if record.fact.attribute not in known and len(known) < NAMED_ATTRIBUTES:
                 known.append(record.fact.attribute)
@@ -353,11 +356,14 @@ class _Slots:
         return margin is None or margin >= -DISAGREEMENT_MARGIN
 
     def read(
-        self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32], entity: str = ""
+        self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32], entity: str = "", text: str = ""
     ) -> TemplateMatch | None:
-        """Which attribute a text (entity masked) states: a keyed template it fits, else a known value it says
-        when the text also lies nearer that attribute's keyed facts than any other's, else the attribute whose
-        embedded name it lies clearly nearest (``NAME_MARGIN``; the value then unknown)."""
+        """Which attribute a text (``tokens``: its words, entity masked; ``text``: as written) states: a keyed
+        template it fits, else a known value it says when the text also lies nearer that attribute's keyed facts
+        than any other's, else (believed as a name is, see read_name) a value shape only that attribute's keyed
+        values had (``ValueShapes``), else the attribute every word of whose name it says (``AttributeWords``),
+        else the attribute whose embedded name it lies clearly nearest (``NAME_MARGIN``). The value is unknown
+        but for the first two."""
         found = self.templates.match(tokens)
         if found is not None:
             return found
@@ -366,6 +372,11 @@ class _Slots:
             margin = self.centroids.margin(kind, found.attribute, unit, entity)
             if margin is not None and margin > 0:
                 return found
+        found = self.shapes.match(kind, text) if text else None
+        if found is not None:
+            margin = self.centroids.margin(kind, found.attribute, unit, entity)
+            if margin is None or margin > 0:
+                return TemplateMatch(found.attribute, (), SURE, 0, found.method)
         said = self.read_words(tokens, kind, unit, entity)
         if said is not None:
             return said
@@ -978,7 +989,7 @@ class Perceiver:
                 value = tuple(existing.inferred.value.split()) if existing.inferred.value else None
                 if not attribute and existing.kind not in REPEATABLE_KINDS:
                     # Templates, values and attribute names learnt since it was written may say now what it states.
-                    late = slots.read(tokens, type_of(entity), matrix[position], entity)
+                    late = slots.read(tokens, type_of(entity), matrix[position], entity, existing.content)
                     if late is not None:
                         attribute, value, read_as = late.attribute, late.value or None, late.method
             out.append(
@@ -1027,7 +1038,7 @@ class Perceiver:
         if match is not None and not slots.agrees(kind, match.attribute, unit, entity):
             match = None  # a template two attributes' statements share ("<e> was migrated to <v>")
         if match is None and record.kind not in REPEATABLE_KINDS:
-            match = slots.read(tokens, kind, unit, entity)
+            match = slots.read(tokens, kind, unit, entity, record.content)
         inferred = record.inferred
         inferred.entity = entity
         if match is not None:
@@ -1142,8 +1153,8 @@ class Perceiver:
         sure = is_sure(inferred.confidence) or inferred.attribute != attribute
         if holder.attribute == attribute and agrees and sure:
             # Inferred surely at its write, or read now by a template, value or name learnt since.
-            how = "its words name" if holder.read_as == "attribute word" else "template of"
-            self._settle(txn, record, holder.record, now, decision, f"inferred: {how} {attribute}")
+            how = holder.read_as or "template"
+            self._settle(txn, record, holder.record, now, decision, f"inferred: {how} of {attribute}")
         elif own is not None and agrees and fits(own, holder.tokens):
             self._settle(txn, record, holder.record, now, decision, f"inferred: template of {attribute}")
         elif holder.record.kind in REPEATABLE_KINDS:

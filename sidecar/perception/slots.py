@@ -40,6 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ..retrieval.answer_type import ValueType, value_type
+
 ENTITY_MARK = "<e>"
 """Stands for the entity's name in a template."""
 VALUE_MARK = "<v>"
@@ -440,6 +442,59 @@ def _says(token: str, word: str) -> bool:
     """Whether ``token`` says the name word ``word``: one is a prefix of the other, the shorter long enough."""
     shorter, longer = (token, word) if len(token) <= len(word) else (word, token)
     return len(shorter) >= NAME_PREFIX_MIN and longer.startswith(shorter)
+
+
+SHAPES_READ = frozenset((ValueType.URL, ValueType.EMAIL, ValueType.TIME))
+"""Value shapes a text is read by (see ``ValueShapes``): those a word of free text seldom has by chance. Dates and
+amounts are not: a history statement dates itself ("had owned it since January 2, 2023"), and "10x", "2 engineers"
+read as amounts."""
+_TOKEN_EDGES = "\"'()[]{}<>.,;!?"
+
+
+def shapes_in(text: str) -> frozenset[ValueType]:
+    """The ``SHAPES_READ`` shapes of the whitespace-separated words of a text ("lives at https://a.b/c." -> URL)."""
+    found = set()
+    for token in text.split():
+        shape = value_type(token.strip(_TOKEN_EDGES))
+        if shape in SHAPES_READ:
+            found.add(shape)
+    return frozenset(found)
+
+
+class ValueShapes:
+    """The shapes of the values a namespace's keyed facts gave each attribute of an entity type, to read which
+    attribute a text states: "the warehouse store lives at https://...-v2.us2.initech.cloud/public/v1" is a
+    service's endpoint once the services' keyed URLs were all endpoints. A shape names the attribute that gave
+    ``TEMPLATE_AGREEMENT`` of the type's keyed values of that shape, from the first. Not thread-safe: used under
+    the commit lock.
+    """
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, ValueType], Counter[str]] = {}
+
+    def learn(self, kind: str, value: str, attribute: str) -> None:
+        """Count one keyed fact's value of an entity of type ``kind``."""
+        shape = value_type(value)
+        if shape in SHAPES_READ:
+            self._counts.setdefault((kind, shape), Counter())[attribute] += 1
+
+    def match(self, kind: str, text: str) -> TemplateMatch | None:
+        """The attribute whose shape the text's words have; None when none, or two attributes' shapes are there."""
+        if not self._counts:
+            return None
+        found: TemplateMatch | None = None
+        for shape in shapes_in(text):
+            counts = self._counts.get((kind, shape))
+            if counts is None:
+                continue
+            attribute, votes = counts.most_common(1)[0]
+            total = sum(counts.values())
+            if votes < TEMPLATE_AGREEMENT * total:
+                continue
+            if found is not None and found.attribute != attribute:
+                return None
+            found = TemplateMatch(attribute, (), votes / total, 0, "value shape")
+        return found
 
 
 class Values:

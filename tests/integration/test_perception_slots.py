@@ -394,19 +394,26 @@ def test_a_statement_worded_otherwise_retires_its_slot_relative_to_the_entity_an
         assert (kept.state, kept.possibly_outdated_by) == (ACTIVE, 0)
 
 
+def say(which: int) -> bytes:
+    """A statement's vector: a direction every statement shares and one of its own (cosine 0.49 to another's)."""
+    axes = np.eye(8)
+    return pack(0.7 * axes[0] + 0.71 * axes[which])
+
+
+def about(ns: str, entity: str) -> dict[str, Any]:
+    """The fields of a fact about ``entity`` in namespace ``ns``."""
+    return {"namespace": ns, "kind": FACT, "entity": entity}
+
+
 def test_a_statement_that_names_a_keyed_attribute_fills_its_slot_in_either_direction(service: Any) -> None:
     """The namespace's keyed facts name their attributes; a text that says every word of one of those names is
     that attribute's statement, though its wording and its vector (cosine 0.49 to the slot's other statements,
     too far for likeness alone even to doubt) say nothing. A text naming no attribute, or half of a two-word
     name, keeps its slot to itself."""
     ns = "slots-attribute-words"
-    axes = np.eye(8)
-
-    def say(which: int) -> bytes:
-        return pack(0.7 * axes[0] + 0.71 * axes[which])
 
     def project(name: str) -> dict[str, Any]:
-        return {"namespace": ns, "kind": FACT, "entity": f"project:{name}"}
+        return about(ns, f"project:{name}")
 
     remember(service, "Kestrel is in beta.", say(7), fact=memory_pb2.Fact(attribute="status", value="in beta"),
              valid_from=at(500), **project("kestrel"))  # fmt: skip
@@ -423,7 +430,7 @@ def test_a_statement_that_names_a_keyed_attribute_fills_its_slot_in_either_direc
     assert (retired.state, retired.superseded_by) == (OBSOLETE, keyed.memory.id)
     events = service.History(memory_service_pb2.HistoryRequest(memory_id=status.memory.id)).events
     reasons = [e.reason for e in events if e.type == events_pb2.CHANGE_EVENT_TYPE_SUPERSEDED]
-    assert reasons == [f"superseded by memory {keyed.memory.id} (inferred: its words name status)"]
+    assert reasons == [f"superseded by memory {keyed.memory.id} (inferred: attribute word of status)"]
     kept = get(service, other.memory.id)
     assert (kept.state, kept.possibly_outdated_by) == (ACTIVE, 0), "'working' alone does not name working hours"
     # The keyed fact first, then a text naming its attribute.
@@ -435,3 +442,37 @@ def test_a_statement_that_names_a_keyed_attribute_fills_its_slot_in_either_direc
     assert (get(service, old.memory.id).state, get(service, old.memory.id).superseded_by) == (OBSOLETE, new.memory.id)
     inferred = get(service, new.memory.id).inferred
     assert (inferred.entity, inferred.attribute, inferred.method) == ("project:heron", "status", "attribute word")
+
+
+def test_a_statement_holding_the_shape_only_one_attribute_has_fills_its_slot(service: Any) -> None:
+    """Every URL a service's keyed facts gave was an endpoint: a text about another service that holds a URL states
+    its endpoint, worded as nothing keyed was and with a vector too far from the slot's to tell, in either
+    direction between keyed and text."""
+    ns = "slots-value-shapes"
+
+    def service_(name: str) -> dict[str, Any]:
+        return about(ns, f"service:{name}")
+
+    remember(service, "Clients should call the gateway at https://gateway.example.com/v1.", say(7), valid_from=at(500),
+             fact=memory_pb2.Fact(attribute="endpoint", value="https://gateway.example.com/v1"),
+             **service_("gateway"))  # fmt: skip
+    for attribute, value in (("maintenance_window", "02:00-03:00"), ("standup", "9:30")):
+        remember(service, f"Gateway {attribute}: {value}.", say(6), valid_from=at(500),
+                 fact=memory_pb2.Fact(attribute=attribute, value=value), **service_("gateway"))  # fmt: skip
+    old = remember(service, "Updated the catalog: billing lives at https://billing.example.com/api.", say(1),
+                   valid_from=at(1_000), **service_("billing"))  # fmt: skip
+    new = remember(service, "The base address of billing changed.", say(3), valid_from=at(2_000),
+                   fact=memory_pb2.Fact(attribute="endpoint", value="https://billing-v2.example.com/api"),
+                   **service_("billing"))  # fmt: skip
+    retired = get(service, old.memory.id)
+    assert (retired.state, retired.superseded_by) == (OBSOLETE, new.memory.id)
+    events = service.History(memory_service_pb2.HistoryRequest(memory_id=old.memory.id)).events
+    reasons = [e.reason for e in events if e.type == events_pb2.CHANGE_EVENT_TYPE_SUPERSEDED]
+    assert reasons == [f"superseded by memory {new.memory.id} (inferred: value shape of endpoint)"]
+    # The other way round: a text holding a URL retires the keyed endpoint.
+    text = remember(service, "Billing moved behind https://billing-v3.example.com/api.", say(4), valid_from=at(3_000),
+                    **service_("billing"))  # fmt: skip
+    assert text.outcome == SUPERSEDED
+    assert get(service, new.memory.id).superseded_by == text.memory.id
+    inferred = get(service, text.memory.id).inferred
+    assert (inferred.attribute, inferred.method) == ("endpoint", "value shape")

@@ -13,6 +13,7 @@ from memevo.sidecar.perception.slots import (
     EntityNames,
     Templates,
     Values,
+    ValueShapes,
     attribute_words,
     clause_words,
     differing_spans,
@@ -20,9 +21,11 @@ from memevo.sidecar.perception.slots import (
     last_clause_spans,
     masked,
     name_of,
+    shapes_in,
     template_of,
     words,
 )
+from memevo.sidecar.retrieval.answer_type import ValueType
 
 
 def names(*entities: str) -> EntityNames:
@@ -290,3 +293,25 @@ def test_an_attribute_is_named_by_every_word_of_its_name_in_any_form() -> None:
     assert reader.named(words("The status of the lead is unclear.")) is None, "two attributes named: neither"
     assert reader.named(words("Opened a support ticket.")) is None, "'support' is not 'port'"
     assert AttributeWords([]).named(words("status")) is None
+
+
+def test_a_shape_only_one_attribute_of_a_type_holds_names_it() -> None:
+    assert shapes_in("Lives at https://a.example.com/v1, reach ops@example.com at 9:30.") == {
+        ValueType.URL,
+        ValueType.EMAIL,
+        ValueType.TIME,
+    }
+    assert shapes_in("Aiming for the load test at 10x with 2 engineers on v3.8.6 since May 2, 2023.") == set()
+    shapes = ValueShapes()
+    assert shapes.match("service", "lives at https://b.example.com/api") is None, "nothing learnt"
+    shapes.learn("service", "https://a.example.com/v1", "endpoint")
+    shapes.learn("service", "blue team", "owner")  # no shape a text is read by
+    match = shapes.match("service", "Billing lives at https://b.example.com/api.")
+    assert match is not None
+    assert (match.attribute, match.value, match.method) == ("endpoint", (), "value shape")
+    assert shapes.match("project", "Code at https://git.example.com/p") is None, "learnt of services only"
+    shapes.learn("user", "9:00-17:00", "working_hours")
+    shapes.learn("user", "10:30", "standup")
+    assert shapes.match("user", "Don't ping Theo outside 9:30-18:00.") is None, "two attributes hold times"
+    shapes.learn("service", "02:00-03:00", "maintenance_window")
+    assert shapes.match("service", "Moved to https://c.example.com at 02:00.") is None, "two shapes, two attributes"
