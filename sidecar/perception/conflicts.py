@@ -38,6 +38,7 @@ from .slots import (
     MAX_VALUE_TOKENS,
     NAME_MARGIN,
     PAIR_MIN_FIXED,
+    SHAPE_SAID_IN_PASSING,
     AttributeCentroids,
     AttributeNames,
     AttributeWords,
@@ -374,9 +375,12 @@ class _Slots:
                 return found
         found = self.shapes.match(kind, text) if text else None
         if found is not None:
+            # A clock time is also said in passing ("no meetings before 10:00"): the text must lie nearer the
+            # attribute's keyed facts too, as for a known value. A URL or an address is seldom anything but itself.
             margin = self.centroids.margin(kind, found.attribute, unit, entity)
-            if margin is None or margin > 0:
-                return TemplateMatch(found.attribute, (), SURE, 0, found.method)
+            by_chance = found.method == SHAPE_SAID_IN_PASSING
+            if (margin is None and not by_chance) or (margin is not None and margin > 0):
+                return TemplateMatch(found.attribute, (), SURE, 0, "value shape")
         said = self.read_words(tokens, kind, unit, entity)
         if said is not None:
             return said

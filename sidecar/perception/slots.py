@@ -448,6 +448,11 @@ SHAPES_READ = frozenset((ValueType.URL, ValueType.EMAIL, ValueType.TIME))
 """Value shapes a text is read by (see ``ValueShapes``): those a word of free text seldom has by chance. Dates and
 amounts are not: a history statement dates itself ("had owned it since January 2, 2023"), and "10x", "2 engineers"
 read as amounts."""
+SHAPES_IN_PASSING = frozenset((ValueType.TIME,))
+"""Of those, shapes a text also says in passing ("no meetings before 10:00" beside keyed working hours): believed
+only where the text also lies nearer the attribute's keyed facts (see ``_Slots.read``)."""
+SHAPE_SAID_IN_PASSING = "value shape said in passing"
+"""``TemplateMatch.method`` of a match by such a shape (the match's method is "value shape" otherwise)."""
 _TOKEN_EDGES = "\"'()[]{}<>.,;!?"
 
 
@@ -493,7 +498,8 @@ class ValueShapes:
                 continue
             if found is not None and found.attribute != attribute:
                 return None
-            found = TemplateMatch(attribute, (), votes / total, 0, "value shape")
+            method = SHAPE_SAID_IN_PASSING if shape in SHAPES_IN_PASSING else "value shape"
+            found = TemplateMatch(attribute, (), votes / total, 0, method)
         return found
 
 

@@ -52,3 +52,25 @@ def test_without_directions_a_clear_name_reads_alone() -> None:
     found = slots.read_name("user", _unit(named["diet"]), "user:dan")
     assert found is not None
     assert found.attribute == "diet"
+
+
+def test_a_clock_time_names_its_attribute_only_where_the_directions_agree_and_a_url_also_without_them() -> None:
+    rng = np.random.default_rng(9)
+    text = "Don't ping Dan outside 9:30-18:00."
+    tokens = ["don", "t", "ping", "<e>", "outside", "9", "30", "18", "00"]
+    slots = _Slots()  # no embedded names: only the shapes read here
+    slots.shapes.learn("user", "9:00-17:00", "contact")  # the only clock times keyed for users
+    slots.shapes.learn("user", "https://cal.example.com/ana", "meeting_preference")
+    noise = _unit(rng.standard_normal(DIMENSION))
+    assert slots.read(tokens, "user", noise, "user:dan", text) is None, "a time, and no directions to agree"
+    url = slots.read(["book", "via", "cal"], "user", noise, "user:dan", "Book via https://cal.example.com/dan.")
+    assert url is not None
+    assert (url.attribute, url.method) == ("meeting_preference", "value shape")
+    facts = {a: rng.standard_normal(DIMENSION) for a in ATTRIBUTES}
+    for attribute, direction in facts.items():
+        for who in ("ana", "bob", "cleo"):
+            slots.centroids.add("user", attribute, _unit(direction + 0.3 * rng.standard_normal(DIMENSION)), who)
+    said = slots.read(tokens, "user", _unit(facts["contact"]), "user:dan", text)
+    assert said is not None
+    assert (said.attribute, said.method) == ("contact", "value shape")
+    assert slots.read(tokens, "user", _unit(facts["diet"]), "user:dan", text) is None, "said like others' diets"
