@@ -423,25 +423,31 @@ class AttributeWords:
         self._names = [(attribute, attribute_words(attribute)) for attribute in attributes]
         self._names = [(attribute, name) for attribute, name in self._names if name]
         self._vocabulary = frozenset(word for _, name in self._names for word in name)
+        # A token says a longer name word it begins (4+ letters): look the token up among their beginnings.
+        starts: dict[str, set[str]] = {}
+        for word in self._vocabulary:
+            for end in range(NAME_PREFIX_MIN, len(word)):
+                starts.setdefault(word[:end], set()).add(word)
+        self._starts = starts
 
     def named(self, tokens: Sequence[str]) -> str | None:
-        """The one attribute every word of whose name a word of ``tokens`` says; None when none, or two are."""
+        """The one attribute every word of whose name a word of ``tokens`` says; None when none, or two are.
+
+        A few dictionary lookups a word: it runs on the write path, for the new statement and its entity's
+        statements read again."""
         said: set[str] = set()
+        vocabulary = self._vocabulary
         for token in tokens:
-            if token in self._vocabulary:
+            if token in vocabulary:
                 said.add(token)
             if len(token) >= NAME_PREFIX_MIN:
-                said.update(word for word in self._vocabulary if _says(token, word))
+                said.update(self._starts.get(token, ()))
+                # A shorter name word (4+ letters) the token begins with ("meetings" says "meeting").
+                said.update(token[:end] for end in range(NAME_PREFIX_MIN, len(token)) if token[:end] in vocabulary)
         if not said:
             return None
         found = [attribute for attribute, name in self._names if all(word in said for word in name)]
         return found[0] if len(found) == 1 else None
-
-
-def _says(token: str, word: str) -> bool:
-    """Whether ``token`` says the name word ``word``: one is a prefix of the other, the shorter long enough."""
-    shorter, longer = (token, word) if len(token) <= len(word) else (word, token)
-    return len(shorter) >= NAME_PREFIX_MIN and longer.startswith(shorter)
 
 
 SHAPES_READ = frozenset((ValueType.URL, ValueType.EMAIL, ValueType.TIME))
@@ -460,6 +466,8 @@ def shapes_in(text: str) -> frozenset[ValueType]:
     """The ``SHAPES_READ`` shapes of the whitespace-separated words of a text ("lives at https://a.b/c." -> URL)."""
     found = set()
     for token in text.split():
+        if not (token[:1].isdigit() or ":" in token or "/" in token or "@" in token):
+            continue  # no URL, address or time: spare the patterns (write path)
         shape = value_type(token.strip(_TOKEN_EDGES))
         if shape in SHAPES_READ:
             found.add(shape)
