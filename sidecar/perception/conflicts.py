@@ -160,6 +160,8 @@ ATTACH_CANDIDATES = 64
 ``Perceiver._attach_named_before``): it runs once per entity and namespace."""
 NAMED_ATTRIBUTES = 64
 """Attributes per entity type whose names are read (the first met): bounds a write's cosines to names."""
+LEARNT_EARLY_MAX = 1_024
+"""Ids of keyed facts learnt before they were stored, kept until stored (a bound for writes that then failed)."""
 SLOT_BUILD_LIMIT = 5_000
 """Newest keyed facts of a namespace read to learn its templates and attribute directions after a start."""
 
@@ -328,11 +330,16 @@ class _Slots:
     """Per entity type, the attributes its keyed facts have named, in the order met."""
     attribute_names: AttributeNames | None = None
     """The embedded attribute names (shared by every namespace); None without an embedder."""
+    learnt_early: set[int] = field(default_factory=set)
+    """Keyed facts learnt before they were stored (see ``Perceiver._keyed_over_text``): not counted again."""
     _words: dict[str, AttributeWords] = field(default_factory=dict)
     """Per entity type, what reads its attributes' names in a text (made again when the type gains one)."""
 
     def learn(self, record: memory_pb2.Memory, vector: npt.NDArray[np.float32] | None) -> None:
         """Count a stored record: its entity's name and, for a keyed fact, its template and direction."""
+        if record.id in self.learnt_early:
+            self.learnt_early.discard(record.id)
+            return
         entity = record.entity or record.inferred.entity
         if entity:
             self.names.add(entity)
@@ -1125,6 +1132,12 @@ class Perceiver:
         if record.kind not in SLOT_KINDS or self.settings.is_multi_valued(record.namespace, record.fact.attribute):
             return
         slots = self._namespace(txn, record.namespace)
+        if len(slots.learnt_early) >= LEARNT_EARLY_MAX:
+            slots.learnt_early.clear()  # writes that failed after perception: at worst one fact counted twice
+        # What the fact teaches (its attribute's name and value shape) reads its own slot's texts already: the
+        # first status a namespace keys retires "Glacier status: in code freeze".
+        slots.learn(record, vector)
+        slots.learnt_early.add(record.id)
         unit = _unit(vector)
         entity, attribute = record.entity, record.fact.attribute
         tokens = masked(words(record.content), slots.names.mentions(record.content, only=entity), entity)

@@ -66,7 +66,7 @@ def known(service: Any) -> None:
 
 
 def test_a_keyed_fact_retires_the_statement_its_attribute_name_reads(service: Any, known: None) -> None:
-    said = remember(service, "Tomas is at work between 9:00 and 17:00.", "user:tomas").memory
+    said = remember(service, "Tomas is at work from early morning until mid afternoon.", "user:tomas").memory
     assert said.inferred.attribute == "working_hours"
     assert said.inferred.method == "attribute name"
     remark = remember(service, "Tomas was out sick today.", "user:tomas").memory
@@ -88,7 +88,7 @@ def test_a_keyed_fact_retires_the_statement_its_attribute_name_reads(service: An
 def test_a_statement_its_attribute_name_reads_retires_the_keyed_fact(service: Any, known: None) -> None:
     fact = keyed(service, "Ines's working hours are 10:00-18:00.", "user:ines", "working_hours", "10:00-18:00").memory
     city = keyed(service, "Ines lives in Quito.", "user:ines", "location", "Quito").memory
-    said = remember(service, "Ines keeps office hours 11:00-19:00.", "user:ines")
+    said = remember(service, "Ines keeps office hours from late morning into the evening.", "user:ines")
     assert said.memory.inferred.attribute == "working_hours"
     assert said.memory.inferred.method == "attribute name"
     assert said.outcome == SUPERSEDED
