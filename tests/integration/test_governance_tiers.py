@@ -41,11 +41,14 @@ def _value(service: Any, memory_id: int) -> float:
     return float(service.Get(memory_service_pb2.GetRequest(ids=[memory_id])).memories[0].scores.value)
 
 
-def test_the_near_tier_archives_a_memory_whose_value_crosses_the_threshold(tiered: Sidecar) -> None:
-    service = stub(tiered.unix_target)
+def _archived_by(service: Any, attempt: int) -> tuple[str, list[str]]:
+    """Write a memory, set the archive threshold just below its value and wait until a sweep archives it: the
+    trigger of the sweep that did, and every recent sweep's trigger."""
     memory_id = int(
         service.Remember(
-            memory_service_pb2.RememberRequest(memory=memory_pb2.MemoryInput(content="a decaying note", vector=vec(1)))
+            memory_service_pb2.RememberRequest(
+                memory=memory_pb2.MemoryInput(content=f"a decaying note {attempt}", vector=vec(1 + attempt))
+            )
         ).result.memory.id
     )
     value = _value(service, memory_id)
@@ -64,10 +67,26 @@ def test_the_near_tier_archives_a_memory_whose_value_crosses_the_threshold(tiere
             service.Get(memory_service_pb2.GetRequest(ids=[memory_id])).memories[0].state
             == memory_pb2.MEMORY_STATE_ARCHIVED
         ),
-        "the near tier to archive it",
+        "a sweep to archive it",
         timeout_s=30,
     )
-    triggers = [s.trigger for s in service.GetStats(memory_service_pb2.GetStatsRequest()).recent_sweeps]
-    assert any("near" in t for t in triggers), triggers
-    # Nothing else was scheduled: the ACTIVE tier waits 1000 s and full sweeps are off.
-    assert not any(t.startswith(("schedule: active", "writes")) or t == "schedule" for t in triggers), triggers
+    sweeps = service.GetStats(memory_service_pb2.GetStatsRequest()).recent_sweeps
+    archived = memory_pb2.MEMORY_STATE_ARCHIVED
+    by = next((s.trigger for s in sweeps if any(t.to_state == archived and t.count for t in s.transitions)), "")
+    return by, [s.trigger for s in sweeps]
+
+
+def test_the_near_tier_archives_a_memory_whose_value_crosses_the_threshold(tiered: Sidecar) -> None:
+    service = stub(tiered.unix_target)
+    # The policy update itself starts a sweep ("event"); on a loaded machine it can run after the value has
+    # crossed, and archive the memory first. That says nothing of the near tier: try again with a new memory.
+    seen = []
+    for attempt in range(3):
+        by, triggers = _archived_by(service, attempt)
+        seen.append(by)
+        # Nothing else was scheduled: the ACTIVE tier waits 1000 s and full sweeps are off.
+        assert not any(t.startswith(("schedule: active", "writes")) or t == "schedule" for t in triggers), triggers
+        if "near" in by:
+            return
+        assert by == "event", (by, triggers)
+    pytest.fail(f"the near tier never archived first: {seen}")
