@@ -376,18 +376,14 @@ class _Slots:
         if found is not None:
             return found
         found = self.values.match(tokens)
-        if found is not None:
-            margin = self.centroids.margin(kind, found.attribute, unit, entity)
-            if margin is not None and margin > 0:
-                return found
+        if found is not None and self._directions_allow(kind, found.attribute, unit, entity, required=True):
+            return found
         found = self.shapes.match(kind, text) if text else None
-        if found is not None:
-            # A clock time is also said in passing ("no meetings before 10:00"): the text must lie nearer the
-            # attribute's keyed facts too, as for a known value. A URL or an address is seldom anything but itself.
-            margin = self.centroids.margin(kind, found.attribute, unit, entity)
-            by_chance = found.method == SHAPE_SAID_IN_PASSING
-            if (margin is None and not by_chance) or (margin is not None and margin > 0):
-                return TemplateMatch(found.attribute, (), SURE, 0, "value shape")
+        # A clock time is also said in passing ("no meetings before 10:00"): the directions must agree, as for a
+        # known value. A URL or an address is seldom anything but itself.
+        required = found is not None and found.method == SHAPE_SAID_IN_PASSING
+        if found is not None and self._directions_allow(kind, found.attribute, unit, entity, required=required):
+            return TemplateMatch(found.attribute, (), SURE, 0, "value shape")
         said = self.read_words(tokens, kind, unit, entity)
         if said is not None:
             return said
@@ -402,12 +398,18 @@ class _Slots:
         if reader is None or reader.size != len(known):
             reader = self._words[kind] = AttributeWords(known)
         attribute = reader.named(tokens)
-        if attribute is None:
-            return None
-        margin = self.centroids.margin(kind, attribute, unit, entity)
-        if margin is not None and margin <= 0:
+        if attribute is None or not self._directions_allow(kind, attribute, unit, entity, required=False):
             return None
         return TemplateMatch(attribute, (), SURE, 0, "attribute word")
+
+    def _directions_allow(
+        self, kind: str, attribute: str, unit: npt.NDArray[np.float32], entity: str, *, required: bool
+    ) -> bool:
+        """Whether the attribute directions let a reading as ``attribute`` stand: the text lies nearer its keyed
+        facts (of other entities) than any other attribute's; while the type has too few to tell, only when the
+        directions are not ``required``."""
+        margin = self.centroids.margin(kind, attribute, unit, entity)
+        return margin > 0 if margin is not None else not required
 
     def read_name(self, kind: str, unit: npt.NDArray[np.float32], entity: str = "") -> TemplateMatch | None:
         """The attribute whose embedded name the text clearly means (see ``AttributeNames``), or None.
@@ -422,8 +424,7 @@ class _Slots:
         found = self.attribute_names.read(kind, self.attributes.get(kind, ()), unit)
         if found is None or found[1] < NAME_MARGIN:
             return None
-        margin = self.centroids.margin(kind, found[0], unit, entity)
-        if margin is not None and margin <= 0:
+        if not self._directions_allow(kind, found[0], unit, entity, required=False):
             return None
         return TemplateMatch(found[0], (), SURE, 0, "attribute name")
 

@@ -476,3 +476,16 @@ def test_a_statement_holding_the_shape_only_one_attribute_has_fills_its_slot(ser
     assert get(service, new.memory.id).superseded_by == text.memory.id
     inferred = get(service, text.memory.id).inferred
     assert (inferred.attribute, inferred.method) == ("endpoint", "value shape")
+
+
+def test_the_first_keyed_fact_of_an_attribute_retires_the_text_that_names_it(service: Any) -> None:
+    """Nothing keyed has named a status before: the keyed fact teaches its own name before it judges the texts of
+    its slot, so the text said earlier in other words, with a vector too far to tell, is retired by it."""
+    ns = "slots-first-keyed"
+    glacier = about(ns, "project:glacier")
+    text = remember(service, "Glacier status: in code freeze.", say(1), valid_from=at(1_000), **glacier)
+    keyed = remember(service, "The Glacier project is blocked on the vendor contract as of today.", say(2),
+                     valid_from=at(2_000), fact=memory_pb2.Fact(attribute="status", value="blocked"),
+                     **glacier)  # fmt: skip
+    retired = get(service, text.memory.id)
+    assert (retired.state, retired.superseded_by) == (OBSOLETE, keyed.memory.id)
