@@ -58,6 +58,7 @@ from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 from ..config import GovernanceConfig
 from ..domain import to_timestamp
 from ..engine import Engine
+from ..errors import Unavailable
 from ..store.columns import NO_CODE, MemoryColumns
 
 log = logging.getLogger(__name__)
@@ -272,15 +273,28 @@ class GovernanceDaemon:
         """Score every memory (of ``namespace``, if given), propose transitions and (unless ``dry_run``) apply them."""
         with self._sweep_lock:
             columns = self.engine.columns
+            if not dry_run:
+                self._second_look()
             if namespace:
                 code = columns.namespaces.lookup(namespace)
                 ids = columns.namespace_ids(code) if code != NO_CODE else np.zeros(0, dtype=np.int64)
                 return self._sweep(ids, trigger, dry_run=dry_run)
             return self._sweep(slice(1, columns.size), trigger, dry_run=dry_run)
 
+    def _second_look(self) -> None:
+        """Statements stored unread are read again with what their namespace learnt since (see
+        ``Engine.second_look``) before the sweep scores: what that retires is history by the sweep's time."""
+        try:
+            self.engine.second_look()
+        except Unavailable as refused:  # writes refused since (a full disk): the next sweep tries again
+            log.info("second look skipped: %s", refused)
+        except Exception:  # perception's second look must not cost the sweep; the next one retries
+            log.exception("second look failed")
+
     def sweep_tier(self, tier: str, trigger: str) -> memory_service_pb2.SweepStats:
         """Sweep the slots of ``tier`` (TIER_NEAR, TIER_ACTIVE, TIER_FULL), sampled in a very large store."""
         with self._sweep_lock:
+            self._second_look()
             columns = self.engine.columns
             rows, self._cursors[tier] = tier_rows(
                 tier,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,6 +164,11 @@ LEARNT_EARLY_MAX = 1_024
 """Ids of keyed facts learnt before they were stored, kept until stored (a bound for writes that then failed)."""
 SLOT_BUILD_LIMIT = 5_000
 """Newest keyed facts of a namespace read to learn its templates and attribute directions after a start."""
+SECOND_LOOK_TRACKED = 4_096
+"""Per namespace, the newest statements stored unread that are kept for a second look (see ``second_look``)."""
+SECOND_LOOK_GROWTH = 1.25
+"""A statement stored unread is read again once its namespace knows this many times the keyed facts it knew at the
+last reading (and one more at least): each is read a few dozen times over a namespace's life, not at every sweep."""
 
 
 def fact_key(namespace: str, entity: str, attribute: str) -> bytes:
@@ -332,6 +337,8 @@ class _Slots:
     """The embedded attribute names (shared by every namespace); None without an embedder."""
     learnt_early: set[int] = field(default_factory=set)
     """Keyed facts learnt before they were stored (see ``Perceiver._keyed_over_text``): not counted again."""
+    keyed: int = 0
+    """Keyed facts learnt: how much the namespace knows that a reading draws on (see ``Perceiver.second_look``)."""
     _words: dict[str, AttributeWords] = field(default_factory=dict)
     """Per entity type, what reads its attributes' names in a text (made again when the type gains one)."""
 
@@ -350,6 +357,7 @@ class _Slots:
             self.templates.learn(masked(tokens, mentions, record.entity), value, record.fact.attribute)
             self.values.learn(value, record.fact.attribute)
             self.shapes.learn(type_of(record.entity), record.fact.value, record.fact.attribute)
+            self.keyed += 1
             known = self.attributes.setdefault(type_of(record.entity), [])
             if record.fact.attribute not in known and len(known) < NAMED_ATTRIBUTES:
                 known.append(record.fact.attribute)
@@ -364,14 +372,21 @@ class _Slots:
         return margin is None or margin >= -DISAGREEMENT_MARGIN
 
     def read(
-        self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32], entity: str = "", text: str = ""
+        self,
+        tokens: list[str],
+        kind: str,
+        unit: npt.NDArray[np.float32],
+        entity: str = "",
+        text: str = "",
+        *,
+        by_name: bool = True,
     ) -> TemplateMatch | None:
         """Which attribute a text (``tokens``: its words, entity masked; ``text``: as written) states: a keyed
         template it fits, else a known value it says when the text also lies nearer that attribute's keyed facts
         than any other's, else (believed as a name is, see read_name) a value shape only that attribute's keyed
         values had (``ValueShapes``), else the attribute every word of whose name it says (``AttributeWords``),
-        else the attribute whose embedded name it lies clearly nearest (``NAME_MARGIN``). The value is unknown
-        but for the first two."""
+        else (unless not ``by_name``) the attribute whose embedded name it lies clearly nearest (``NAME_MARGIN``).
+        The value is unknown but for the first two."""
         found = self.templates.match(tokens)
         if found is not None:
             return found
@@ -387,7 +402,7 @@ class _Slots:
         said = self.read_words(tokens, kind, unit, entity)
         if said is not None:
             return said
-        return self.read_name(kind, unit, entity)
+        return self.read_name(kind, unit, entity) if by_name else None
 
     def read_words(
         self, tokens: list[str], kind: str, unit: npt.NDArray[np.float32], entity: str = ""
@@ -481,6 +496,37 @@ def is_sure(confidence: float) -> bool:
     return confidence >= float(np.float32(SURE))
 
 
+def _reading(
+    slots: _Slots,
+    record: memory_pb2.Memory,
+    tokens: list[str],
+    kind: str,
+    unit: npt.NDArray[np.float32],
+    entity: str,
+    *,
+    by_name: bool = True,
+) -> TemplateMatch | None:
+    """Which attribute of ``entity`` an unkeyed statement states, as far as its namespace's data tells (templates
+    any kind of memory; values, shapes and names only a statement that is not an event)."""
+    match = slots.templates.match(tokens)
+    if match is not None and not slots.agrees(kind, match.attribute, unit, entity):
+        match = None  # a template two attributes' statements share ("<e> was migrated to <v>")
+    if match is None and record.kind not in REPEATABLE_KINDS:
+        match = slots.read(tokens, kind, unit, entity, record.content, by_name=by_name)
+    return match
+
+
+def _unread(record: memory_pb2.Memory) -> bool:
+    """Whether a current statement (not an event) was stored without a key or an inferred attribute."""
+    return (
+        record.kind in SLOT_KINDS
+        and record.kind not in REPEATABLE_KINDS
+        and record.state in CURRENT_STATES
+        and not record.fact.attribute
+        and not record.inferred.attribute
+    )
+
+
 def _restates(tokens: Sequence[str], holder: _Slot) -> bool:
     """Whether a statement says again what ``holder`` says: its value's words in a row among the statement's
     (or, its value unknown, every word of its text, entity aside) ("Double-checked today and it still holds: Kofi
@@ -521,6 +567,10 @@ class Perceiver:
         """Embedded attribute names, with an embedder (see ``AttributeNames``)."""
         self.find_words: Callable[[str, str], npt.NDArray[np.int64]] | None = None
         """Ids of a namespace's memories that hold words of a text, best match first (the engine's word index)."""
+        self._unread: dict[str, dict[int, int]] = {}
+        """Per namespace, statements about an entity stored without an attribute -> the keyed facts the namespace
+        knew at their last reading, oldest first (see ``second_look``). In RAM: after a restart only what is
+        written from then on gets a second look."""
         self._unattached: collections.deque[tuple[str, int]] = collections.deque(maxlen=UNATTACHED_RECENT)
         """(namespace, id) of the latest statements stored without an entity: the word index holds a memory only
         once its write is durable, and a batch may name an entity in one item and declare it in the next."""
@@ -641,6 +691,11 @@ class Perceiver:
             slots.learn(record, vector)
         if not entity and record.kind in SLOT_KINDS and not record.fact.attribute:
             self._unattached.append((record.namespace, record.id))
+        if entity and _unread(record):
+            unread = self._unread.setdefault(record.namespace, {})
+            unread[record.id] = slots.keyed if slots is not None else 0
+            if len(unread) > SECOND_LOOK_TRACKED:
+                del unread[next(iter(unread))]
         if not record.fact.attribute and record.kind not in REPEATABLE_KINDS:
             txn.put(CF_DEDUP, dedup_key(record.namespace, record.kind, record.content), record.id.to_bytes(8, "big"))
             if not entity and record.kind in SLOT_KINDS and record.state in CURRENT_STATES:
@@ -656,6 +711,92 @@ class Perceiver:
             txn.add_pending(CF_FACT_VERSIONS, key, record.id)
             if record.state in CURRENT_STATES:
                 txn.put(CF_FACTS, key, record.id.to_bytes(8, "big"))
+
+    def seed_unread(self, records: Iterable[memory_pb2.Memory]) -> None:
+        """Keep for a second look the statements stored unread before this start (how much their namespace knew at
+        their last reading is unknown: each is read at the next sweep). Call it where writes run."""
+        for record in records:
+            if (record.entity or record.inferred.entity) and _unread(record):
+                unread = self._unread.setdefault(record.namespace, {})
+                if len(unread) < SECOND_LOOK_TRACKED:
+                    unread.setdefault(record.id, -1)
+
+    def second_look_due(self, txn: Txn, limit: int) -> list[int]:
+        """Ids of statements stored unread whose namespace has learnt enough since their last reading (oldest
+        first, at most ``limit``). Call it where writes run (a store mutation): registering changes the lists."""
+        due: list[int] = []
+        for namespace, unread in self._unread.items():
+            slots = self._namespace(txn, namespace)
+            for memory_id, known in unread.items():
+                if slots.keyed > known and slots.keyed >= known * SECOND_LOOK_GROWTH:
+                    due.append(memory_id)
+                    if len(due) >= limit:
+                        return due
+        return due
+
+    @property
+    def unread_tracked(self) -> int:
+        """Statements stored unread that are kept for a second look."""
+        return sum(len(unread) for unread in self._unread.values())
+
+    def drop_unread(self, memory_id: int) -> None:
+        """Forget a statement kept for a second look (gone from the store)."""
+        for unread in self._unread.values():
+            unread.pop(memory_id, None)
+
+    def second_look(
+        self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32], now: float, decision: Decision
+    ) -> bool:
+        """Read again a statement stored unread, with what its namespace has learnt since, and settle it against
+        the current holders of the slot it states; returns whether it was read (``record.inferred`` then says as
+        what, and ``decision`` what changed: either may now be the other's history, by world time).
+
+        At its write a statement is read only with the templates, values and names of the keyed facts stored
+        before it. "Astrid is on 6:00-14:00 now" written before any working hours were keyed was stored unread,
+        and nothing compared it with the keyed hours it replaced: a later statement of the entity reads it again
+        (``_slot_candidates``) only to settle it against itself. Run off the write path (governance sweeps).
+        """
+        unread = self._unread.get(record.namespace, {})
+        entity = record.entity or record.inferred.entity
+        if not entity or not _unread(record):
+            unread.pop(record.id, None)
+            return False
+        slots = self._namespace(txn, record.namespace)
+        unread[record.id] = slots.keyed
+        unit = _unit(vector)
+        tokens = self._masked_words(slots, record, entity)
+        # Only what the namespace's own data says (templates, values, shapes, attribute words), not an embedded
+        # name, which learns nothing from the keyed facts written since: a retirement this late hits a memory the
+        # agent has used for a while ("The best way to reach Kofi is a calendar invite" read by name as his
+        # meeting preference, tuning half seed 8).
+        match = _reading(slots, record, tokens, type_of(entity), unit, entity, by_name=False)
+        if match is None or not is_sure(match.confidence):
+            return False
+        unread.pop(record.id, None)
+        attribute = match.attribute
+        inferred = record.inferred
+        inferred.entity, inferred.attribute, inferred.value = entity, attribute, " ".join(match.value)
+        inferred.confidence, inferred.method = match.confidence, match.method
+        if self.settings.is_multi_valued(record.namespace, attribute):
+            return True
+        holders = [
+            holder.record
+            for holder in self._slot_candidates(txn, record.namespace, entity, unit, slots, keyed=True)
+            if holder.record.id != record.id and holder.attribute == attribute and not _restates(tokens, holder)
+        ]
+        # The keyed value of the slot, however far its wording lies from this statement's.
+        raw = txn.get(CF_FACTS, fact_key(record.namespace, entity, attribute))
+        keyed = _load(txn, key_u64(raw)) if raw is not None else None
+        if keyed is not None and keyed.state in CURRENT_STATES and all(h.id != keyed.id for h in holders):
+            value = tuple(words(keyed.fact.value))
+            if not any(tuple(tokens[i : i + len(value)]) == value for i in range(len(tokens) - len(value) + 1)):
+                holders.append(keyed)
+        for holder in holders:
+            why = f"inferred on a second look: {match.method} of {attribute}"
+            self._settle(txn, record, holder, now, decision, why)
+            if record.state not in CURRENT_STATES:
+                break
+        return True
 
     def unregister(self, txn: Txn, record: memory_pb2.Memory) -> None:
         """Drop a deleted record from the perception indexes."""
@@ -1046,11 +1187,7 @@ class Perceiver:
         mentions = slots.names.mentions(record.content, only=entity)
         tokens = masked(words(record.content), mentions, entity)
         kind = type_of(entity)
-        match = slots.templates.match(tokens)
-        if match is not None and not slots.agrees(kind, match.attribute, unit, entity):
-            match = None  # a template two attributes' statements share ("<e> was migrated to <v>")
-        if match is None and record.kind not in REPEATABLE_KINDS:
-            match = slots.read(tokens, kind, unit, entity, record.content)
+        match = _reading(slots, record, tokens, kind, unit, entity)
         inferred = record.inferred
         inferred.entity = entity
         if match is not None:

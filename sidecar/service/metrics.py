@@ -247,6 +247,20 @@ def _engine_gauges(engine: Engine, family: Callable[[str, str, str], None], out:
         "1 while writes are refused after a failed log write (full disk, read-only); reads still work.",
     )
     out.append(f"memevo_writes_refused {int(engine.store.write_refusal is not None)}")
+    family(
+        "memevo_second_look_statements_total",
+        "counter",
+        "Statements stored without a key or an inferred attribute that sweeps read again, since the start.",
+    )
+    out.append(f"memevo_second_look_statements_total {engine.second_looks}")
+    family(
+        "memevo_second_look_read_total",
+        "counter",
+        "Of those, the ones read as an attribute and settled against its slot's current memories.",
+    )
+    out.append(f"memevo_second_look_read_total {engine.second_look_reads}")
+    family("memevo_second_look_tracked", "gauge", "Statements stored unread that wait for a second look.")
+    out.append(f"memevo_second_look_tracked {engine.perceiver.unread_tracked}")
     family("memevo_changelog_last_sequence", "gauge", "Sequence number of the newest change-log event.")
     out.append(f"memevo_changelog_last_sequence {engine.store.last_sequence}")
     data_dir = Path(engine.config.data_dir)
