@@ -164,6 +164,8 @@ LEARNT_EARLY_MAX = 1_024
 """Ids of keyed facts learnt before they were stored, kept until stored (a bound for writes that then failed)."""
 SLOT_BUILD_LIMIT = 5_000
 """Newest keyed facts of a namespace read to learn its templates and attribute directions after a start."""
+LINEAGE_DEPTH = 4
+"""Generations of predecessors searched for the attribute of the slot a statement took over (see ``_lineage``)."""
 SECOND_LOOK_TRACKED = 4_096
 """Per namespace, the newest statements stored unread that are kept for a second look (see ``second_look``)."""
 SECOND_LOOK_GROWTH = 1.25
@@ -770,6 +772,8 @@ class Perceiver:
         # agent has used for a while ("The best way to reach Kofi is a calendar invite" read by name as his
         # meeting preference, tuning half seed 8).
         match = _reading(slots, record, tokens, type_of(entity), unit, entity, by_name=False)
+        if match is None and record.supersedes:
+            match = self._lineage(txn, slots, record, entity, by_name=False)
         if match is None or not is_sure(match.confidence):
             return False
         unread.pop(record.id, None)
@@ -1143,6 +1147,8 @@ class Perceiver:
                 if not attribute and existing.kind not in REPEATABLE_KINDS:
                     # Templates, values and attribute names learnt since it was written may say now what it states.
                     late = slots.read(tokens, type_of(entity), matrix[position], entity, existing.content)
+                    if late is None and existing.supersedes:
+                        late = self._lineage(txn, slots, existing, entity)
                     if late is not None:
                         attribute, value, read_as = late.attribute, late.value or None, late.method
             out.append(
@@ -1158,6 +1164,43 @@ class Perceiver:
                 )
             )
         return out
+
+    def _lineage(
+        self, txn: Txn, slots: _Slots, record: memory_pb2.Memory, entity: str, *, by_name: bool = True
+    ) -> TemplateMatch | None:
+        """The attribute of the slot an unread statement took over, from the statements it retired or made history.
+
+        Its predecessors held its slot, so what one of them states (keyed, inferred, or read now) it states too:
+        "Milestone changed on Tufa: the dogfood release" reads as a milestone once milestones are keyed, and "The
+        Tufa project is still working towards the dogfood release", which took its place by likeness, is that
+        milestone's holder though it names none.
+        """
+        columns = self.columns
+        seen = {record.id}
+        generation = [i for i in record.supersedes if i not in seen]
+        for _ in range(LINEAGE_DEPTH):
+            older_ids: list[int] = []
+            for memory_id in generation:
+                seen.add(memory_id)
+                older = _load(txn, memory_id)
+                if older is None or (older.entity or older.inferred.entity) != entity:
+                    continue
+                attribute = older.fact.attribute or older.inferred.attribute
+                if not attribute and older.kind not in REPEATABLE_KINDS:
+                    durable = int(columns is not None and memory_id < columns.size)
+                    present, units = self._unit_vectors(txn, [memory_id], durable)
+                    tokens = self._masked_words(slots, older, entity)
+                    found = (
+                        slots.read(tokens, type_of(entity), units[0], entity, older.content, by_name=by_name)
+                        if present
+                        else None
+                    )
+                    attribute = found.attribute if found is not None else ""
+                if attribute:
+                    return TemplateMatch(attribute, (), SURE, 0, "lineage")
+                older_ids.extend(i for i in older.supersedes if i not in seen)
+            generation = older_ids
+        return None
 
     def _masked_words(self, slots: _Slots, record: memory_pb2.Memory, entity: str) -> list[str]:
         """A stored memory's words with its entity masked, kept in RAM (text and entity never change)."""

@@ -166,6 +166,43 @@ def test_a_statement_read_again_can_be_restored_and_is_not_read_twice(service: A
     assert readings == ["read again: template of location"]
 
 
+def test_a_statement_that_took_over_a_slot_is_its_holder_when_its_predecessor_names_the_attribute(
+    service: Any,
+) -> None:
+    """ "The Tufa team is still working towards the public beta." names no milestone, but it retired the statement
+    that did (by likeness relative to the entity): the keyed milestone that comes later retires it as the slot's
+    holder. Vectors: the entity's direction, then a slot's, then a wording's (see test_perception_slots)."""
+    ns = "second-look-lineage"
+    axes = np.eye(8)
+
+    def said(slot: int, wording: int) -> bytes:
+        return pack(0.7 * axes[0] + 0.71 * (0.8 * axes[1 + slot] + 0.6 * axes[5 + wording]))
+
+    tufa = {"namespace": ns, "kind": FACT, "entity": "project:tufa"}
+    first = remember(service, "Milestone for Tufa: the dogfood release.", said(0, 0), 1_000, **tufa)
+    others = [
+        remember(service, text, said(slot, 2), 1_000, **tufa).memory.id
+        for slot, text in enumerate(
+            ("Tufa's budget is two million euros.", "Tufa ships on March 3.",
+             "Tufa's code lives in the tufa-core repository."), start=1)
+    ]  # fmt: skip
+    took_over = remember(service, "The Tufa team is still working towards the public beta.", said(0, 1), 2_000, **tufa)
+    assert get(service, first.memory.id).superseded_by == took_over.memory.id
+    assert took_over.memory.inferred.attribute == ""
+    # Worded as nothing of Tufa's was: a vector no statement's likeness ties to it (cosine 0.49 to the holder).
+    keyed = remember(service, "Roadmap: Tufa aims at the public API launch next.", pack(0.7 * axes[0] - 0.71 * axes[7]),
+                     3_000,
+                     fact=memory_pb2.Fact(attribute="milestone", value="the public API launch"), **tufa)  # fmt: skip
+    retired = get(service, took_over.memory.id)
+    assert (retired.state, retired.superseded_by) == (OBSOLETE, keyed.memory.id)
+    assert reasons(service, took_over.memory.id) == [
+        f"superseded by memory {keyed.memory.id} (inferred: lineage of milestone)"
+    ]
+    for other in others:  # the budget, the date and the repository are other slots of Tufa
+        kept = get(service, other)
+        assert (kept.state, kept.possibly_outdated_by) == (ACTIVE, 0)
+
+
 def test_statements_stored_unread_before_a_restart_get_their_second_look(tmp_path: Path) -> None:
     """What waits for a second look is kept in memory; a start hands the stored unread statements to the first
     sweep again, so a restart between a statement and the keyed facts that teach its wording loses nothing."""
