@@ -6,6 +6,7 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numba
 import numpy as np
@@ -128,3 +129,15 @@ def check_params(params: object) -> npt.NDArray[np.float64]:
 _VALID_PARAMS: set[tuple[tuple[int, ...], bytes]] = set()
 _VALID_PARAMS_MAX = 64
 _VALID_LOCK = threading.Lock()
+
+
+def renamed(function: Any, name: str) -> Any:
+    """A copy of ``function`` called ``name``, to compile with other options than the original.
+
+    Numba caches compiled code by function name and line, not by compile options: a serial build
+    of ``_compute_scores`` under the same name would load the parallel build from the cache.
+    """
+    code = function.__code__.replace(co_name=name, co_qualname=name)
+    copy = type(function)(code, function.__globals__, name, function.__defaults__, function.__closure__)
+    copy.__qualname__ = name
+    return copy

@@ -94,6 +94,15 @@ confidence); with ``nnan``/``ninf`` LLVM may delete those tests.
 CHUNK: Final = 1 << 14
 """Items per parallel chunk: large enough to amortise scheduling, small enough to balance 2-64 threads."""
 
+HOLD_GIL_ROWS: Final = 256
+"""Up to this many rows a row kernel keeps the interpreter lock (its build without ``nogil``).
+
+A few rows are microseconds of work; releasing the lock for them costs more than they do, because getting it back
+waits for whichever thread took it (up to the interpreter's 5 ms switch interval when that thread runs Python).
+With 8 concurrent recalls this made each recall's access refresh, run under the columns' lock, a point where the
+other recalls queued on that lock (issue 28).
+"""
+
 LENGTH_PROXY_BYTES: Final = 2000.0
 """Content length at which the length proxy of density reaches 1 (density = min(1, log1p(bytes)/log1p(this)))."""
 

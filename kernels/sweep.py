@@ -60,7 +60,14 @@ import numpy.typing as npt
 from numba import prange, types
 
 from memevo.kernels._simd import high_f32, low_f32, pack_f32_pairs
-from memevo.kernels._wrappers import check_column, check_output, check_params, check_scalar, kernel_launch
+from memevo.kernels._wrappers import (
+    check_column,
+    check_output,
+    check_params,
+    check_scalar,
+    kernel_launch,
+    renamed,
+)
 from memevo.kernels.lifecycle import STATE_ACTIVE, STATE_ARCHIVED, STATE_EMPTY, STATE_EVICTED
 from memevo.kernels.params import (
     ACCESS_WEIGHT,
@@ -77,6 +84,7 @@ from memevo.kernels.params import (
     FASTMATH,
     GAMMA,
     HALF_LIFE,
+    HOLD_GIL_ROWS,
     LENGTH_PROXY_BYTES,
     MIN_TIME_IN_STATE,
     REACTIVATE_ABOVE,
@@ -753,6 +761,11 @@ def _derive_rows(
         static[i] = s
 
 
+_derive_rows_held = numba.njit([_DERIVE_ROWS_SIGNATURE], cache=True)(renamed(_derive_rows.py_func, "_derive_rows_held"))
+"""``_derive_rows`` keeping the interpreter lock, for at most ``HOLD_GIL_ROWS`` rows: the store refreshes a recall's
+few rows under its columns' lock, where releasing the interpreter lock let the other recalls queue on that lock."""
+
+
 _RAW_COLUMNS: tuple[tuple[str, type[np.generic]], ...] = (
     ("kind", np.uint8),
     ("confidence", np.float32),
@@ -809,7 +822,7 @@ def derive_terms(
         if rows is None or out is None:
             raise ValueError("check=False needs rows and out: pass both (or leave check on)")
         latest_value = float(latest)
-        _derive_rows(
+        (_derive_rows_held if rows.shape[0] <= HOLD_GIL_ROWS else _derive_rows)(
             rows,
             kind,
             confidence,
@@ -860,5 +873,6 @@ def derive_terms(
     if rows is None:
         _derive_all(*raw, touched, *scalars, *out)  # type: ignore[arg-type,call-arg]
     else:
-        _derive_rows(rows, *raw, touched, *scalars, *out)  # type: ignore[arg-type,call-arg]
+        derive = _derive_rows_held if rows.shape[0] <= HOLD_GIL_ROWS else _derive_rows
+        derive(rows, *raw, touched, *scalars, *out)  # type: ignore[arg-type,call-arg]
     return out

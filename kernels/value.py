@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -40,7 +40,14 @@ import numpy.typing as npt
 from numba import prange, types
 
 from memevo.kernels._simd import exp2f, high_f32, logf, low_f32, pack_f32_pairs
-from memevo.kernels._wrappers import check_column, check_output, check_params, check_scalar, kernel_launch
+from memevo.kernels._wrappers import (
+    check_column,
+    check_output,
+    check_params,
+    check_scalar,
+    kernel_launch,
+    renamed,
+)
 from memevo.kernels.params import (
     ACCESS_WEIGHT,
     ALPHA,
@@ -52,6 +59,7 @@ from memevo.kernels.params import (
     FASTMATH,
     GAMMA,
     HALF_LIFE,
+    HOLD_GIL_ROWS,
     LENGTH_PROXY_BYTES,
     UNMEASURED_UNIQUENESS,
     W_CONFIDENCE,
@@ -221,20 +229,8 @@ def _compute_scores(
             value[i] = alpha * acc + beta * rel + gamma * util - delta * cst
 
 
-def _renamed(function: Any, name: str) -> Any:
-    """A copy of ``function`` called ``name``.
-
-    Numba caches compiled code by function name and line, not by compile options: a serial build
-    of ``_compute_scores`` under the same name would load the parallel build from the cache.
-    """
-    code = function.__code__.replace(co_name=name, co_qualname=name)
-    copy = type(function)(code, function.__globals__, name, function.__defaults__, function.__closure__)
-    copy.__qualname__ = name
-    return copy
-
-
 _compute_scores_serial = numba.njit([_SCORES_SIGNATURE], nogil=True, cache=True, fastmath=set(FASTMATH))(
-    _renamed(_compute_scores.py_func, "_compute_scores_serial")
+    renamed(_compute_scores.py_func, "_compute_scores_serial")
 )
 """The same loop compiled without ``parallel``, for calls of at most one chunk.
 
@@ -243,6 +239,11 @@ count, entering the thread pool), which cost more than the work itself for the f
 or a recall scores (measured: a one-row ``compute_scores`` took 23 us of CPU, 10 us now). Not being
 a parallel launch, it needs no launch lock either, whatever numba's threading layer.
 """
+
+_compute_scores_held = numba.njit([_SCORES_SIGNATURE], cache=True, fastmath=set(FASTMATH))(
+    renamed(_compute_scores.py_func, "_compute_scores_held")
+)
+"""The serial loop keeping the interpreter lock, for at most ``HOLD_GIL_ROWS`` rows (a recall's pool)."""
 
 
 def _compute_coefficients(params: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
@@ -302,7 +303,7 @@ def compute_scores(
     ``validate_params``. ``out``, if given, receives the results (five
     float32 arrays of the same length), which saves allocating them on every
     sweep. Raises ValueError, saying what to pass instead, for anything else.
-    Releases the GIL while it runs.
+    Releases the GIL while it runs, except for at most ``HOLD_GIL_ROWS`` rows (params.py says why).
     """
     n = check_column("confidence", confidence, np.float32, None)
     check_column("successes", successes, np.float32, n)
@@ -332,7 +333,7 @@ def compute_scores(
     coef = _coefficients(params)
     # One chunk has no parallel work: its serial build skips numba's parallel launch and the launch queue.
     serial = n <= CHUNK
-    kernel = _compute_scores_serial if serial else _compute_scores
+    kernel = _compute_scores_held if n <= HOLD_GIL_ROWS else _compute_scores_serial if serial else _compute_scores
     with contextlib.nullcontext() if serial else kernel_launch(n):
         kernel(
             confidence,

@@ -60,7 +60,9 @@ def _minimum(a: float, b: float) -> float:  # pragma: no cover - compiled
     return a if a <= b else b
 
 
-@numba.njit([_SIGNATURE], nogil=True, cache=True)
+# Keeps the interpreter lock: a pool is a few microseconds of work, less than getting the lock back would cost
+# beside other recalls (kernels/params.py HOLD_GIL_ROWS, issue 28).
+@numba.njit([_SIGNATURE], cache=True)
 def rank_pool(  # pragma: no cover - compiled; tested against recall.rank_factors
     match: F64,
     accuracy: F32,

@@ -322,3 +322,40 @@ def test_bad_arguments_say_what_to_pass() -> None:
         )
     with pytest.raises(ValueError, match="touched must be float64"):
         derive_terms(*args, touched_of(raw).astype(np.float32), anchor=0.0, params=params, cost_budget_bytes=1.0)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_few_rows_derive_as_the_build_that_releases_the_lock(check: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Up to HOLD_GIL_ROWS rows (a recall's access refresh) run the build without nogil: same numbers bit for bit,
+    # and a cache entry of its own (numba keys its cache by name and line, not by nogil).
+    from memevo.kernels import sweep as sweep_module
+
+    held: Any = sweep_module._derive_rows_held
+    released: Any = sweep_module._derive_rows
+    assert not held.targetoptions.get("nogil")
+    assert released.targetoptions.get("nogil")
+    assert held._cache._cache_file._index_name != released._cache._cache_file._index_name
+    rng = np.random.default_rng(11)
+    raw = score_columns(rng, 500, edges=True)
+    args: tuple[Any, ...] = tuple(raw[name] for name in RAW_NAMES)
+    rows = np.sort(rng.choice(500, 10, replace=False)).astype(np.int64)
+    touched = touched_of(raw)[rows]
+    outs = []
+    for bound in (kp.HOLD_GIL_ROWS, 0):
+        monkeypatch.setattr(sweep_module, "HOLD_GIL_ROWS", bound)
+        out = Terms(*(np.full(500, -7.0, np.float32) for _ in Terms._fields))
+        derive_terms(  # type: ignore[misc]  # mypy reads *args as filling the keywords
+            *args,
+            touched,  # type: ignore[arg-type]
+            anchor=NOW - DAY,
+            params=kp.default_params(),
+            cost_budget_bytes=BUDGET,
+            latest=NOW,
+            rows=rows,
+            out=out,
+            check=check,
+        )
+        outs.append(out)
+    for name, a, b in zip(Terms._fields, *outs, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+        assert (a[rows] != -7.0).all()

@@ -408,3 +408,23 @@ def test_read_only_or_overlapping_out_is_refused() -> None:
     twice = Scores(shared, *(np.empty(10, dtype=np.float32) for _ in range(3)), shared)
     with pytest.raises(ValueError, match=r"out\.value overlaps an input column or another output"):
         compute_scores(**columns, now=NOW, cost_budget_bytes=BUDGET, params=kp.default_params(), out=twice)
+
+
+@pytest.mark.parametrize("n", [1, 40, kp.HOLD_GIL_ROWS])
+def test_few_rows_keep_the_interpreter_lock_and_score_as_the_serial_build(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A recall's pool is scored by the build without nogil (releasing the lock for microseconds cost more than
+    # the work): it must give the serial build's numbers bit for bit, and not share its cache entry.
+    held: Any = value._compute_scores_held
+    serial: Any = value._compute_scores_serial
+    assert not held.targetoptions.get("nogil")
+    assert serial.targetoptions.get("nogil")
+    assert held._cache._cache_file._index_name != serial._cache._cache_file._index_name
+    columns = score_columns(np.random.default_rng(n), n)
+    got, want = _both(columns)
+    _assert_equal_to_naive(got, want)
+    monkeypatch.setattr(value, "HOLD_GIL_ROWS", 0)
+    released, _ = _both(columns)
+    for name in Scores._fields:
+        np.testing.assert_array_equal(getattr(got, name), getattr(released, name), err_msg=name)

@@ -71,3 +71,25 @@ def test_record_access_counts_repeats() -> None:
     assert list(columns.access_count[1:4]) == [1, 2, 0]
     assert columns.last_access_turn[2] == 7
     assert np.isnan(columns.last_access_at[3])
+
+
+def test_record_access_of_distinct_ids_counts_as_add_at() -> None:
+    # Distinct ids (a recall's) are counted by indexing, which keeps the interpreter lock; the counts, the terms
+    # and the ids to checkpoint are those np.add.at gave, a count at its largest included (it wraps, as add.at).
+    counted, reference = MemoryColumns(), MemoryColumns()
+    for columns in (counted, reference):
+        for memory_id in range(1, 6):
+            _row(columns, memory_id)
+        columns.access_count[4] = np.iinfo(np.uint32).max
+    ids = np.array([4, 1, 3], dtype=np.int64)
+    counted.record_access(ids, now_s=60.0, turn=3)
+    with reference.lock:
+        np.add.at(reference.access_count, ids, 1)
+        reference.last_access_at[ids] = 60.0
+        reference.last_access_turn[ids] = 3
+        reference._refresh(ids, 60.0)
+        reference.accessed.update(ids.tolist())
+    assert list(counted.access_count[1:6]) == list(reference.access_count[1:6]) == [1, 0, 1, 0, 0]
+    for mine, theirs in zip(counted.terms(), reference.terms(), strict=True):
+        np.testing.assert_array_equal(mine[:6], theirs[:6])
+    assert counted.accessed == reference.accessed == {1, 3, 4}

@@ -128,6 +128,46 @@ def test_a_reader_does_not_wait_for_the_linger(tmp_path: Path, monkeypatch: pyte
     store.close()
 
 
+def test_a_busy_log_is_not_woken_by_its_callers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Waking the writer is a futex call made under the interpreter lock; with recalls arriving steadily the writer
+    # looks again one linger after each batch by itself, and only an idle (sleeping) writer is woken by an add.
+    monkeypatch.setattr(retrieval_log, "LINGER_S", 0.2)
+    store = _open(tmp_path)
+    log = RetrievalLog(store, CF_RETRIEVALS)
+    wakes: list[int] = []
+    notify = log._work.notify
+
+    def counted(n: int = 1) -> None:
+        wakes.append(n)
+        notify(n)
+
+    monkeypatch.setattr(log._work, "notify", counted)
+
+    def wait_for(key: bytes) -> None:
+        for _ in range(1000):
+            if store.get(CF_RETRIEVALS, key) is not None:
+                return
+            threading.Event().wait(0.01)
+        raise AssertionError(f"{key!r} never written")
+
+    log.add([(b"k1", _constant(b"1"))])  # the writer sleeps: this add wakes it
+    wait_for(b"k1")
+    assert len(wakes) == 1
+    log.add([(b"k2", _constant(b"2"))])  # just after a batch: written by the writer's own look, no wake-up
+    wait_for(b"k2")
+    assert len(wakes) == 1
+    for _ in range(100):  # once it found nothing it sleeps again, and the next add wakes it
+        if log._asleep:
+            break
+        threading.Event().wait(0.02)
+    assert log._asleep
+    log.add([(b"k3", _constant(b"3"))])
+    wait_for(b"k3")
+    assert len(wakes) == 2
+    log.close()
+    store.close()
+
+
 def _constant(value: bytes) -> Callable[[], bytes]:
     return lambda: value
 
