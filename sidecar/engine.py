@@ -101,13 +101,15 @@ STOP_CATCH_UP_LIMIT = 4
 """Most ``every_changes`` a start may have to read again for a stop to abandon its snapshot."""
 VECTOR_READ_CHUNK = 8192
 """Vectors read per RocksDB call when many are read (start-up, consolidation passes)."""
-SECOND_LOOK_LIMIT = 1024
-"""Most statements a sweep reads again (see :meth:`Engine.second_look`): ~0.4 s of one core at 0.4 ms each, so the
-newest statements a start hands over are read over the first sweeps, not in one (a 10k life reads ~200 in all)."""
+SECOND_LOOK_LIMIT = 256
+"""Most statements a sweep reads again (see :meth:`Engine.second_look`): ~0.1 s of one core at 0.4 ms each, 2 % of a
+core at the 5 s schedule, so the newest statements a start hands over are read over the first minutes, not at once
+beside the writes (a 10k life reads ~200 in all). At 1,024 a sweep, also on the 1 s near tier, writes at 100k right
+after a start had p99 11-16 ms against 8.4-8.8 (write_latency.py, RESULTS)."""
 SECOND_LOOK_SEEDED = 16_384
 """Newest statements about an entity stored before a start that the first sweep hands to perception's second look."""
-SECOND_LOOK_CHUNK = 16
-"""Statements read again in one store mutation (~0.4 ms each at 10k): a write queued behind it waits ~7 ms at most."""
+SECOND_LOOK_CHUNK = 4
+"""Statements read again in one store mutation (~0.4 ms each at 10k): a write queued behind it waits ~2 ms at most."""
 
 
 @dataclass(frozen=True)

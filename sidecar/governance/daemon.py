@@ -294,7 +294,8 @@ class GovernanceDaemon:
     def sweep_tier(self, tier: str, trigger: str) -> memory_service_pb2.SweepStats:
         """Sweep the slots of ``tier`` (TIER_NEAR, TIER_ACTIVE, TIER_FULL), sampled in a very large store."""
         with self._sweep_lock:
-            self._second_look()
+            if tier != TIER_NEAR:  # every second: a share of a core the writes would feel
+                self._second_look()
             columns = self.engine.columns
             rows, self._cursors[tier] = tier_rows(
                 tier,
