@@ -844,15 +844,12 @@ class Engine:
             return 0  # what it would settle must be written; the next sweep after the room comes back reads it
         if not self._second_look_seeded:
             self._seed_second_look()
-        read = looked = 0
-        while looked < limit:
-            chunk = min(SECOND_LOOK_CHUNK, limit - looked)
-            due, found = self.store.apply(functools.partial(self._second_look_chunk, limit=chunk))
-            looked += due
-            read += found
-            if due < chunk:
-                break
-        self.second_looks += looked
+        due = self.store.apply(lambda txn: self.perceiver.second_look_due(txn, limit))
+        read = 0
+        for start in range(0, len(due), SECOND_LOOK_CHUNK):
+            chunk = due[start : start + SECOND_LOOK_CHUNK]
+            read += self.store.apply(functools.partial(self._second_look_chunk, ids=chunk))
+        self.second_looks += len(due)
         self.second_look_reads += read
         return read
 
@@ -872,12 +869,11 @@ class Engine:
         self.store.apply(lambda txn: self.perceiver.seed_unread(records))
         self._second_look_seeded = True
 
-    def _second_look_chunk(self, txn: Txn, limit: int) -> tuple[int, int]:
-        due = self.perceiver.second_look_due(txn, limit)
+    def _second_look_chunk(self, txn: Txn, ids: Sequence[int]) -> int:
         now = now_s()
         changed: dict[int, memory_pb2.Memory] = {}
         found = 0
-        for memory_id in due:
+        for memory_id in ids:
             raw = txn.get(CF_MEMORIES, u64_key(memory_id))
             record = memory_pb2.Memory.FromString(raw) if raw is not None else None
             raw_vector = txn.get(CF_VECTORS, u64_key(memory_id))
@@ -905,7 +901,7 @@ class Engine:
             changed[record.id] = record
         if changed:
             txn.on_commit(lambda: self.columns.set_records(list(changed.values())))
-        return len(due), found
+        return found
 
     def apply_transitions(
         self,

@@ -529,13 +529,18 @@ def _unread(record: memory_pb2.Memory) -> bool:
     )
 
 
+def _says(tokens: Sequence[str], value: Sequence[str]) -> bool:
+    """Whether ``value``'s words stand in a row among ``tokens``."""
+    size = len(value)
+    return any(tuple(tokens[i : i + size]) == tuple(value) for i in range(len(tokens) - size + 1))
+
+
 def _restates(tokens: Sequence[str], holder: _Slot) -> bool:
     """Whether a statement says again what ``holder`` says: its value's words in a row among the statement's
     (or, its value unknown, every word of its text, entity aside) ("Double-checked today and it still holds: Kofi
     relocated to Melbourne"). Likeness alone then does not make the older one outdated."""
     if holder.value:
-        size = len(holder.value)
-        return any(tuple(tokens[i : i + size]) == holder.value for i in range(len(tokens) - size + 1))
+        return _says(tokens, holder.value)
     own = collections.Counter(t for t in holder.tokens if t != ENTITY_MARK)
     return bool(own) and not own - collections.Counter(tokens)
 
@@ -571,8 +576,8 @@ class Perceiver:
         """Ids of a namespace's memories that hold words of a text, best match first (the engine's word index)."""
         self._unread: dict[str, dict[int, int]] = {}
         """Per namespace, statements about an entity stored without an attribute -> the keyed facts the namespace
-        knew at their last reading, oldest first (see ``second_look``). In RAM: after a restart only what is
-        written from then on gets a second look."""
+        knew at their last reading, oldest first (see ``second_look``). In RAM; a start hands the stored ones
+        over again (``seed_unread``)."""
         self._unattached: collections.deque[tuple[str, int]] = collections.deque(maxlen=UNATTACHED_RECENT)
         """(namespace, id) of the latest statements stored without an entity: the word index holds a memory only
         once its write is durable, and a batch may name an entity in one item and declare it in the next."""
@@ -791,10 +796,13 @@ class Perceiver:
         # The keyed value of the slot, however far its wording lies from this statement's.
         raw = txn.get(CF_FACTS, fact_key(record.namespace, entity, attribute))
         keyed = _load(txn, key_u64(raw)) if raw is not None else None
-        if keyed is not None and keyed.state in CURRENT_STATES and all(h.id != keyed.id for h in holders):
-            value = tuple(words(keyed.fact.value))
-            if not any(tuple(tokens[i : i + len(value)]) == value for i in range(len(tokens) - len(value) + 1)):
-                holders.append(keyed)
+        if (
+            keyed is not None
+            and keyed.state in CURRENT_STATES
+            and all(h.id != keyed.id for h in holders)
+            and not _says(tokens, words(keyed.fact.value))
+        ):
+            holders.append(keyed)
         for holder in holders:
             why = f"inferred on a second look: {match.method} of {attribute}"
             self._settle(txn, record, holder, now, decision, why)
