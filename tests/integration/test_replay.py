@@ -196,25 +196,27 @@ def test_tune_picks_the_winner_with_local_processes(exported: tuple[Path, Path],
     assert "tune" in run.stderr  # the progress bar
 
 
-def _start_local_ray(ray: Any, attempts: int = 3) -> None:
-    """Start a local Ray instance; retried, because Ray gives its raylet a fixed 30 s to register, which a
-    loaded 2-core machine can miss (the failure is Ray's start-up, not the code under test)."""
+def _start_local_ray(ray: Any, monkeypatch: pytest.MonkeyPatch, attempts: int = 3) -> None:
+    """Start a local Ray instance, retried: Ray gives its raylet a fixed 30 s to register and its GCS server 30 s
+    to write its port file, which a loaded 2-core machine can miss (the failure is Ray's start-up, not the code
+    under test). The GCS wait can be raised through Ray's own variable; the raylet's cannot, hence the retries."""
+    monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", "120")
     for attempt in range(1, attempts + 1):
         try:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
             return
-        except Exception as error:  # Ray raises a bare Exception for this
+        except Exception as error:  # Ray raises a bare Exception or RuntimeError for these
             ray.shutdown()
-            if "timed out during startup" not in str(error) or attempt == attempts:
+            if "timed out" not in str(error).lower() or attempt == attempts:
                 raise
 
 
-def test_tune_picks_the_winner_on_ray(exported: tuple[Path, Path]) -> None:
+def test_tune_picks_the_winner_on_ray(exported: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import ray  # the test extra installs it
 
     _, log_path = exported
     base = load_log(log_path).policy
-    _start_local_ray(ray)
+    _start_local_ray(ray, monkeypatch)
     try:
         result = tune(
             log_path,
