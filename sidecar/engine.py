@@ -33,7 +33,7 @@ from .evaluation.scoring import clock_for, score
 from .experiments.arms import Experiments
 from .governance.abstraction import ChatAbstractor
 from .idempotency import RequestKey, drop_unscoped_records, id_of
-from .perception.conflicts import SLOT_KINDS, Decision, Perceiver, fact_key
+from .perception.conflicts import REPEATABLE_KINDS, SLOT_KINDS, Decision, Perceiver, fact_key
 from .perception.feedback import (
     Demotion,
     apply_outcome,
@@ -45,7 +45,7 @@ from .perception.feedback import (
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
 from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context_text, searchable_text
 from .store import snapshot
-from .store.columns import NO_CODE, STATE_EVICTED, STATE_UNSPECIFIED, MemoryColumns
+from .store.columns import NO_CODE, STATE_EVICTED, STATE_UNSPECIFIED, MemoryColumns, field_attribute
 from .store.files import private_directory
 from .store.retrieval_log import Entry, RetrievalLog
 from .store.rocks import (
@@ -854,13 +854,26 @@ class Engine:
         return read
 
     def _seed_second_look(self) -> None:
-        """Hand perception the newest statements about an entity stored before this start, read outside a store
-        mutation (writes do not wait for it); those that were stored unread get a second look."""
+        """Hand perception the newest statements about an entity stored unread before this start, read outside a
+        store mutation (writes do not wait for it); they get a second look.
+
+        Chosen from the columns, so the records read are those perception keeps: a fact or preference (episodes are
+        not read again) whose fields hold no attribute, declared or inferred. Picking among every statement about an
+        entity instead spent most of ``SECOND_LOOK_SEEDED`` on keyed facts and remarks.
+        """
         columns = self.columns
         size = columns.size
         state, entity = columns.state[:size], columns.entity[:size]
         current = (state == memory_pb2.MEMORY_STATE_ACTIVE) | (state == memory_pb2.MEMORY_STATE_ARCHIVED)
-        ids = np.flatnonzero(current & (entity != NO_CODE) & np.isin(columns.kind[:size], SLOT_KINDS))
+        stating = np.isin(columns.kind[:size], [kind for kind in SLOT_KINDS if kind not in REPEATABLE_KINDS])
+        ids = np.flatnonzero(current & (entity != NO_CODE) & stating)
+        codes = columns.fields[ids]
+        present, inverse = np.unique(codes, return_inverse=True)
+        attributed = np.asarray(
+            [code != NO_CODE and field_attribute(columns.field_sets.string(int(code))) != "" for code in present],
+            dtype=np.bool_,
+        )
+        ids = ids[~attributed[inverse]] if ids.size else ids
         ids = ids[-SECOND_LOOK_SEEDED:].tolist()
         records: list[memory_pb2.Memory] = []
         for start in range(0, len(ids), VECTOR_READ_CHUNK):

@@ -38,6 +38,7 @@ from ..store.columns import (
     STATE_CONSOLIDATED,
     STATE_OBSOLETE,
     MemoryColumns,
+    field_attribute,
     live_mask,
 )
 from ..store.entity_vectors import EntityVectors, read_unit_vectors
@@ -840,8 +841,7 @@ class Recaller:
             return ""
         attribute = self._attributes.get(code)
         if attribute is None:
-            parts = self.engine.columns.field_sets.string(code).split(FIELD_SEPARATOR)
-            attribute = self._attributes[code] = parts[1] if len(parts) > 1 else ""
+            attribute = self._attributes[code] = field_attribute(self.engine.columns.field_sets.string(code))
         return attribute
 
     def _entity_factor(

@@ -114,6 +114,12 @@ def field_key(record: memory_pb2.Memory) -> str:
     return FIELD_SEPARATOR.join(parts) if any(parts) else ""
 
 
+def field_attribute(key: str) -> str:
+    """The fact attribute in a :func:`field_key` string ("" for none)."""
+    parts = key.split(FIELD_SEPARATOR)
+    return parts[1] if len(parts) > 1 else ""
+
+
 # name -> (dtype, value of an empty slot)
 _COLUMN_SPECS: dict[str, tuple[type[np.generic], float]] = {
     "state": (np.uint8, 0),
