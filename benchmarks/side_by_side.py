@@ -2,12 +2,13 @@
 
 Usage (from the repository root; trees are exports, e.g. ``git archive REV | tar -x -C /tmp/old``)::
 
-    python benchmarks/side_by_side.py --trees /tmp/old /work/main --same-results
+    python benchmarks/side_by_side.py --trees /tmp/old /work/main --same-results [--size 1e6 --calls 1000]
     python benchmarks/side_by_side.py --trees /tmp/old /work/main --repeats 6 --json out/side_by_side.json
 
-``--same-results`` runs 300 sequential Recalls (150 by vector, 150 by vector and words, k 10, access counting
-on) in process against a fresh copy of the cached 100k store under each tree, with ``time.time`` frozen at one
-instant for all of them, and compares the serialised responses (retrieval id blanked) byte for byte: ids,
+``--same-results`` runs ``--calls`` (300) sequential Recalls (half by vector, half by vector and words, k 10,
+access counting on) in process against a fresh copy of the cached store of ``--size`` memories (100k; at 1M the
+common-word path of the word search runs) under each tree, with ``time.time`` frozen at one instant for all of
+them, and compares the serialised responses (retrieval id blanked) byte for byte: ids,
 order, scores, similarities, breakdowns, hints and access counts.
 
 Otherwise each tree serves its own copy of the store with ``memevo serve`` (its ``src`` first on PYTHONPATH),
@@ -73,7 +74,7 @@ def _serve(tree: Path, data: Path, run: Path) -> Iterator[dict[str, Any]]:
             process.wait(timeout=300)
 
 
-def dump_recalls(store: Path, out: Path) -> None:
+def dump_recalls(store: Path, out: Path, calls: int = SAME_RESULTS_CALLS) -> None:
     """Run the same-results calls against a copy of ``store`` with the ``memevo`` on sys.path; write them as JSON."""
     import memevo
     from benchmarks.inprocess import InProcessContext
@@ -89,12 +90,12 @@ def dump_recalls(store: Path, out: Path) -> None:
         sidecar.start()
         corpus = Corpus()
         rng = np.random.default_rng(123)
-        clusters, vectors = corpus.vectors(rng, SAME_RESULTS_CALLS)
+        clusters, vectors = corpus.vectors(rng, calls)
         texts = [corpus.query_text(rng, int(c)) for c in clusters]
         real_time, rows = time.time, []
         time.time = lambda: FROZEN_TIME_S
         try:
-            for i in range(SAME_RESULTS_CALLS):
+            for i in range(calls):
                 request = memory_service_pb2.RecallRequest(query_vector=vectors[i].astype("<f4").tobytes(), k=10)
                 if i % 2:
                     request.query = texts[i]
@@ -109,14 +110,23 @@ def dump_recalls(store: Path, out: Path) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def same_results(trees: list[Path], store: Path) -> bool:
+def same_results(trees: list[Path], store: Path, calls: int = SAME_RESULTS_CALLS) -> bool:
     """Whether every tree answers the same-results calls with the same bytes; prints the count per tree."""
     answers: list[list[str]] = []
     with tempfile.TemporaryDirectory() as scratch:
         for position, tree in enumerate(trees):
             out = Path(scratch) / f"{position}.json"
             env = dict(os.environ, PYTHONPATH=f"{tree / 'src'}{os.pathsep}{REPO_ROOT}")
-            command = [sys.executable, __file__, "--dump-recalls", str(out), "--store", str(store)]
+            command = [
+                sys.executable,
+                __file__,
+                "--dump-recalls",
+                str(out),
+                "--store",
+                str(store),
+                "--calls",
+                str(calls),
+            ]
             subprocess.run(command, env=env, check=True)
             answers.append(json.loads(out.read_text()))
     for tree, answer in zip(trees[1:], answers[1:], strict=True):
@@ -202,18 +212,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration-s", type=float, default=4.0)
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "memevo-bench", help="store cache")
+    parser.add_argument("--size", type=lambda s: int(float(s)), default=STORE_SIZE, help="memories in the store")
+    parser.add_argument("--calls", type=int, default=SAME_RESULTS_CALLS, help="recalls of --same-results")
     parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dump-recalls", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help="write the cells here")
     args = parser.parse_args(argv)
     if args.dump_recalls is not None:
-        dump_recalls(args.store, args.dump_recalls)
+        dump_recalls(args.store, args.dump_recalls, args.calls)
         return 0
     if not args.trees:
         parser.error("--trees is required")
-    store = ensure_store(args.cache, STORE_SIZE, Corpus(), lambda message: print(message, file=sys.stderr))
+    store = ensure_store(args.cache, args.size, Corpus(), lambda message: print(message, file=sys.stderr))
     if args.same_results:
-        return 0 if same_results(args.trees, store) else 1
+        return 0 if same_results(args.trees, store, args.calls) else 1
     rows = side_by_side(args, store)
     summarise(rows, args.trees, args.callers)
     if args.json is not None:
