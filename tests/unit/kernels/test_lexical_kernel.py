@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memevo.kernels.lexical import DECODED_LENGTHS, EXACT_LENGTHS, Scratch, bm25, length_code, top_indices
+from memevo.kernels.lexical import (
+    DECODED_LENGTHS,
+    EXACT_LENGTHS,
+    PREFETCH_AHEAD,
+    Scratch,
+    bm25,
+    length_code,
+    top_indices,
+)
 from tests import naive
 
 K1, B = 1.2, 0.75
@@ -17,7 +25,9 @@ def _coded(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, np.array([naive.decoded_length(int(c)) for c in codes], dtype=np.float64)
 
 
-def _postings(rng: np.random.Generator, n_docs: int, n_terms: int, max_postings: int):
+def _postings(
+    rng: np.random.Generator, n_docs: int, n_terms: int, max_postings: int
+) -> list[tuple[np.ndarray, np.ndarray, float]]:
     out = []
     for _ in range(n_terms):
         size = int(rng.integers(0, max_postings + 1))
@@ -128,6 +138,25 @@ def test_an_id_outside_the_lengths_is_refused_and_the_scratch_stays_clean() -> N
     assert not scratch.sums.any()
     ids, _ = bm25([(np.array([1], np.uint64), np.array([1], np.uint16), 1.0)], codes, 1.0, K1, B, scratch)
     assert ids.tolist() == [1]
+
+
+@pytest.mark.parametrize("position", [0, PREFETCH_AHEAD - 1, PREFETCH_AHEAD, 3 * PREFETCH_AHEAD])
+def test_an_id_outside_the_lengths_in_a_long_posting_is_refused_wherever_it_sits(position: int) -> None:
+    # The pass asks for the document PREFETCH_AHEAD postings on before it reads it: an id out of range there is
+    # not read ahead, and refused when its turn comes; repeats of a document in one word still count twice.
+    scratch = Scratch()
+    codes = np.ones(50, dtype=np.uint8)
+    ids = np.arange(4 * PREFETCH_AHEAD, dtype=np.uint64) % 50
+    ids[position] = 1_000_000
+    postings = [(ids, np.ones(ids.size, np.uint16), 1.0)]
+    with pytest.raises(ValueError, match="lengths"):
+        bm25(postings, codes, 1.0, K1, B, scratch)
+    assert not scratch.sums.any()
+    ids[position] = position % 50
+    got_ids, got_scores = bm25(postings, codes, 1.0, K1, B, scratch)
+    want_ids, want_scores = naive.bm25(postings, codes.astype(np.float64), 1.0, K1, B)
+    np.testing.assert_array_equal(got_ids, want_ids)
+    np.testing.assert_allclose(got_scores, want_scores, rtol=1e-6)
 
 
 def test_mismatched_ids_and_counts_are_refused() -> None:
