@@ -873,7 +873,7 @@ class Engine:
             [code != NO_CODE and field_attribute(columns.field_sets.string(int(code))) != "" for code in present],
             dtype=np.bool_,
         )
-        ids = ids[~attributed[inverse]] if ids.size else ids
+        ids = ids[~attributed[inverse]]
         ids = ids[-SECOND_LOOK_SEEDED:].tolist()
         records: list[memory_pb2.Memory] = []
         for start in range(0, len(ids), VECTOR_READ_CHUNK):
