@@ -602,11 +602,13 @@ class VectorIndex:
                     tail_ids, tail_sims = tail_ids[order], tail_sims[order]
         graph_ids = np.zeros(0, dtype=np.int64)
         graph_sims = np.zeros(0, dtype=np.float32)
-        size = len(self._graph)
-        if count > 0 and size > 0:
+        if count > 0 and len(self._graph) > 0:
             self._lock.acquire_shared()
             try:
-                found = self._graph.search(query[0], min(count, size))
+                # Not capped at a size read before the search: the builder may move tail vectors in meanwhile,
+                # and the graph's first few would then be those (the tail read above has them too) instead of
+                # the older ones a cap let through. usearch answers with what it holds when asked for more.
+                found = self._graph.search(query[0], count)
             finally:
                 self._lock.release_shared()
             graph_ids = np.asarray(found.keys, dtype=np.int64)
@@ -659,7 +661,7 @@ class VectorIndex:
             if size > 0:
                 self._lock.acquire_shared()
                 try:
-                    found = self._graph.search(block, min(count, size))
+                    found = self._graph.search(block, count)  # not capped at ``size``: see neighbours()
                 finally:
                     self._lock.release_shared()
                 keys = np.asarray(found.keys, dtype=np.int64).reshape(rows, -1)

@@ -342,3 +342,39 @@ def test_searches_complete_while_the_graph_is_saved_and_the_file_loads_back(
     rows, found = reloaded.graph_vectors(ids[:50])
     assert found.all()
     np.testing.assert_allclose(rows, normalize_rows(vectors[:50]), rtol=0, atol=2e-3)
+
+
+class _BuilderRunsAfterTheSizeIsRead:
+    """The graph, except that reading its size lets the builder move the tail into it right after (the race)."""
+
+    def __init__(self, index: VectorIndex) -> None:
+        self.index = index
+        self.graph = index._graph
+
+    def __len__(self) -> int:
+        size = len(self.graph)
+        self.index._graph = self.graph
+        assert self.index._build_step() > 0
+        return size
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.graph, name)
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_search_while_the_builder_moves_the_tail_still_finds_every_vector(tmp_path: Path, many: bool) -> None:
+    # One vector in the graph, two in the tail. The search reads the tail, then the graph's size; the builder moves
+    # both tail vectors into the graph in between. Asked for the graph's nearest up to the size read before (1),
+    # the graph gave back a moved vector, which the tail read had already: the older one was lost (issue 28's flake:
+    # a namespace of 3 recalled as 2).
+    rng = np.random.default_rng(12)
+    vectors = normalize_rows(rng.normal(size=(3, 8)).astype(np.float32))
+    index = VectorIndex(tmp_path, 8, IndexConfig())
+    index.bulk_build(np.asarray([1], dtype=np.int64), vectors[:1])
+    index.add(np.asarray([2, 3], dtype=np.int64), vectors[1:])
+    index._graph = _BuilderRunsAfterTheSizeIsRead(index)  # type: ignore[assignment]
+    query = vectors[1:2]  # nearest to a moved vector, so that it is the graph's first match
+    found = index.search_many(query, 3)[0] if many else index.neighbours(query, 3).first(3)
+    assert index.tail_count == 0  # the builder ran inside the search
+    assert index.graph_count == 3
+    assert sorted(found.ids.tolist()) == [1, 2, 3]
