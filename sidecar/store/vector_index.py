@@ -671,7 +671,10 @@ class VectorIndex:
                 width = keys.shape[1]
                 valid = np.arange(width)[None, :] < counts[:, None]
                 parts_ids.append(np.where(valid, keys, -1))
-                parts_sims.append(np.where(valid, np.clip(1.0 - distances, -1.0, 1.0), -np.inf).astype(np.float32))
+                # Past a row's count the distances are padding (asked for more than the graph holds): not read.
+                sims = np.full(distances.shape, -np.inf, dtype=np.float32)
+                sims[valid] = np.clip(1.0 - distances[valid], -1.0, 1.0)
+                parts_sims.append(sims)
             if not parts_ids:
                 out.extend(Matches(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)) for _ in range(rows))
                 continue
