@@ -330,7 +330,16 @@ class MemevoStore(BaseStore):
         if self._keep_history:
             ids = [current.id] if current is not None else []
         else:
-            ids = [m.id for m in versions if m.state != MemoryState.EVICTED]
+            # The key's history also lists prose statements perception read as it: erase the item's own versions.
+            entity = entity_of(op.namespace)
+            ids = [
+                m.id
+                for m in versions
+                if m.state != MemoryState.EVICTED
+                and m.fact is not None
+                and m.fact.attribute == op.key
+                and m.entity == entity
+            ]
         if ids:
             kwargs = {"reason": "LangGraph store delete", "keep_history": self._keep_history}
             yield ("forget", (ids,), kwargs)

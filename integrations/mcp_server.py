@@ -16,7 +16,7 @@ text names the field and the reason; the server keeps serving.
 
 Resources: ``memevo://memory/{id}`` (one memory) and
 ``memevo://fact/{entity}/{attribute}`` (the versions of a fact key, oldest
-first), both as JSON.
+first, those written in prose included), both as JSON.
 
 Needs the ``mcp`` extra: ``pip install 'memevo[mcp]'``.
 """
@@ -82,6 +82,8 @@ KINDS: Mapping[str, MemoryKind] = {
 }
 WRITABLE_KINDS = ("fact", "preference", "episode", "strategy")
 """Abstractions are written by consolidation, not by callers."""
+CURRENT_STATES = (MemoryState.ACTIVE, MemoryState.ARCHIVED)
+"""States of a memory that still holds (ARCHIVED: true, only not at hand)."""
 SOURCES: Mapping[str, MemorySource] = {
     "user_statement": MemorySource.USER_STATEMENT,
     "tool_result": MemorySource.TOOL_RESULT,
@@ -200,8 +202,32 @@ _MEMORY_OUT: JsonObject = {
         "supersedes": {"type": "array", "items": {"type": "integer"}},
         "possibly_outdated_by": _NULLABLE_ID,
         "task_signature": {"type": "string"},
+        "inferred": {
+            "type": ["object", "null"],
+            "description": "The fact the sidecar read in a memory written without one: its entity and attribute "
+            "(the fact key it is a version of), the value when known, how sure it is and how it read it.",
+            "properties": {
+                "entity": {"type": "string"},
+                "attribute": {"type": "string"},
+                "value": {"type": "string"},
+                "confidence": {"type": "number"},
+                "method": {"type": "string"},
+            },
+        },
     },
     "required": ["id", "kind", "state", "content"],
+}
+_VERSION_OUT: JsonObject = {
+    **_MEMORY_OUT,
+    "properties": {
+        **_MEMORY_OUT["properties"],
+        "current": {
+            "type": "boolean",
+            "description": "Whether this version still holds: active or archived, and neither superseded nor "
+            "ended (valid_to unset).",
+        },
+    },
+    "required": [*_MEMORY_OUT["required"], "current"],
 }
 
 
@@ -239,19 +265,19 @@ TOOLS: tuple[types.Tool, ...] = (
         "Store one memory so that later turns or sessions can recall it. Write one self-contained statement "
         "per call. For a fact or preference about an entity, give the entity and the fact's attribute and "
         "value: a new value for the same entity and attribute replaces the old one (the old one stays in the "
-        "history). Restating a known value confirms it instead of duplicating it. Returns the memory's id and "
-        "whether it replaced or confirmed another memory.",
+        "history). The sidecar also reads plain statements: one without a fact may be read as replacing an "
+        "older one it changes, unless it is an episode. Restating a known value confirms it instead of "
+        "duplicating it. Returns the memory's id and whether it replaced or confirmed another memory.",
         _object(
             {
                 "content": _string("The statement to remember, as a full sentence.", max_length=65536),
-                "kind": {
-                    **_enum(
-                        WRITABLE_KINDS,
-                        "fact: something true about the world; preference: what someone likes or wants; episode: "
-                        "something that happened (the default); strategy: how to do a task.",
-                    ),
-                    "default": "episode",
-                },
+                "kind": _enum(
+                    WRITABLE_KINDS,
+                    "fact: something true about the world, which a later statement may replace (the default when "
+                    "omitted, or strategy when task_signature is given); preference: what someone likes or wants; "
+                    "episode: something that happened, kept as it was and never replaced by a later statement "
+                    "(give it explicitly for events); strategy: how to do a task.",
+                ),
                 "entity": _string("Who or what the memory is about, e.g. 'user:alice'.", max_length=256),
                 "fact": {
                     **_object(
@@ -394,8 +420,9 @@ TOOLS: tuple[types.Tool, ...] = (
         "history",
         "History",
         "Show how something changed over time, oldest first: give memory_id for a memory's lineage (what it "
-        "replaced and what replaced it), or entity and attribute for every value a fact has had, each with "
-        "its state and validity period, and the change-log events.",
+        "replaced and what replaced it), or entity and attribute for every value a fact has had, whether it was "
+        "remembered with that fact or in plain text the sidecar read as it (or that replaced a version), each with "
+        "its state and validity period, the current one marked, and the change-log events.",
         _object(
             {
                 "memory_id": {"type": "integer", "minimum": 1, "description": "A memory's id."},
@@ -405,7 +432,7 @@ TOOLS: tuple[types.Tool, ...] = (
         ),
         _object(
             {
-                "versions": {"type": "array", "items": _MEMORY_OUT},
+                "versions": {"type": "array", "items": _VERSION_OUT},
                 "events": {
                     "type": "array",
                     "items": _object(
@@ -493,7 +520,8 @@ RESOURCE_TEMPLATES: tuple[types.ResourceTemplate, ...] = (
         title="A fact's history",
         uri_template=FACT_URI,
         description="Every value a fact key (entity, attribute) has had, oldest first, with the change-log "
-        "events. Percent-encode the entity and the attribute.",
+        "events: memories written with the key and plain-text ones the sidecar read as it or that replaced a "
+        "version; the current one has current: true. Percent-encode the entity and the attribute.",
         mime_type="application/json",
     ),
 )
@@ -541,6 +569,20 @@ def _time_arg(arguments: Mapping[str, Any], name: str) -> datetime | None:
     return value
 
 
+def _default_kind(arguments: Mapping[str, Any]) -> str:
+    """The kind of a ``remember`` call that gave none: ``strategy`` with a task signature, else ``fact``.
+
+    Models leave optional arguments out, and with the wire's default (EPISODE) nothing they wrote could ever
+    be replaced: an episode is an event, kept as it was, so "Ana now works at Canva." beside "Ana works at
+    Shopify." left two current answers. Someone coming from mem0 or Zep expects the opposite: mem0's ``add``
+    and Zep's graph have no kind to choose, and a later statement that contradicts an earlier one updates or
+    invalidates it. So an omitted kind means a statement of fact, which perception may read as replacing an
+    older one (reversible with Restore, and kept in the history); events stay episodes when asked for by name.
+    A task signature only means something for a strategy, so it says which kind was meant.
+    """
+    return "strategy" if arguments.get("task_signature") else "fact"
+
+
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
@@ -573,14 +615,34 @@ def memory_json(memory: Memory) -> JsonObject:
         "supersedes": list(memory.supersedes),
         "possibly_outdated_by": memory.possibly_outdated_by,
         "task_signature": memory.task_signature,
+        "inferred": None
+        if memory.inferred is None
+        else {
+            "entity": memory.inferred.entity,
+            "attribute": memory.inferred.attribute,
+            "value": memory.inferred.value,
+            "confidence": round(memory.inferred.confidence, 4),
+            "method": memory.inferred.method,
+        },
     }
 
 
+def _is_current(memory: Memory) -> bool:
+    """Whether a version still holds: active or archived, not superseded, no end of validity."""
+    return memory.state in CURRENT_STATES and memory.superseded_by is None and memory.valid_to is None
+
+
 def _label(memory: Memory) -> str:
-    """``#12 fact user:alice.contact_channel`` — what a line of text says before the content."""
+    """``#12 fact user:alice.contact_channel`` — what a line of text says before the content.
+
+    A memory written without a fact that the sidecar read as one says so: ``#13 fact user:alice.city (read)``.
+    """
     parts = [f"#{memory.id}", _name(memory.kind)]
+    inferred = memory.inferred
     if memory.fact is not None:
         parts.append(f"{memory.entity}.{memory.fact.attribute}")
+    elif inferred is not None and inferred.attribute:
+        parts.append(f"{inferred.entity}.{inferred.attribute} (read)")
     elif memory.entity:
         parts.append(memory.entity)
     if memory.task_signature:
@@ -590,7 +652,7 @@ def _label(memory: Memory) -> str:
 
 def _history_json(result: HistoryResult) -> JsonObject:
     return {
-        "versions": [memory_json(m) for m in result.versions],
+        "versions": [memory_json(m) | {"current": _is_current(m)} for m in result.versions],
         "events": [
             {
                 "sequence": e.sequence,
@@ -612,7 +674,10 @@ def _history_text(result: HistoryResult, subject: str) -> str:
     for m in result.versions:
         period = f"valid {_seconds(m.valid_from) or '?'} to {_seconds(m.valid_to) or 'now'}"
         link = f", superseded by #{m.superseded_by}" if m.superseded_by else ""
-        lines.append(f"- {_label(m)} [{_name(m.state)}; {period}{link}]: {m.content}")
+        if m.possibly_outdated_by:
+            link += f", may be outdated by #{m.possibly_outdated_by}"
+        current = "current, " if _is_current(m) else ""
+        lines.append(f"- {_label(m)} [{current}{_name(m.state)}; {period}{link}]: {m.content}")
     for e in result.events:
         reason = f" ({e.reason})" if e.reason else ""
         lines.append(f"  event {e.sequence}: {e.type.name.lower()} #{e.memory_id}{reason}")
@@ -760,7 +825,7 @@ class MemevoMcp:
         result: WriteResult = await self._client.remember(
             arguments["content"],
             namespace=self._namespace,
-            kind=KINDS[arguments.get("kind", "episode")],
+            kind=KINDS[arguments.get("kind") or _default_kind(arguments)],
             entity=arguments.get("entity"),
             fact=None if fact is None else (fact["attribute"], fact["value"]),
             source=SOURCES[arguments.get("source", "agent_inference")],

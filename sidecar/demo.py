@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from memevo.client import MemoryClient, MemoryKind, MemorySource
+from memevo.client import ChangeEventType, FactKey, MemoryClient, MemoryKind, MemorySource, MemoryState
 
 from .config import SidecarConfig
 from .embedding import EmbedderConfig
@@ -28,6 +29,17 @@ SESSION = [
     ("Sampling 10% of rows first made the analysis finish in 2 minutes.", MemoryKind.STRATEGY, "dataset:sales", None),
     ("Alice's dog is called Pixel.", MemoryKind.FACT, "user:alice", ("dog_name", "Pixel")),
 ]
+
+# A fact that changes in prose: the old value written with a key, the new one as plain text (no key), which
+# perception reads as the same fact (the keyed fact's wording, learnt from it, among other words) and lets retire
+# the old one. Read with the bundled embedder and with the demo's hashed words alike; "Ana's employer is Canva
+# now." is read with the embedder only, "Ana now works at Canva." not yet at all (issue 40).
+CHANGE = (
+    ("Ana works at Shopify.", ("employer", "Shopify")),
+    ("These days Ana works at Canva.", None),
+)
+CHANGE_ENTITY = "person:ana"
+CHANGE_QUESTION = "Where does Ana work?"
 
 QUESTIONS = [
     "Which programming language does Alice like?",
@@ -117,15 +129,17 @@ def _session(client: MemoryClient, *, own_vectors: bool) -> None:
         for hit in found:
             _print(f"      {hit.similarity:.2f}  #{hit.memory.id} {hit.memory.content}  ({hit.hint})")
 
+    _fact_changes_in_prose(client, vector, turn=len(SESSION) + 1)
+
     forgotten = ids[-1]
-    _print(f"\n3. The user asks the agent to forget #{forgotten}:")
+    _print(f"\n4. The user asks the agent to forget #{forgotten}:")
     client.forget([forgotten], reason="user asked")
     dog = "What is the name of Alice's dog?"
     found = client.recall(dog, vector=vector(dog), k=3)
     still_there = any(hit.memory.id == forgotten for hit in found)
     _print(f"   recall for the dog's name now returns it: {still_there}")
 
-    _print("\n4. The change log (every change is an event with a sequence number):")
+    _print("\n5. The change log (every change is an event with a sequence number):")
     last = client.stats().last_sequence
     for event in client.watch(after_sequence=0):
         _print(f"   seq {event.sequence:>2}  {event.type.name:<8} memory #{event.memory_id}  ({event.reason})")
@@ -133,4 +147,59 @@ def _session(client: MemoryClient, *, own_vectors: bool) -> None:
             break
 
     stats = client.stats()
-    _print(f"\n5. Stats: {stats.total_count} memories stored, change log at sequence {stats.last_sequence}.")
+    _print(f"\n6. Stats: {stats.total_count} memories stored, change log at sequence {stats.last_sequence}.")
+
+
+def _fact_changes_in_prose(
+    client: MemoryClient, vector: Callable[[str], npt.NDArray[np.float32] | None], *, turn: int
+) -> None:
+    """A keyed fact retired by a statement in plain words, the fact's history, and ``restore`` undoing it."""
+    _print("\n3. A fact changes, said in plain words (no fact key):")
+    written = []
+    for offset, (text, fact) in enumerate(CHANGE):
+        result = client.remember(
+            text,
+            kind=MemoryKind.FACT,
+            entity=CHANGE_ENTITY,
+            fact=fact,
+            source=MemorySource.USER_STATEMENT,
+            turn=turn + offset,
+            vector=vector(text),
+        )
+        written.append(result)
+        key = f"key {CHANGE_ENTITY}.{fact[0]} = {fact[1]}" if fact else "no key"
+        _print(f"   #{result.id} [fact] {text}  ({key})")
+    old, new = written[0].memory, written[1].memory
+    retired = client.get_one(old.id)
+    if retired.superseded_by != new.id:
+        _print(f"   the sidecar did not read #{new.id} as replacing #{old.id}; both stay current")
+        return
+    slot = new.inferred
+    if slot is not None:
+        read = f"{slot.entity}.{slot.attribute} ({slot.method}, confidence {slot.confidence:.2f})"
+        _print(f"   the sidecar read #{new.id} as {read}")
+    events = client.history(old.id).events
+    reasons = [e.reason for e in events if e.type == ChangeEventType.SUPERSEDED and e.memory_id == old.id]
+    _print(f"   #{old.id} is now {retired.state.name}, superseded by #{new.id}: {reasons[-1] if reasons else ''}")
+    found = client.recall(CHANGE_QUESTION, vector=vector(CHANGE_QUESTION), k=2)
+    _print(f"   Q: {CHANGE_QUESTION}")
+    for hit in found:
+        _print(f"      {hit.similarity:.2f}  #{hit.memory.id} {hit.memory.content}  ({hit.hint})")
+    _print_history(client, (CHANGE_ENTITY, "employer"))
+
+    _print(f"   Had it misread #{new.id}, restore would undo the retirement:")
+    restored = client.restore(old.id, reason="demo: undo")
+    _print(f"   restore #{old.id} -> {restored.state.name} again; #{new.id} stays {client.get_one(new.id).state.name}")
+    client.supersede(old.id, new.id, reason="the user confirmed the new employer")
+    _print(f"   the user confirms the change: supersede #{old.id} by #{new.id} -> {client.get_one(old.id).state.name}")
+
+
+def _print_history(client: MemoryClient, key: tuple[str, str]) -> None:
+    """The versions of a fact key: those written with it, those read from the text, those that retired one."""
+    history = client.history(FactKey(entity=key[0], attribute=key[1]))
+    _print(f"   history of {key[0]}.{key[1]}, oldest first:")
+    for version in history.versions:
+        current = version.state in (MemoryState.ACTIVE, MemoryState.ARCHIVED) and version.superseded_by is None
+        how = "keyed" if version.fact else "read from the text" if version.inferred else "replaced a version"
+        mark = "  <- current" if current else ""
+        _print(f"      #{version.id} {version.state.name:<8} {version.content}  ({how}){mark}")

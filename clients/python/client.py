@@ -512,7 +512,12 @@ class MemoryClient:
         return found[0]
 
     def history(self, subject: int | FactKey, *, timeout_s: float | None = None) -> HistoryResult:
-        """The lineage of a memory (give its id) or the versions of a fact key, oldest first."""
+        """The lineage of a memory (give its id) or the versions of a fact key, oldest first.
+
+        A fact key's versions are the memories written with it, plain-text ones the sidecar read as it
+        (``inferred``), and memories linked to those by supersession (a statement that retired one); the
+        current one is ACTIVE or ARCHIVED with no ``superseded_by``.
+        """
         return cv.history_from_proto(self._unary(self._stub.History, rq.history(subject), timeout_s))
 
     def stats(self, *, timeout_s: float | None = None) -> Stats:

@@ -137,6 +137,12 @@ def _timestamp(text: str) -> Any:
     return stamp
 
 
+def _is_current(memory: memory_pb2.Memory) -> bool:
+    """Whether a version of a fact still holds: active or archived, not superseded, no end of validity."""
+    holds = memory.state in (memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED)
+    return holds and not memory.superseded_by and not memory.HasField("valid_to")
+
+
 class ConsoleError(Exception):
     """A request the console itself refuses (bad parameters), as an HTTP status and message."""
 
@@ -296,7 +302,7 @@ class Console:
             event["reason_class"] = reason_class(raw.type, raw.reason)
             events.append(event)
         return {
-            "versions": [to_json(v) for v in versions],
+            "versions": [dict(to_json(v), current=_is_current(v)) for v in versions],
             "events": events,
             "versions_total": len(response.versions),
             "events_total": len(response.events),

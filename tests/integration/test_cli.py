@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,9 +80,29 @@ def test_demo_runs_a_session_and_stops_cleanly() -> None:
     result = memevo("demo", timeout_s=240.0)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Alice prefers Python for data analysis." in result.stdout
+    assert_fact_changed_in_prose(result.stdout)
     assert "recall for the dog's name now returns it: False" in result.stdout
     assert "EVICTED" in result.stdout
     assert "sidecar stopped cleanly" in result.stdout
+
+
+def assert_fact_changed_in_prose(stdout: str) -> None:
+    """The demo's keyed fact is retired by a statement without a key, shown in its history, restored (issue 40)."""
+    section = stdout[stdout.index("3. A fact changes") : stdout.index("4. The user asks")]
+    match = re.search(r"#(\d+) \[fact\] Ana works at Shopify\.  \(key person:ana\.employer = Shopify\)", section)
+    assert match, section
+    old = int(match.group(1))
+    new = old + 1
+    assert f"#{new} [fact] These days Ana works at Canva.  (no key)" in section
+    assert f"the sidecar read #{new} as person:ana.employer (" in section
+    assert f"#{old} is now OBSOLETE, superseded by #{new}: superseded by memory {new} (inferred: " in section
+    lines = section.splitlines()
+    answer = lines[lines.index("   Q: Where does Ana work?") + 1]
+    assert f"#{new} These days Ana works at Canva." in answer, section
+    assert f"#{old} OBSOLETE Ana works at Shopify.  (keyed)" in section
+    assert f"#{new} ACTIVE   These days Ana works at Canva.  (read from the text)  <- current" in section
+    assert f"restore #{old} -> ACTIVE again; #{new} stays ACTIVE" in section
+    assert f"supersede #{old} by #{new} -> OBSOLETE" in section
 
 
 # ---- newcomer friction: every mistake gets a message, never a traceback --------------------------
@@ -217,5 +238,6 @@ def test_demo_without_an_embedder_runs_and_says_when_kernels_compile(tmp_path: P
     assert "Traceback" not in result.stderr, result.stderr
     assert result.stderr.count("compiling the numeric kernels") == 1, result.stderr
     assert "sends its own vectors" in result.stdout
+    assert_fact_changed_in_prose(result.stdout)
     assert "recall for the dog's name now returns it: False" in result.stdout
     assert "sidecar stopped cleanly" in result.stdout

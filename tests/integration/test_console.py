@@ -89,6 +89,29 @@ def generate_history(target: str) -> dict[str, Any]:
             )
         )
     ).result.memory.id
+    # A fact changed in prose: the keyed version, then a statement without a key that perception reads as it.
+    keyed = service.Remember(
+        memory_service_pb2.RememberRequest(
+            memory=memory_pb2.MemoryInput(
+                content="Bo works at Shopify.",
+                kind=memory_pb2.MEMORY_KIND_FACT,
+                entity="user:bo",
+                fact=memory_pb2.Fact(attribute="employer", value="Shopify"),
+                valid_from=_stamp(start + timedelta(days=2)),
+            )
+        )
+    ).result.memory.id
+    prose = service.Remember(
+        memory_service_pb2.RememberRequest(
+            memory=memory_pb2.MemoryInput(
+                content="Bo's employer is Canva now.",
+                kind=memory_pb2.MEMORY_KIND_FACT,
+                entity="user:bo",
+                valid_from=_stamp(start + timedelta(days=25)),
+            )
+        )
+    ).result
+    assert list(prose.affected_ids) == [keyed], "perception no longer reads this change: pick a wording it reads"
     texts = [
         ("Ana prefers tea over coffee.", memory_pb2.MEMORY_KIND_PREFERENCE),
         ("Ben likes short answers with code first.", memory_pb2.MEMORY_KIND_PREFERENCE),
@@ -115,7 +138,7 @@ def generate_history(target: str) -> dict[str, Any]:
         for g in groups
     ]
     service.Govern(memory_service_pb2.GovernRequest())
-    return {"old": old, "new": new, "groups": group_ids}
+    return {"old": old, "new": new, "keyed": keyed, "prose": prose.memory.id, "groups": group_ids}
 
 
 @pytest.fixture(scope="module")
@@ -259,6 +282,17 @@ def test_every_page_in_a_browser(console_sidecar: tuple[Sidecar, str, dict[str, 
     _no_console_errors(driver, "life")
     _shot(driver, "life")
 
+    # A fact changed in prose: the statement without a key is the current version, with the slot read from it.
+    driver.get(f"{url}/life?ns=default&entity=user%3Abo&attribute=employer")
+    versions = _wait_css(driver, "#versions tr[data-version]")
+    assert [v.get_attribute("data-version") for v in versions] == [str(history["keyed"]), str(history["prose"])]
+    current = driver.find_elements(By.CSS_SELECTOR, "#versions tr[data-current]")
+    assert [v.get_attribute("data-version") for v in current] == [str(history["prose"])]
+    assert "read from the text: user:bo · employer" in current[0].text
+    assert "current" in current[0].text
+    assert f"superseded by memory {history['prose']}" in driver.find_element(By.ID, "transitions").text
+    _no_console_errors(driver, "life of a fact changed in prose")
+
     # The review queue: accepting a proposal from the page consolidates its members.
     driver.get(f"{url}/review")
     boxes = _wait_css(driver, "[data-proposal]")
@@ -297,6 +331,23 @@ def test_every_page_in_a_browser(console_sidecar: tuple[Sidecar, str, dict[str, 
 
 
 # ---- tokens, loopback and the write path, over plain HTTP ------------------------------------------
+
+
+def test_the_life_of_a_fact_changed_in_prose_lists_the_prose_version_as_current(
+    console_sidecar: tuple[Sidecar, str, dict[str, Any]],
+) -> None:
+    _, url, history = console_sidecar
+    status, life = _http(f"{url}/api/life?ns=default&entity=user%3Abo&attribute=employer", ADMIN)
+    assert status == 200, life
+    # Before issue 40 the page listed the keyed version alone, retired, and no current value.
+    assert [int(v["id"]) for v in life["versions"]] == [history["keyed"], history["prose"]]
+    assert [v["current"] for v in life["versions"]] == [False, True]
+    assert [v["state"] for v in life["versions"]] == ["MEMORY_STATE_OBSOLETE", "MEMORY_STATE_ACTIVE"]
+    assert life["versions"][1]["inferred"]["attribute"] == "employer"
+    assert int(life["versions"][0]["superseded_by"]) == history["prose"]
+    assert {int(e["memory_id"]) for e in life["events"]} == {history["keyed"], history["prose"]}
+    status, keyed = _http(f"{url}/api/life?ns=default&entity=user%3Aana&attribute=city", ADMIN)
+    assert [v["current"] for v in keyed["versions"]] == [False, True]
 
 
 def test_tokens_are_enforced_and_scoped(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:

@@ -20,7 +20,7 @@ from conftest import Sidecar, start_sidecar
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item
 from langgraph.store.memory import InMemoryStore
 
-from memevo.client import FactKey, MemoryClient, MemoryState
+from memevo.client import FactKey, MemoryClient, MemoryKind, MemoryState
 from memevo.integrations.langgraph import MemevoStore, entity_of
 
 pytestmark = pytest.mark.integration
@@ -175,6 +175,25 @@ def test_delete_without_history_erases_every_version(text_sidecar: Sidecar) -> N
         with MemoryClient(text_sidecar.unix_target) as client:
             key = FactKey(entity=entity_of(("users", "erin")), attribute="email", namespace="lg-erase")
             assert client.history(key).versions == []
+
+
+def test_delete_without_history_erases_the_items_versions_not_prose_read_as_its_key(text_sidecar: Sidecar) -> None:
+    # A fact key's history lists plain-text statements perception read as it (issue 40); they are not the item's.
+    namespace = ("users", "fern")
+    with MemevoStore(text_sidecar.unix_target, namespace="lg-erase-prose", keep_history_on_delete=False) as store:
+        store.put(namespace, "employer", {"text": "Fern works at Shopify."})
+        with MemoryClient(text_sidecar.unix_target) as client:
+            said = client.remember(
+                "Fern's employer is Canva now.",
+                namespace="lg-erase-prose",
+                kind=MemoryKind.FACT,
+                entity=entity_of(namespace),
+            ).memory
+            key = FactKey(entity=entity_of(namespace), attribute="employer", namespace="lg-erase-prose")
+            assert said.id in [m.id for m in client.history(key).versions]
+            store.delete(namespace, "employer")
+            assert [m.id for m in client.history(key).versions] == [said.id]
+            assert client.get_one(said.id).content == "Fern's employer is Canva now."
 
 
 def test_async_methods_agree_with_the_sync_ones(store: MemevoStore) -> None:

@@ -157,7 +157,9 @@ def test_every_tool_over_stdio_against_a_live_sidecar(text_sidecar: Sidecar) -> 
             assert second["affected_ids"] == [first["id"]]
             assert f"replaced #{first['id']}" in text
             _, episode = await call_ok(
-                client, "remember", {"content": "The team shipped the billing release on Friday.", "tags": ["ops"]}
+                client,
+                "remember",
+                {"content": "The team shipped the billing release on Friday.", "kind": "episode", "tags": ["ops"]},
             )
             assert episode["memory"]["kind"] == "episode"
             assert episode["memory"]["tags"] == ["ops"]
@@ -220,6 +222,59 @@ def test_every_tool_over_stdio_against_a_live_sidecar(text_sidecar: Sidecar) -> 
                 assert direct.get([episode["id"]]) == []
             _, again = await call_ok(client, "forget", {"ids": [episode["id"]]})
             assert again == {"forgotten_ids": [], "missing_ids": [episode["id"]]}
+
+    run(body)
+
+
+def test_a_fact_changed_in_prose_without_a_kind_retires_the_old_one_and_its_history_shows_both(
+    text_sidecar: Sidecar,
+) -> None:
+    # What a model writes: no kind. Before issue 40 that meant an episode, which nothing ever replaces.
+    async def body() -> None:
+        async with mcp_client(text_sidecar.unix_target, "mcp-prose") as client:
+            employer = {"attribute": "employer", "value": "Shopify"}
+            _, old = await call_ok(
+                client, "remember", {"content": "Ana works at Shopify.", "entity": "person:ana", "fact": employer}
+            )
+            assert old["memory"]["kind"] == "fact"
+            text, new = await call_ok(
+                client, "remember", {"content": "Ana's employer is Canva now.", "entity": "person:ana"}
+            )
+            assert new["memory"]["kind"] == "fact"
+            assert new["outcome"] == "superseded_previous", text
+            assert new["affected_ids"] == [old["id"]]
+            assert new["memory"]["inferred"]["attribute"] == "employer"
+            _, event = await call_ok(
+                client, "remember", {"content": "Ana gave a talk at the meetup.", "kind": "episode"}
+            )
+            assert event["memory"]["kind"] == "episode"
+            _, strategy = await call_ok(
+                client,
+                "remember",
+                {"content": "Roll back with the blue-green switch.", "task_signature": "deploy:billing"},
+            )
+            assert strategy["memory"]["kind"] == "strategy"
+
+            # The history of the key shows the prose statement as its current version.
+            text, history = await call_ok(client, "history", {"entity": "person:ana", "attribute": "employer"})
+            assert [v["id"] for v in history["versions"]] == [old["id"], new["id"]]
+            assert [v["current"] for v in history["versions"]] == [False, True]
+            assert [v["state"] for v in history["versions"]] == ["obsolete", "active"]
+            assert history["versions"][0]["superseded_by"] == new["id"]
+            assert history["versions"][1]["inferred"]["entity"] == "person:ana"
+            lines = text.splitlines()
+            assert lines[0] == "history of person:ana.employer, oldest first:"
+            assert lines[1].startswith(f"- #{old['id']} fact person:ana.employer [obsolete; ")
+            assert f"superseded by #{new['id']}" in lines[1]
+            assert lines[2].startswith(f"- #{new['id']} fact person:ana.employer (read) [current, active; ")
+            assert lines[2].endswith("Ana's employer is Canva now.")
+            document = await read_json(client, fact_uri("person:ana", "employer"))
+            assert [(v["id"], v["current"]) for v in document["versions"]] == [(old["id"], False), (new["id"], True)]
+            assert any(e["type"] == "superseded" and e["memory_id"] == old["id"] for e in document["events"])
+
+            text, found = await call_ok(client, "recall", {"query": "Where does Ana work?", "k": 3})
+            assert found["memories"][0]["id"] == new["id"], text
+            assert old["id"] not in [m["id"] for m in found["memories"]]
 
     run(body)
 

@@ -44,6 +44,15 @@ const fmt = (x, d = 3) => (x === undefined || x === null || Number.isNaN(Number(
 const when = (t) => (t ? new Date(t).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "");
 const stateTag = (st) => h("span", { class: `tag state-${stateOf(st)}` }, stateOf(st));
 const memLink = (id) => h("a", { href: `/life?id=${id}`, "data-memory": id }, `#${id}`);
+// The fact a memory states: its key, or the slot perception read in its text (prose written without a key).
+function factLine(m) {
+  if (m.fact && m.fact.attribute) return h("div", { class: "muted" }, `${m.entity} · ${m.fact.attribute} = ${m.fact.value}`);
+  const slot = m.inferred;
+  if (!slot || !slot.attribute) return null;
+  const value = slot.value ? ` = ${slot.value}` : "";
+  return h("div", { class: "muted", "data-inferred": slot.attribute },
+    `read from the text: ${slot.entity} · ${slot.attribute}${value} (${slot.method}, ${fmt(slot.confidence, 2)})`);
+}
 
 function token() { return sessionStorage.getItem("memevo-token") || ""; }
 
@@ -260,8 +269,7 @@ async function runSearch(params, out) {
       h("tbody", {}, data.memories.map((hit, i) => {
         const m = hit.memory, b = hit.breakdown || {}, v = m.scores || {};
         return [h("tr", { "data-hit": m.id },
-          h("td", {}, i + 1), h("td", {}, memLink(m.id), " ", m.content,
-            m.fact && m.fact.attribute ? h("div", { class: "muted" }, `${m.entity} · ${m.fact.attribute} = ${m.fact.value}`) : null),
+          h("td", {}, i + 1), h("td", {}, memLink(m.id), " ", m.content, factLine(m)),
           h("td", {}, kindOf(m.kind), " ", stateTag(m.state)),
           [hit.similarity, b.words, b.fields, b.match, b.trust, b.factor, hit.score, v.accuracy, v.relevance, v.utility, v.cost, v.value]
             .map((x) => h("td", { class: "num" }, fmt(x)))),
@@ -325,9 +333,10 @@ async function runLife(params, out) {
   const links = (label, ids) => (ids && ids.length && ids.some((i) => Number(i)) ? h("div", {}, `${label} `, ids.filter((i) => Number(i)).map((i) => [memLink(i), " "])) : null);
   const versions = h("table", { id: "versions" },
     h("thead", {}, h("tr", {}, ["memory", "content", "state", "world: valid from", "valid to", "system: recorded", "links"].map((x) => h("th", {}, x)))),
-    h("tbody", {}, data.versions.map((v) => h("tr", { "data-version": v.id },
-      h("td", {}, memLink(v.id)), h("td", {}, v.content, v.fact && v.fact.attribute ? h("div", { class: "muted" }, `${v.entity} · ${v.fact.attribute} = ${v.fact.value}`) : null),
-      h("td", {}, stateTag(v.state)), h("td", {}, when(v.valid_from)), h("td", {}, when(v.valid_to)), h("td", {}, when(v.recorded_at)),
+    h("tbody", {}, data.versions.map((v) => h("tr", { "data-version": v.id, "data-current": v.current ? "1" : null },
+      h("td", {}, memLink(v.id)), h("td", {}, v.content, factLine(v)),
+      h("td", {}, stateTag(v.state), v.current ? h("span", { class: "tag current" }, "current") : null),
+      h("td", {}, when(v.valid_from)), h("td", {}, when(v.valid_to)), h("td", {}, when(v.recorded_at)),
       h("td", {}, links("superseded by", [v.superseded_by]), links("supersedes", v.supersedes), links("consolidated into", [v.consolidated_into]),
         links("members", v.members), links("may be outdated by", [v.possibly_outdated_by]))))));
   const events = h("table", { id: "transitions" },

@@ -52,3 +52,23 @@ def test_a_long_life_shows_the_newest_versions_and_their_events() -> None:
     assert {int(e["memory_id"]) for e in out["events"]} == set(shown)
     assert len(out["events"]) == 2 * LIFE_VERSIONS
     assert (out["versions_total"], out["events_total"]) == (total, 2 * total)
+
+
+def test_the_versions_that_still_hold_are_marked_current() -> None:
+    source = _Source(0)
+    active, obsolete, archived = (
+        memory_pb2.MEMORY_STATE_ACTIVE,
+        memory_pb2.MEMORY_STATE_OBSOLETE,
+        memory_pb2.MEMORY_STATE_ARCHIVED,
+    )
+    source.response.versions.add(id=1, state=obsolete, superseded_by=2).valid_to.seconds = 2_000
+    source.response.versions.add(id=2, state=active).inferred.attribute = "city"  # a prose version
+    source.response.versions.add(id=3, state=active).valid_to.seconds = 3_000  # arrived late: history only
+    source.response.versions.add(id=4, state=archived)
+    console = Console("127.0.0.1:0", source)  # type: ignore[arg-type]
+    try:
+        out = console.life({"ns": ["default"], "entity": ["user:a"], "attribute": ["city"]}, None)
+    finally:
+        console._server.server_close()
+    assert [(v["id"], v["current"]) for v in out["versions"]] == [("1", False), ("2", True), ("3", False), ("4", True)]
+    assert out["versions"][1]["inferred"]["attribute"] == "city"
