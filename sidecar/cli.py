@@ -58,6 +58,14 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "none: clients send vectors (default: %(default)s)",
     )
     parser.add_argument(
+        "--judge",
+        choices=("local", "none"),
+        default="none",
+        help="local: the bundled pair model judges whether a prose statement replaces an older one (off the write "
+        "path; it finds more changes and also retires more additions, see RESULTS.md); none: vector likeness alone "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--openai-url",
         default="",
         help="base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1 (required by --embedder openai)",
@@ -296,6 +304,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         data_dir=args.data,
         listen=tuple(_checked_listen(args.listen or [default_listen()])),
         embedder=embedder,
+        judge=args.judge,
         dimension=args.dimension,
         limits=limits,
         index=IndexConfig(

@@ -42,6 +42,8 @@ from .perception.feedback import (
     strategy_changes,
     unpack_retrieval,
 )
+from .perception.judge import JudgeError, PairJudge, shipped
+from .perception.judging import Judgement, JudgeQueue
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
 from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context_text, searchable_text
 from .store import snapshot
@@ -113,6 +115,10 @@ SECOND_LOOK_SEEDED = 16_384
 """Newest statements about an entity stored before a start that the first sweep hands to perception's second look."""
 SECOND_LOOK_CHUNK = 4
 """Statements read again in one store mutation (~0.4 ms each at 10k): a write queued behind it waits ~2 ms at most."""
+JUDGE_BATCH_PAIRS = 32
+"""Pairs the judge reads in one go (a model run per 16, one mutation to settle them all)."""
+JUDGE_DRAIN_S = 60.0
+"""How long ``Govern`` waits for the judge to catch up before it sweeps."""
 
 
 @dataclass(frozen=True)
@@ -207,10 +213,15 @@ class Engine:
         """The highest agent turn any request carried (the clock of agent-turn mode)."""
         raw_policy = self.store.meta(META_POLICY)
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
+        self.judge: PairJudge | None = shipped() if config.judge == "local" else None
+        """The pair model that settles prose statements no key or template settles (see ``judge_pending``)."""
+        self.judgements: JudgeQueue | None = JudgeQueue() if self.judge is not None else None
+        """Pairs perception queued for the judge."""
         self.perceiver = Perceiver(
             PerceptionSettings.from_policy(self.policy),
             self.columns,
             embed=self.embed if self.embedder is not None else None,
+            judgements=self.judgements,
         )
         self.params = params_from_policy(self.policy)
         """The kernels' matrix of the current policy (rebuilt when the policy changes)."""
@@ -266,6 +277,9 @@ class Engine:
             target=self._snapshot_loop, args=(config.snapshot,), name="memevo-snapshot", daemon=True
         )
         self._snapshotter.start()
+        self._judging = threading.Thread(target=self._judge_loop, name="memevo-judge", daemon=True)
+        if self.judgements is not None:
+            self._judging.start()
 
     # ---- start-up ---------------------------------------------------------------------------
 
@@ -855,6 +869,87 @@ class Engine:
         self.second_looks += len(due)
         self.second_look_reads += read
         return read
+
+    def judge_pending(self, max_pairs: int = JUDGE_BATCH_PAIRS) -> int:
+        """Judge up to ``max_pairs`` queued pairs now and settle what the judge is sure of; returns pairs judged."""
+        queue = self.judgements
+        if queue is None:
+            return 0
+        taken = queue.take(max_pairs)
+        try:
+            return self._judge(taken)
+        finally:
+            queue.done(taken)
+
+    def drain_judgements(self, timeout_s: float = JUDGE_DRAIN_S) -> bool:
+        """Wait until every queued pair was judged (the worker judges them); False when ``timeout_s`` passed."""
+        return self.judgements is None or self.judgements.wait_idle(timeout_s)
+
+    def _judge_loop(self) -> None:
+        queue = self.judgements
+        assert queue is not None
+        while not self._closed:
+            taken = queue.take(JUDGE_BATCH_PAIRS, timeout_s=1.0)
+            try:
+                self._judge(taken)
+            except Unavailable as refused:  # writes refused (a full disk): these stay as written
+                log.info("judgements dropped: %s", refused)
+            except Exception:  # the judge must never take the sidecar down; these pairs stay as written
+                log.exception("judging %d statements failed", len(taken))
+            finally:
+                queue.done(taken)
+
+    def _judge(self, taken: Sequence[Judgement]) -> int:
+        """Read the pairs' texts, run the judge outside any lock, then settle in one mutation."""
+        judge = self.judge
+        if not taken or judge is None:
+            return 0
+        ids = list(dict.fromkeys(i for item in taken for i in (item.newer, *item.older)))
+        raws = self.store.multi_get(CF_MEMORIES, [u64_key(i) for i in ids])
+        records = {i: memory_pb2.Memory.FromString(raw) for i, raw in zip(ids, raws, strict=True) if raw is not None}
+        current = (memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED)
+        pairs = [
+            (item.newer, older)
+            for item in taken
+            for older in item.older
+            if item.newer in records and older in records
+            and records[item.newer].state in current and records[older].state in current
+        ]  # fmt: skip
+        if not pairs:
+            return 0
+        try:
+            found = judge.replaces([records[o].content for _, o in pairs], [records[n].content for n, _ in pairs])
+        except JudgeError:
+            log.exception("the judge failed on %d pairs; they stay as written", len(pairs))
+            return 0
+        verdicts = [(n, o, p) for (n, o), p in zip(pairs, found, strict=True)]
+        self.store.apply(functools.partial(self._settle_judged, verdicts=verdicts))
+        return len(pairs)
+
+    def _settle_judged(self, txn: Txn, verdicts: Sequence[tuple[int, int, float]]) -> None:
+        now = now_s()
+        changed: dict[int, memory_pb2.Memory] = {}
+        for newer_id, older_id, replaces in verdicts:
+            loaded = []
+            for memory_id in (newer_id, older_id):
+                raw = txn.get(CF_MEMORIES, u64_key(memory_id))
+                loaded.append(changed.get(memory_id) or (memory_pb2.Memory.FromString(raw) if raw else None))
+            newer, older = loaded
+            if newer is None or older is None:
+                continue
+            befores = {newer.id: newer.state, older.id: older.state}
+            decision = Decision()
+            self.perceiver.settle_judged(txn, newer, older, replaces, now, decision)
+            for other, _, reason in decision.updated:
+                self.save(txn, other, before=befores[other.id], reason=reason, turn=None, related=[newer.id])
+                changed[other.id] = other
+            if decision.updated:
+                newer.updated_at.CopyFrom(to_timestamp(now))
+                why = f"judged against memory {older.id}: replaces with confidence {replaces:.2f}"
+                self.save(txn, newer, before=befores[newer.id], reason=why, turn=None, related=[older.id])
+                changed[newer.id] = newer
+        if changed:
+            txn.on_commit(lambda: self.columns.set_records(list(changed.values())))
 
     def _seed_second_look(self) -> None:
         """Hand perception the newest statements about an entity stored unread before this start, read outside a
@@ -1819,6 +1914,9 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        if self.judgements is not None:
+            self.judgements.wake()
+            self._judging.join()  # a batch's model runs and its one mutation: well under a second
         began = time.monotonic()
         self._stop_deadline = began + STOP_SNAPSHOT_S
         self.index.stop_builder()

@@ -347,11 +347,12 @@ class RunningSidecar:
 
 @contextlib.contextmanager
 def sidecar(
-    *, sweep_interval_s: float | None = None, log: Callable[[str], None] | None = None
+    *, sweep_interval_s: float | None = None, log: Callable[[str], None] | None = None, extra: Sequence[str] = ()
 ) -> Iterator[RunningSidecar]:
     """Start ``memevo serve --embedder local`` on a fresh temporary data directory and a unix socket.
 
-    Stops it (SIGTERM, then SIGKILL after two minutes) and removes the directory on exit.
+    ``extra`` are further ``memevo serve`` arguments. Stops it (SIGTERM, then SIGKILL after two minutes) and removes
+    the directory on exit.
     Raises ``RuntimeError`` with the sidecar's log when it does not start.
     """
     with tempfile.TemporaryDirectory(prefix="memevo-quality-") as temp:
@@ -365,6 +366,7 @@ def sidecar(
         ]  # fmt: skip
         if sweep_interval_s is not None:
             args += ["--sweep-interval-s", str(sweep_interval_s)]
+        args += list(extra)
         with log_path.open("wb") as log_file:
             process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT)
             client: MemoryClient | None = None

@@ -4,7 +4,7 @@ Usage (from the repository root)::
 
     python benchmarks/quality/prose.py --split heldout [--json out/prose.json] [--limit N]
 
-Data: hand-written scenarios in ``benchmarks/quality/prose/`` (format in its
+Data: hand-written scenarios in ``benchmarks/quality/prose_scenarios/`` (format in its
 ``FORMAT.md``). Each is what an agent would write over a few days about a small
 world — a fact, statements about the same and other entities, then a change in
 the writer's own words (or an addition that does not replace anything) — and a
@@ -12,8 +12,10 @@ question asked afterwards. ``tuning_*.jsonl`` and ``heldout_*.jsonl`` come from
 different writers with disjoint domains and names; quote the held-out split.
 
 Recipe: one sidecar, one namespace per scenario; the memories are written one
-call each, in order, dated one day apart in world time; then the question is
-recalled (k = 5) and every memory read back. Three systems over the same
+call each, in order, dated one day apart in world time; then ``Govern`` runs on
+the namespace (it waits for the pair judge, which settles prose off the write
+path; ``--no-govern`` skips it), the question is recalled (k = 5) and every
+memory read back. ``--judge none`` runs the sidecar without the judge. Three systems over the same
 memories: ``memevo`` (its recall), ``cosine`` (the question's cosine to the
 stored vectors) and ``newest-tie`` (of the memories within 0.05 cosine of the
 best, the newest).
@@ -58,7 +60,7 @@ except ImportError:  # run as a script: the repository root is not on sys.path y
 
 from memevo.client import Fact, Memory, MemoryClient, MemoryKind, MemoryState
 
-SCENARIOS = Path(__file__).resolve().parent / "prose"
+SCENARIOS = Path(__file__).resolve().parent / "prose_scenarios"
 """The scenario files (``tuning_*.jsonl``, ``heldout_*.jsonl``)."""
 K = 5
 TIE_MARGIN = 0.05
@@ -83,7 +85,7 @@ class Statement:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A scenario of a file (see ``prose/FORMAT.md``)."""
+    """A scenario of a file (see ``prose_scenarios/FORMAT.md``)."""
 
     id: str
     lang: str
@@ -267,7 +269,7 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
     outcomes: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
     perceptions: dict[str, list[Perception]] = defaultdict(list)
     failures: list[dict[str, Any]] = []
-    with common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log) as running:
+    with common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log, extra=("--judge", args.judge)) as running:
         results = run_memevo(running.client, scenarios, log, govern=args.govern)
         for query, (scenario, stored, ranked, seen) in zip(queries, results, strict=True):
             rows = group(scenario)
@@ -292,7 +294,13 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
             table.append(_row(name, "memevo", "retired", sum(p.retired for p in seen_all) / stale, n))
         table.append(_row(name, "memevo", "wrong_touch", float(np.mean([p.wrong for p in seen_all])), n))
         table.append(_row(name, "memevo", "cross_entity", float(sum(p.cross_entity for p in seen_all)), n))
-    extra = {"split": args.split, "scenarios": len(scenarios), "failures": failures, "govern": args.govern}
+    extra = {
+        "split": args.split,
+        "scenarios": len(scenarios),
+        "failures": failures,
+        "govern": args.govern,
+        "judge": args.judge,
+    }
     return table, extra
 
 
@@ -324,7 +332,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--split", choices=("tuning", "heldout", "all"), default="heldout")
     parser.add_argument("--scenarios", type=Path, default=SCENARIOS, help="scenario folder (default %(default)s)")
-    parser.add_argument("--govern", action="store_true", help="run Govern on each namespace before recalling")
+    parser.add_argument(
+        "--no-govern",
+        dest="govern",
+        action="store_false",
+        help="recall at once, without first running Govern on the namespace (which waits for the judge)",
+    )
+    parser.add_argument("--judge", choices=("local", "none"), default="local", help="the sidecar's --judge")
     parser.add_argument("--json", type=Path, help="write the table and the run's details here as JSON")
     parser.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
     parser.add_argument("--sweep-interval-s", type=float, default=None, help="the sidecar's sweep interval")

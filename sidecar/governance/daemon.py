@@ -274,6 +274,7 @@ class GovernanceDaemon:
         with self._sweep_lock:
             columns = self.engine.columns
             if not dry_run:
+                self.engine.drain_judgements()
                 self._second_look()
             if namespace:
                 code = columns.namespaces.lookup(namespace)

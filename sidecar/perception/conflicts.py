@@ -32,6 +32,7 @@ from ..policy import PerceptionSettings
 from ..retrieval.attributes import attribute_phrase
 from ..store.columns import NO_CODE, MemoryColumns
 from ..store.rocks import CF_DEDUP, CF_ENTITIES, CF_FACT_VERSIONS, CF_FACTS, CF_MEMORIES, CF_VECTORS, Txn, key_u64
+from .judging import JudgeQueue
 from .slots import (
     CLAUSE_MARK,
     ENTITY_MARK,
@@ -545,6 +546,17 @@ def _restates(tokens: Sequence[str], holder: _Slot) -> bool:
     return bool(own) and not own - collections.Counter(tokens)
 
 
+JUDGE_SURE = 0.9
+"""The pair judge's P(REPLACES) from which a newer statement retires the older one (reason "judged")."""
+JUDGE_DOUBT = 0.75
+"""... and from which it only doubts it (the older ranks below the newer, its hint says it may be outdated)."""
+JUDGE_CANDIDATES = 4
+"""Nearest candidates of one statement that the judge reads: a statement replaces one slot, and the slot it replaces
+is among its nearest statements of the entity; farther ones would only add chances of a wrong call."""
+JUDGE_TEXT_CANDIDATES = 16
+"""Best word matches of a statement about no known entity that are searched for its judge candidates."""
+
+
 class Perceiver:
     """Decides how a new memory relates to what is stored."""
 
@@ -556,6 +568,7 @@ class Perceiver:
         vector_cache_bytes: int = VECTOR_CACHE_BYTES,
         version_cache_entries: int = VERSION_CACHE_ENTRIES,
         embed: Embed | None = None,
+        judgements: JudgeQueue | None = None,
     ) -> None:
         self.settings = settings
         self.columns = columns
@@ -578,6 +591,9 @@ class Perceiver:
         """Per namespace, statements about an entity stored without an attribute -> the keyed facts the namespace
         knew at their last reading, oldest first (see ``second_look``). In RAM; a start hands the stored ones
         over again (``seed_unread``)."""
+        self.judgements = judgements
+        """Where pairs no exact evidence settles go to be judged off the write path; None leaves them to vector
+        likeness alone (no judge)."""
         self._unattached: collections.deque[tuple[str, int]] = collections.deque(maxlen=UNATTACHED_RECENT)
         """(namespace, id) of the latest statements stored without an entity: the word index holds a memory only
         once its write is durable, and a batch may name an entity in one item and declare it in the next."""
@@ -1247,6 +1263,7 @@ class Perceiver:
         retire: list[tuple[_Slot, float, str]] = []
         doubt: list[_Slot] = []
         against: list[_Slot] = []
+        judged: list[_Slot] = []
         for holder in self._slot_candidates(txn, record.namespace, entity, unit, slots, keyed=True):
             if holder.attribute and self.settings.is_multi_valued(record.namespace, holder.attribute):
                 continue
@@ -1269,6 +1286,11 @@ class Perceiver:
                     retire.append((holder, PAIR_CONFIDENCE, "same template"))
                     continue
             if events:
+                continue
+            if self.judgements is not None:
+                # The judge reads restatements too ("Ana left Shopify" says the old value without restating it).
+                if inferred.attribute in ("", holder.attribute) or not holder.attribute:
+                    judged.append(holder)
                 continue
             if _restates(tokens, holder):
                 continue
@@ -1309,10 +1331,22 @@ class Perceiver:
             if record.state not in CURRENT_STATES:
                 return
             if holder.record.id not in {r.id for r, _, _ in decision.updated}:
-                self._against(txn, record, holder, inferred.attribute, own, tokens, slots, now, decision)
+                self._against(txn, record, holder, unit, inferred.attribute, own, tokens, slots, now, decision)
         for holder in doubt:
             if holder.record.id not in {r.id for r, _, _ in decision.updated}:
                 self._doubt(record, holder.record, now, decision)
+        if record.state in CURRENT_STATES:
+            settled = {r.id for r, _, _ in decision.updated}
+            self._queue(txn, record, [holder for holder in judged if holder.record.id not in settled])
+
+    def _queue(self, txn: Txn, record: memory_pb2.Memory, holders: Sequence[_Slot]) -> None:
+        """Hand the judge ``record`` and its nearest candidates (``JUDGE_CANDIDATES``) once the write is durable."""
+        queue = self.judgements
+        if queue is None or not holders:
+            return
+        nearest = sorted(holders, key=lambda holder: -holder.similarity)[:JUDGE_CANDIDATES]
+        newer, older = record.id, tuple(holder.record.id for holder in nearest)
+        txn.on_commit(lambda: queue.put(newer, older))
 
     def _keyed_over_text(
         self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32], now: float, decision: Decision
@@ -1334,7 +1368,7 @@ class Perceiver:
         for holder in self._slot_candidates(txn, record.namespace, entity, unit, slots, keyed=False):
             if holder.record.id in {r.id for r, _, _ in decision.updated}:
                 continue
-            self._against(txn, record, holder, attribute, own, tokens, slots, now, decision)
+            self._against(txn, record, holder, unit, attribute, own, tokens, slots, now, decision)
             if record.state not in CURRENT_STATES:
                 return
 
@@ -1343,6 +1377,7 @@ class Perceiver:
         txn: Txn,
         record: memory_pb2.Memory,
         holder: _Slot,
+        unit: npt.NDArray[np.float32],
         attribute: str,
         own: tuple[tuple[str, ...], tuple[str, ...]] | None,
         tokens: list[str],
@@ -1367,6 +1402,8 @@ class Perceiver:
             return  # an episode whose slot no template named (see _infer)
         elif not inferred.attribute and differing_spans(tokens, holder.tokens) is not None:
             self._settle(txn, record, holder.record, now, decision, "inferred: same template")
+        elif holder.attribute in ("", attribute) and self.judgements is not None:
+            self._queue(txn, record, [holder])  # restatements too: the judge tells them from changes
         elif holder.attribute in ("", attribute) and not _restates(tokens, holder):
             margin = slots.centroids.margin(kind, attribute, holder.unit, entity) or 0.0
             evidence = holder.similarity + margin
@@ -1385,9 +1422,24 @@ class Perceiver:
         found = [txn.get(CF_DEDUP, key) for key in head_keys(record.namespace, tokens)]
         clauses = clause_words(record.content)
         ids = list(dict.fromkeys(key_u64(raw) for raw in found if raw is not None))
+        unit = _unit(vector)
+        self._same_head(txn, record, unit, ids, clauses, now, decision)
+        if record.state in CURRENT_STATES and decision.outcome == "created":
+            self._queue_unattached(txn, record, unit, set(ids))
+
+    def _same_head(
+        self,
+        txn: Txn,
+        record: memory_pb2.Memory,
+        unit: npt.NDArray[np.float32],
+        ids: list[int],
+        clauses: list[str],
+        now: float,
+        decision: Decision,
+    ) -> None:
+        """Statements about no entity that share all but their last clause's ending with ``record``'s (``ids``)."""
         if not ids:
             return
-        unit = _unit(vector)
         present, matrix = self._unit_vectors(txn, ids, 0)
         similarities = (matrix @ unit).tolist() if present else []
         for memory_id, similarity in zip(present, similarities, strict=True):
@@ -1418,6 +1470,62 @@ class Perceiver:
                 self._doubt(record, existing, now, decision)
             if record.state not in CURRENT_STATES:
                 return
+
+    def _queue_unattached(
+        self, txn: Txn, record: memory_pb2.Memory, unit: npt.NDArray[np.float32], seen: set[int]
+    ) -> None:
+        """A statement about no known entity: its best word matches about none either go to the judge.
+
+        Candidates are statements the word index finds (names and the words of the subject are what two
+        statements of one fact share); a memory about a known entity is never touched from here.
+        """
+        columns, find = self.columns, self.find_words
+        if self.judgements is None or columns is None or find is None or record.kind in REPEATABLE_KINDS:
+            return
+        namespace = columns.namespaces.lookup(record.namespace)
+        if namespace == NO_CODE:
+            return
+        ids = find(record.namespace, record.content)[:JUDGE_TEXT_CANDIDATES]
+        ids = ids[ids < columns.size]
+        keep = (columns.namespace[ids] == namespace) & (columns.entity[ids] == NO_CODE)
+        ids = ids[keep & np.isin(columns.state[ids], CURRENT_STATES)]
+        candidates = [i for i in ids.tolist() if i not in seen and i != record.id]
+        if not candidates:
+            return
+        present, matrix = self._unit_vectors(txn, candidates, len(candidates))
+        holders: list[_Slot] = []
+        for memory_id, row in zip(present, matrix, strict=True):
+            if float(row @ unit) < SLOT_MIN_SIMILARITY:
+                continue  # as for an entity's statements: farther ones never held the same slot
+            existing = _load(txn, memory_id)
+            if existing is None or existing.state not in CURRENT_STATES or existing.fact.attribute:
+                continue
+            if existing.entity or existing.inferred.entity or existing.kind not in SLOT_KINDS:
+                continue
+            if existing.kind in REPEATABLE_KINDS or existing.valid_from == record.valid_from:
+                continue  # events repeat; two statements of one moment are not two values in time
+            holders.append(_Slot(existing, float(row @ unit), "", None, [], row))
+        self._queue(txn, record, holders)
+
+    def settle_judged(
+        self,
+        txn: Txn,
+        newer: memory_pb2.Memory,
+        older: memory_pb2.Memory,
+        replaces: float,
+        now: float,
+        decision: Decision,
+    ) -> None:
+        """Apply the judge's P(REPLACES) of ``newer`` over ``older``: from JUDGE_SURE the older (in world time) is
+        retired, from JUDGE_DOUBT doubted; never while either is no longer current or already settled otherwise."""
+        if newer.state not in CURRENT_STATES or older.state not in CURRENT_STATES:
+            return
+        if older.id in newer.supersedes or older.superseded_by:
+            return
+        if replaces >= JUDGE_SURE:
+            self._settle(txn, newer, older, now, decision, f"judged: replaces, confidence {replaces:.2f}")
+        elif replaces >= JUDGE_DOUBT and not older.possibly_outdated_by:
+            self._doubt(newer, older, now, decision)
 
     def _settle(
         self, txn: Txn, record: memory_pb2.Memory, existing: memory_pb2.Memory, now: float, decision: Decision, why: str

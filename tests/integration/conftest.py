@@ -64,8 +64,14 @@ class Sidecar:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def start_sidecar(data_dir: Path, *extra_args: str, dimension: int = 8, embedder: str = "none") -> Sidecar:
-    """Start ``memevo serve`` on a unix socket and a free TCP loopback port; wait for its ready file."""
+def start_sidecar(
+    data_dir: Path, *extra_args: str, dimension: int = 8, embedder: str = "none", judge: str = "none"
+) -> Sidecar:
+    """Start ``memevo serve`` on a unix socket and a free TCP loopback port; wait for its ready file.
+
+    The pair judge is off unless asked for (``judge="local"``): it settles prose pairs after the write returns, and
+    a test of another feature must not see a memory change under it (the judge's own tests turn it on).
+    """
     RUN_ROOT.mkdir(exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=RUN_ROOT))
     socket_path = run_dir / "memevo.sock"
@@ -84,6 +90,8 @@ def start_sidecar(data_dir: Path, *extra_args: str, dimension: int = 8, embedder
         "127.0.0.1:0",
         "--embedder",
         embedder,
+        "--judge",
+        judge,
         "--ready-file",
         str(ready_file),
     ]
