@@ -12,7 +12,8 @@ Tools: ``remember``, ``recall``, ``build_context``, ``history``, ``forget`` and
 structured result. Every result is compact text a model can read (with the
 sidecar's hint for every memory) plus the same data as structured content.
 Bad arguments and sidecar errors come back as tool errors (``isError``) whose
-text names the field and the reason; the server keeps serving.
+text names the field and the reason; the server keeps serving. A stdio line that is not
+JSON-RPC (not JSON, too deeply nested, a lone surrogate) gets a JSON-RPC error with id null.
 
 Resources: ``memevo://memory/{id}`` (one memory) and
 ``memevo://fact/{entity}/{attribute}`` (the versions of a fact key, oldest
@@ -35,11 +36,13 @@ from urllib.parse import quote, unquote, urlsplit
 import anyio
 import grpc
 import jsonschema
+import pydantic
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 import memevo
 from memevo.client import (
@@ -981,6 +984,63 @@ def _check_loopback(host: str) -> None:
         raise ValueError(f"--http-host {host}: the MCP server has no authentication of its own; listen on loopback")
 
 
+class _AnswerUnreadable:
+    """The stdio read stream, minus the lines the SDK could not read, each answered with a JSON-RPC error.
+
+    The SDK's stdio reader passes such a line on as an exception, and its server drops it without a reply: a
+    client that sent a lone surrogate, JSON nested 5,000 deep or plain garbage waited for ever. JSON-RPC 2.0
+    answers them with id null: -32700 when the line is not JSON, -32600 when it is JSON but not a message.
+    """
+
+    def __init__(self, inner: Any, write_stream: Any) -> None:
+        self._inner = inner
+        self._write = write_stream
+
+    @property
+    def last_context(self) -> Any:
+        # The SDK runs each request in the context its sender captured, read from here.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item: SessionMessage | Exception = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._write.send(SessionMessage(_unreadable_reply(item)))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _AnswerUnreadable:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _AnswerUnreadable:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _unreadable_reply(error: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error for a line that is not a JSON-RPC message; its text never echoes the line."""
+    problems = error.errors() if isinstance(error, pydantic.ValidationError) else []
+    if problems and problems[0]["type"] == "json_invalid":
+        # pydantic's message: "Invalid JSON: recursion limit exceeded at line 1 column 250".
+        detail = str(problems[0]["msg"]).removeprefix("Invalid JSON: ")
+        data = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: {detail}")
+    else:
+        data = types.ErrorData(
+            code=types.INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 request, notification or response"
+        )
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=data)
+
+
 async def serve(config: McpConfig) -> None:
     """Serve MCP until stdin closes (stdio) or the process is interrupted (http)."""
     client = AsyncMemoryClient(config.target, token=config.token, timeout_s=config.timeout_s)
@@ -988,7 +1048,8 @@ async def serve(config: McpConfig) -> None:
     try:
         if config.transport == "stdio":
             async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+                answered = _AnswerUnreadable(read_stream, write_stream)
+                await server.run(answered, write_stream, server.create_initialization_options())
         else:
             _check_loopback(config.http_host)
             import uvicorn  # a dependency of the mcp SDK, needed only by this transport

@@ -9,9 +9,11 @@ test instead of hanging it.
 from __future__ import annotations
 
 import json
+import queue
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -354,6 +356,61 @@ def test_an_unreachable_sidecar_is_a_tool_error_not_a_crash(tmp_path: Path) -> N
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
 
     run(body)
+
+
+def test_an_unreadable_line_gets_a_json_rpc_error_and_the_server_keeps_serving(text_sidecar: Sidecar) -> None:
+    """Raw stdio, as a client with a bug would write it: before issue 41 none of these lines got any reply."""
+    process = subprocess.Popen(
+        mcp_command(text_sidecar.unix_target, "--namespace", "mcp-unreadable"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    stdin, stdout = process.stdin, process.stdout
+    assert stdin is not None
+    assert stdout is not None
+    replies: queue.Queue[bytes] = queue.Queue()
+
+    def read() -> None:
+        for line in stdout:
+            replies.put(line)
+
+    # A reader thread, so a missing reply fails the test after a timeout instead of blocking it.
+    threading.Thread(target=read, daemon=True).start()
+
+    def ask(line: bytes) -> dict[str, Any]:
+        stdin.write(line + b"\n")
+        stdin.flush()
+        try:
+            reply: dict[str, Any] = json.loads(replies.get(timeout=60))
+        except queue.Empty:
+            raise AssertionError(f"no reply to {line[:80]!r}") from None
+        return reply
+
+    def request(request_id: int, method: str, params: dict[str, Any] | None = None) -> bytes:
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+        return json.dumps(message).encode()
+
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        assert ask(request(1, "initialize", hello))["id"] == 1
+        stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        surrogate = request(2, "tools/call", {"name": "recall", "arguments": {"query": "\ud800"}})
+        assert b"\\ud800" in surrogate  # json.dumps escapes the lone surrogate: valid ASCII, invalid JSON text
+        deep = b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": ' + b"[" * 5000 + b"]" * 5000 + b"}}"
+        for line in (surrogate, deep, b"not json at all"):
+            reply = ask(line)
+            assert reply["id"] is None, reply
+            assert reply["error"]["code"] == -32700, reply
+            assert reply["error"]["message"].startswith("Parse error: "), reply
+        reply = ask(b'{"jsonrpc": "2.0", "hello": "there"}')
+        assert (reply["id"], reply["error"]["code"]) == (None, -32600), reply
+        assert ask(request(4, "ping")) == {"jsonrpc": "2.0", "id": 4, "result": {}}
+        listed = ask(request(5, "tools/list"))
+        assert {tool["name"] for tool in listed["result"]["tools"]} == TOOLS
+    finally:
+        stdin.close()
+        process.wait(timeout=30)
 
 
 def test_a_scoped_token_reaches_the_sidecar_from_the_environment(tmp_path: Path) -> None:
