@@ -14,7 +14,8 @@ loopback HTTP, one after another, as a browser loading the page would: the HTML 
 400 memories per kind read by Get), ``/api/search`` (a Recall), ``/api/life`` (History of the first written
 memory's fact key, superseded many times) and ``/api/review`` (an observing Review stream). Reported: median
 and p95 per request. A page's load is its HTML plus its API call (the browser's rendering, a few ms for these
-pages, is not included).
+pages, is not included). Every API call carries the console's own token (from the ready file's ``console_url``): a
+sidecar without tokens gets one since issue 41, and checking it is part of each timed request.
 Not a test: nothing asserts on time; the target (≤ 300 ms at 1M memories) is printed beside the figures.
 """
 
@@ -33,6 +34,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
@@ -99,11 +101,16 @@ def items(n: int, seed: int, keys: int) -> list[memory_pb2.MemoryInput]:
     return out
 
 
-def fetch(url: str) -> float:
+def fetch(url: str, secret: str) -> float:
     started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=60) as response:
+    with urllib.request.urlopen(authorized(url, secret), timeout=60) as response:
         response.read()
     return (time.perf_counter() - started) * 1e3
+
+
+def authorized(url: str, secret: str) -> urllib.request.Request:
+    """A request with the console's own token: the sidecar runs without tokens, so the console has one (issue 41)."""
+    return urllib.request.Request(url, headers={"Authorization": f"Bearer {secret}"})
 
 
 def main() -> int:
@@ -128,7 +135,9 @@ def main() -> int:
             if serve.poll() is not None:
                 raise SystemExit((root / "serve.log").read_text())
             time.sleep(0.1)
-        console = f"http://{json.loads(ready.read_text())['console']}"
+        written = json.loads(ready.read_text())
+        console = f"http://{written['console']}"
+        secret = parse_qs(urlsplit(written["console_url"]).query)["token"][0]
         client = MemoryClient(f"unix://{sock}", timeout_s=600)
         started = time.perf_counter()
         # Batches of the sidecar's most (--max-batch-items 10,000); the next batch is drawn on a second thread
@@ -154,7 +163,7 @@ def main() -> int:
         stats = client._stub.GetStats(memory_service_pb2.GetStatsRequest(), timeout=60)
         started = time.perf_counter()
         while True:
-            with urllib.request.urlopen(f"{console}/api/overview", timeout=60) as response:
+            with urllib.request.urlopen(authorized(f"{console}/api/overview", secret), timeout=60) as response:
                 cursor = json.loads(response.read())["log"]["cursor"]
             if cursor >= stats.last_sequence:
                 break
@@ -171,7 +180,7 @@ def main() -> int:
         timings: dict[str, list[float]] = {name: [] for name in pages}
         for _ in range(args.repeats):
             for name, url in pages.items():
-                timings[name].append(fetch(url))
+                timings[name].append(fetch(url, secret))
         report: dict[str, Any] = {
             "benchmark": "console page load",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

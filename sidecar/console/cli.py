@@ -39,7 +39,8 @@ def add_console_listen_argument(parser: argparse.ArgumentParser) -> None:
         "--console-listen",
         default="",
         help="serve the web console at http://HOST:PORT/, loopback only, e.g. 127.0.0.1:8787; with tokens on, "
-        "every page needs a token as gRPC calls do (default: off)",
+        "every page needs a token as gRPC calls do; without, the console makes its own at each start and logs the "
+        "URL that carries it (default: off)",
     )
 
 
@@ -47,7 +48,9 @@ def console_for(sidecar: Sidecar, address: str) -> Console:
     """A console inside a started sidecar, talking to the sidecar's own listen address.
 
     With tokens on, the change-log digest reads with a token made for it here (random, sidecar-wide,
-    never shown); every page still calls with the browser's own token.
+    never shown); every page still calls with the browser's own token. Without, the console gets a secret of its
+    own (see :mod:`.server`): the loopback port would otherwise serve every local user what the 0600 socket
+    refuses them.
     """
     from .server import Console
     from .source import ConsoleSource
@@ -61,10 +64,12 @@ def console_for(sidecar: Sidecar, address: str) -> Console:
             )
         host, _, port = sidecar.addresses[0].rpartition(":")
         target = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]', '') else host}:{port}"
-    token = None
+    token = secret = None
     if sidecar.tokens:
         token = secrets.token_urlsafe(32)
         sidecar.tokens.add(token, EVERYTHING)
+    else:
+        secret = secrets.token_urlsafe(32)
 
     def calls() -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -72,7 +77,18 @@ def console_for(sidecar: Sidecar, address: str) -> Console:
             counts[method] = counts.get(method, 0) + n
         return counts
 
-    return Console(address, ConsoleSource(target), token=token, calls=calls)
+    text_search = sidecar.engine.embedder is not None
+    return Console(address, ConsoleSource(target), token=token, calls=calls, secret=secret, text_search=text_search)
+
+
+def write_ready(path: Path, ready: dict[str, object]) -> None:
+    """Write a ready file atomically, readable by this user only: its console URL may carry the console's secret."""
+    tmp = Path(str(path) + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(ready))
+    os.replace(tmp, path)
 
 
 def add_console_command(
@@ -124,7 +140,13 @@ def run_console(args: argparse.Namespace, *, token_env: str) -> int:
         except OSError as exc:
             raise FailedPrecondition(f"--token-file {args.token_file}: {exc}", reason="BAD_TOKEN_FILE") from exc
     calls = scrape_calls(args.metrics_url) if args.metrics_url else None
-    console = Console(args.listen, ConsoleSource(args.connect), token=token, calls=calls)
+    source = ConsoleSource(args.connect)
+    # Unless the sidecar itself refuses a call without a token, the console needs a secret of its own; an
+    # unreachable sidecar gets one too, since it may come up without tokens.
+    refuses, embedder = source.probe()
+    secret = None if refuses else secrets.token_urlsafe(32)
+    text_search = None if embedder is None else embedder != "none"
+    console = Console(args.listen, source, token=token, calls=calls, secret=secret, text_search=text_search)
     signals: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -133,13 +155,12 @@ def run_console(args: argparse.Namespace, *, token_env: str) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     console.start()
-    # The token goes in the URL's fragment: the browser keeps it for its own requests and never sends it as part
-    # of a URL, so it stays out of history-sharing and server logs.
+    # The sidecar's token goes in the URL's fragment: the browser keeps it for its own requests and never sends
+    # it as part of a URL, so it stays out of history-sharing and server logs. The console's own secret cannot
+    # (the console must see it to set its cookie) and is traded for the cookie at once.
     print(f"memevo console for {args.connect} on {console.url}" + (f"#token={token}" if token else ""), flush=True)
     if args.ready_file is not None:
-        tmp = Path(str(args.ready_file) + ".tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "console": console.address}))
-        os.replace(tmp, args.ready_file)
+        write_ready(args.ready_file, {"pid": os.getpid(), "console": console.address, "console_url": console.url})
     while not signals:
         time.sleep(SIGNAL_POLL_S)
     console.stop()

@@ -5,10 +5,17 @@ loopback host (a web page elsewhere cannot reach it through DNS rebinding); writ
 body from the console's own origin; and every read or write is a gRPC call made with the browser's own
 bearer token, so the sidecar's token rules apply unchanged (no token, or a token scoped to other
 namespaces, is refused by the sidecar and the page shows the refusal).
+
+A sidecar without tokens would let any local user read every memory through the console (its 0600 unix
+socket refuses them; a loopback port does not), so such a console has a secret of its own, made at start
+(``secret``): the printed URL carries it as ``?token=``, the console trades it for an HttpOnly, SameSite=Strict
+cookie and a redirect to the same page without it, and every ``/api`` call needs the cookie or
+``Authorization: Bearer <secret>``. The pages themselves hold no data and load without it.
 """
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import json
 import logging
@@ -23,7 +30,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import numpy as np
 from google.protobuf import json_format
@@ -63,6 +70,30 @@ RATE_SAMPLES = 120
 WRITE_METHODS = ("Remember", "RememberBatch", "RememberStream")
 READ_METHODS = ("Recall", "BuildContext")
 MAX_BODY_BYTES = 64 * 1024
+MAX_K = 2**31 - 1
+"""Largest k the console passes on (RecallRequest.k is a uint32); the sidecar's own max_k refuses less."""
+KIND_NAMES = [
+    name.removeprefix("MEMORY_KIND_")
+    for name in memory_pb2.MemoryKind.DESCRIPTOR.values_by_name
+    if not name.endswith("_UNSPECIFIED")
+]
+EVENT_TYPE_NAMES = [
+    name.removeprefix("CHANGE_EVENT_TYPE_")
+    for name in events_pb2.ChangeEventType.DESCRIPTOR.values_by_name
+    if not name.endswith("_UNSPECIFIED")
+]
+NO_TEXT_SEARCH = (
+    "search needs a text embedder, and this sidecar runs with --embedder none (it stores the vectors its "
+    "clients send): the console has no vector for a query typed here. Find memories by id or fact key on the "
+    "Life page, or follow the Live page; to search by text, serve with an embedder (--embedder local)"
+)
+SECRET_PARAM = "token"
+"""Query parameter of the printed URL that carries the console's secret."""
+SECRET_MISSING = (
+    "this console serves a sidecar without tokens and needs its own: open the URL it printed at start "
+    "(http://HOST:PORT/?token=...), or send 'Authorization: Bearer <that token>'"
+)
+SECRET_WRONG = "wrong console token: the console makes a new one each time it starts; open the URL it printed this time"
 _CALLS_LINE = re.compile(r'^memevo_rpc_calls_total\{[^}]*method="(\w+)"[^}]*\}\s+([0-9.e+]+)', re.M)
 
 
@@ -143,13 +174,31 @@ def _is_current(memory: memory_pb2.Memory) -> bool:
     return holds and not memory.superseded_by and not memory.HasField("valid_to")
 
 
+def _whole(text: str, below: int) -> int | None:
+    """``text`` as a whole number in [0, below), else None (str.isdigit also admits '²', which int refuses)."""
+    return int(text) if re.fullmatch(r"[0-9]{1,20}", text) and int(text) < below else None
+
+
+def _one_kind(name: str) -> memory_pb2.MemoryKind.ValueType:
+    """A MemoryKind from its name, short (FACT) or full (MEMORY_KIND_FACT); ConsoleError 400 otherwise."""
+    short = name.strip().upper().removeprefix("MEMORY_KIND_")
+    if short not in KIND_NAMES:
+        raise ConsoleError(400, f"kind: {name!r} is not a memory kind; one of {', '.join(KIND_NAMES)}")
+    return memory_pb2.MemoryKind.Value(f"MEMORY_KIND_{short}")
+
+
+def _kinds(query: dict[str, list[str]]) -> list[memory_pb2.MemoryKind.ValueType]:
+    return [_one_kind(name) for name in query.get("kind", []) if name.strip()]
+
+
 class ConsoleError(Exception):
     """A request the console itself refuses (bad parameters), as an HTTP status and message."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, code: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.code = code
 
 
 class Console:
@@ -162,7 +211,12 @@ class Console:
         *,
         token: str | None = None,
         calls: Callable[[], dict[str, int]] | None = None,
+        secret: str | None = None,
+        text_search: bool | None = None,
     ) -> None:
+        """``token`` is the change-log digest's own; ``secret`` (for a sidecar without tokens) gates every
+        ``/api`` call; ``text_search`` says whether the sidecar embeds text (None: ask it on each search page).
+        """
         if not is_loopback(address):
             raise FailedPrecondition(
                 f"console address {address}: the console listens on loopback only (127.0.0.1:PORT, [::1]:PORT "
@@ -175,6 +229,8 @@ class Console:
         except ValueError as exc:
             raise FailedPrecondition(f"console address {address}: expected HOST:PORT", reason="LISTEN_REFUSED") from exc
         self.source = source
+        self.secret = secret
+        self.text_search = text_search
         self.digest = ChangeDigest(source, token)
         self.rates = RateSampler(calls) if calls is not None else None
         console = self
@@ -197,7 +253,21 @@ class Console:
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}/"
+        """Where to open the console: with its secret, when it has one, so show it to the console's user only."""
+        base = f"http://{self.address}/"
+        return f"{base}?{urlencode({SECRET_PARAM: self.secret})}" if self.secret else base
+
+    @property
+    def cookie_name(self) -> str:
+        # Browsers keep cookies per host, not per port: two consoles on one host must not overwrite each other's.
+        return f"memevo_console_{self.address.rsplit(':', 1)[1]}"
+
+    def admits(self, offered: str) -> bool:
+        """Whether ``offered`` is this console's secret (always, when it has none)."""
+        if self.secret is None:
+            return True
+        # Compared in constant time: an early exit would tell a guesser how much of its prefix was right.
+        return hmac.compare_digest(offered.encode("utf-8", "replace"), self.secret.encode())
 
     def start(self) -> None:
         self.digest.start()
@@ -258,19 +328,34 @@ class Console:
             }
         return out
 
+    def about(self, token: str | None) -> dict[str, Any]:
+        """What the pages adapt to: whether the sidecar can search by text (None when the caller may not ask)."""
+        if self.text_search is not None:
+            return {"text_search": self.text_search}
+        try:
+            embedder = self.source.stats(token).embedder
+        except SourceError:
+            return {"text_search": None}  # GetStats needs a '*' token; the search itself still says why it fails
+        return {"text_search": embedder != "none"}
+
     def search(self, query: dict[str, list[str]], token: str | None) -> dict[str, Any]:
         def one(name: str, default: str = "") -> str:
             return query.get(name, [default])[0].strip()
 
+        k_text = one("k") or "10"
+        k = _whole(k_text, MAX_K + 1)
+        if not k:
+            raise ConsoleError(400, f"k: {k_text!r} is not a number of results; a whole number from 1, e.g. k=10")
+        mode = one("mode") or "current"
+        if mode not in ("current", "history"):
+            raise ConsoleError(400, f"mode: {mode!r}; current or history")
         # A person looking is not the agent using: the search must not raise what it shows in the agent's ranking.
-        request = memory_service_pb2.RecallRequest(query=one("q"), k=int(one("k", "10") or 10), peek=True)
+        request = memory_service_pb2.RecallRequest(query=one("q"), k=k, peek=True)
         request.filter.namespace = one("ns", "default") or "default"
         request.filter.entity = one("entity")
         request.filter.tags.extend(t for t in one("tags").split(",") if t.strip())
-        for name in query.get("kind", []):
-            if name:
-                request.filter.kinds.append(memory_pb2.MemoryKind.Value(name))
-        history = one("mode") == "history"
+        request.filter.kinds.extend(_kinds(query))
+        history = mode == "history"
         request.mode = memory_service_pb2.RECALL_MODE_HISTORY if history else memory_service_pb2.RECALL_MODE_CURRENT
         request.include_archived = one("archived") in ("1", "true", "on")
         if one("as_of"):
@@ -278,16 +363,25 @@ class Console:
                 request.as_of.CopyFrom(_timestamp(one("as_of")))
             except ValueError as exc:
                 raise ConsoleError(400, f"as_of: {exc}") from exc
-        response = self.source.recall(request, token)
+        if self.text_search is False and request.query:
+            raise ConsoleError(409, NO_TEXT_SEARCH, code="NO_EMBEDDER")
+        try:
+            response = self.source.recall(request, token)
+        except SourceError as error:
+            # The console never sends a vector, so a sidecar asking for one has no embedder.
+            if error.code == "INVALID_ARGUMENT" and "query_vector: " in error.message:
+                raise ConsoleError(409, NO_TEXT_SEARCH, code="NO_EMBEDDER") from error
+            raise
         return to_json(response)
 
     def life(self, query: dict[str, list[str]], token: str | None) -> dict[str, Any]:
         request = memory_service_pb2.HistoryRequest()
         if query.get("id", [""])[0]:
-            try:
-                request.memory_id = int(query["id"][0])
-            except ValueError as exc:
-                raise ConsoleError(400, "id: a memory id is a number") from exc
+            text = query["id"][0].strip()
+            memory_id = _whole(text, 2**64)
+            if memory_id is None:
+                raise ConsoleError(400, f"id: {text!r} is not a memory id; a memory id is a whole number, e.g. id=42")
+            request.memory_id = memory_id
         else:
             request.fact_key.namespace = query.get("ns", ["default"])[0] or "default"
             request.fact_key.entity = query.get("entity", [""])[0]
@@ -344,9 +438,51 @@ class _Handler(BaseHTTPRequestHandler):
         name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
         return bool(host) and is_loopback(f"{name}:0")
 
-    def _token(self) -> str | None:
+    def _bearer(self) -> str | None:
         value = self.headers.get("Authorization") or ""
         return value[len("Bearer ") :].strip() or None if value.startswith("Bearer ") else None
+
+    def _token(self) -> str | None:
+        """The token to call the sidecar with: the browser's, unless that is the console's own secret."""
+        bearer = self._bearer()
+        return None if bearer is None or (self.app.secret and self.app.admits(bearer)) else bearer
+
+    def _cookie(self) -> str | None:
+        for part in (self.headers.get("Cookie") or "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == self.app.cookie_name:
+                return value
+        return None
+
+    def _admitted(self) -> bool:
+        """Whether the request carries the console's secret (cookie or bearer); answers 401/403 when it does not."""
+        if self.app.secret is None:
+            return True
+        offered = [t for t in (self._cookie(), self._bearer()) if t]
+        if any(self.app.admits(t) for t in offered):
+            return True
+        if offered:
+            self._error(403, SECRET_WRONG, "CONSOLE_TOKEN_WRONG")
+        else:
+            self._error(401, SECRET_MISSING, "CONSOLE_TOKEN_MISSING")
+        return False
+
+    def _take_secret(self, path: str, query: dict[str, list[str]]) -> None:
+        """The printed URL's ``?token=``: a cookie and a redirect to the same page without it, or 403."""
+        if not self.app.admits(query[SECRET_PARAM][0]):
+            self._error(403, SECRET_WRONG, "CONSOLE_TOKEN_WRONG")
+            return
+        rest = [(name, value) for name, values in query.items() if name != SECRET_PARAM for value in values]
+        # Only a path of ours goes into Location: "//elsewhere" would be another host.
+        location = (path if path in PAGES else "/") + (f"?{urlencode(rest)}" if rest else "")
+        self.send_response(303)
+        self.send_header("Location", location)
+        self.send_header("Set-Cookie", f"{self.app.cookie_name}={self.app.secret}; Path=/; HttpOnly; SameSite=Strict")
+        self.send_header("Content-Length", "0")
+        self.send_header("Cache-Control", "no-store")
+        for name, value in SECURITY_HEADERS:
+            self.send_header(name, value)
+        self.end_headers()
 
     # ---- answers ----------------------------------------------------------------------------
 
@@ -381,16 +517,22 @@ class _Handler(BaseHTTPRequestHandler):
             return
         parts = urlsplit(self.path)
         path, query = parts.path, parse_qs(parts.query)
+        if self.app.secret is not None and query.get(SECRET_PARAM, [""])[0]:
+            self._take_secret(path, query)
+            return
         if path in PAGES:
             self._static("index.html")
             return
         if path.startswith("/static/") and re.fullmatch(r"/static/[\w.-]+", path):
             self._static(path.removeprefix("/static/"))
             return
+        if not self._admitted():
+            return
         if path == "/api/live":
             self._live(query)
             return
         routes: dict[str, Callable[[], Any]] = {
+            "/api/about": lambda: self.app.about(self._token()),
             "/api/overview": lambda: self.app.overview(self._token()),
             "/api/search": lambda: self.app.search(query, self._token()),
             "/api/life": lambda: self.app.life(query, self._token()),
@@ -410,13 +552,18 @@ class _Handler(BaseHTTPRequestHandler):
         if origin is not None and urlsplit(origin).netloc != self.headers.get("Host"):
             self._error(403, "writes are accepted from the console's own pages only")
             return
+        if not self._admitted():
+            return
         if urlsplit(self.path).path != "/api/review/decide":
             self._error(404, "no such action")
             return
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
             self._error(415, "send application/json")
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        length = _whole((self.headers.get("Content-Length") or "0").strip(), 2**63)
+        if length is None:
+            self._error(400, "Content-Length: expected the body's size in bytes")
+            return
         if length > MAX_BODY_BYTES:
             self._error(413, "body too large")
             return
@@ -437,11 +584,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(error.status, error.message, error.code)
             return
         except ConsoleError as error:
-            self._error(error.status, error.message)
+            self._error(error.status, error.message, error.code)
             return
-        except Exception as exc:
-            log.exception("console: %s failed", self.path)
-            self._error(500, f"{type(exc).__name__}: {exc}")
+        except Exception:
+            # The exception's text is for the operator's log: it can name code and data the page should not.
+            log.exception("console: %s failed", urlsplit(self.path).path)
+            self._error(500, "the console failed to answer this request; its log says why")
             return
         self._json(200, payload)
 
@@ -449,14 +597,23 @@ class _Handler(BaseHTTPRequestHandler):
         """The change log as JSON lines, streamed until the page closes (a Watch with the caller's token)."""
         request = memory_service_pb2.WatchRequest(namespace=query.get("ns", [""])[0])
         after = query.get("after", [""])[0]
-        request.after_sequence = int(after) if after.isdigit() else max(0, self.app.digest.cursor - LIVE_BACKLOG)
-        kinds = {memory_pb2.MemoryKind.Value(k) for k in query.get("kind", []) if k}
         try:
+            sequence = _whole(after, 2**64)
+            if after and sequence is None:
+                raise ConsoleError(400, f"after: {after!r} is not a change-log sequence number (a whole number)")
+            request.after_sequence = max(0, self.app.digest.cursor - LIVE_BACKLOG) if sequence is None else sequence
+            kinds = set(_kinds(query))
             for name in query.get("type", []):
-                if name:
-                    request.types.append(events_pb2.ChangeEventType.Value(name))
-        except ValueError as exc:
-            self._error(400, str(exc))
+                short = name.strip().upper().removeprefix("CHANGE_EVENT_TYPE_")
+                if not short:
+                    continue
+                if short not in EVENT_TYPE_NAMES:
+                    raise ConsoleError(
+                        400, f"type: {name!r} is not a change event type; one of {', '.join(EVENT_TYPE_NAMES)}"
+                    )
+                request.types.append(events_pb2.ChangeEventType.Value(f"CHANGE_EVENT_TYPE_{short}"))
+        except ConsoleError as error:
+            self._error(error.status, error.message)
             return
         stream = self.app.source.watch(request, self._token())
         try:

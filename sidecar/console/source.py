@@ -16,6 +16,8 @@ from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc, r
 DEFAULT_TIMEOUT_S = 10.0
 """Deadline of each unary call a page makes, seconds."""
 _Outgoing = memory_service_pb2.ReviewRequest | None
+PROBE_TIMEOUT_S = 5.0
+"""Deadline of the start-up call that asks whether the sidecar needs a token, seconds."""
 REVIEW_TIMEOUT_S = 30.0
 """Deadline of the short Review streams that list or decide proposals, seconds."""
 
@@ -107,6 +109,15 @@ class ConsoleSource:
             return method(request, timeout=self.timeout_s, metadata=auth_metadata(token))
         except grpc.RpcError as error:
             raise SourceError.of(error) from error
+
+    def probe(self) -> tuple[bool, str | None]:
+        """Ask the sidecar once, without a token: (whether it refused for want of one, its embedder if it said)."""
+        try:
+            stats = self._stub.GetStats(memory_service_pb2.GetStatsRequest(), timeout=PROBE_TIMEOUT_S)
+        except grpc.RpcError as error:
+            refused = isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.UNAUTHENTICATED
+            return refused, None
+        return False, stats.embedder
 
     def stats(self, token: str | None) -> memory_service_pb2.GetStatsResponse:
         response: memory_service_pb2.GetStatsResponse = self._unary(

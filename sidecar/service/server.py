@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import logging
 import os
 import socket
@@ -23,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc
 
 from ..config import SidecarConfig
-from ..console.cli import check_console_listen, console_for
+from ..console.cli import check_console_listen, console_for, write_ready
 from ..engine import Engine
 from ..errors import FailedPrecondition, StorageError
 from ..governance.daemon import GovernanceDaemon
@@ -229,9 +228,8 @@ class Sidecar:
                 ready["metrics"] = self.metrics_endpoint.address
             if self.console is not None:
                 ready["console"] = self.console.address
-            tmp = Path(str(self.config.ready_file) + ".tmp")
-            tmp.write_text(json.dumps(ready))
-            os.replace(tmp, self.config.ready_file)
+                ready["console_url"] = self.console.url
+            write_ready(self.config.ready_file, ready)
         log.info(
             "memevo serving %s on %s%s%s",
             self.config.data_dir,

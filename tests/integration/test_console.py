@@ -6,6 +6,7 @@ them. Set MEMEVO_CONSOLE_SCREENSHOTS=DIR to save a screenshot of each page (docs
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -474,3 +476,219 @@ def test_memevo_console_connects_to_a_running_sidecar(console_sidecar: tuple[Sid
         child.terminate()
         child.wait(timeout=30)
     time.sleep(0)
+
+
+# ---- a sidecar without tokens: the console's own secret (issue 41) --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def open_sidecar() -> Iterator[tuple[Sidecar, dict[str, Any]]]:
+    """A sidecar without tokens and without an embedder (client vectors), serving the console."""
+    RUN_ROOT.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="console-open-", dir=RUN_ROOT))
+    process = start_sidecar(root / "data", "--console-listen", "127.0.0.1:0", "--sweep-interval-s", "0")
+    ready_path = Path(process.args[process.args.index("--ready-file") + 1])
+    ready = json.loads(ready_path.read_text())
+    ready["mode"] = ready_path.stat().st_mode & 0o777
+    rng = np.random.default_rng(41)
+    stub(process.unix_target).Remember(
+        memory_service_pb2.RememberRequest(
+            memory=memory_pb2.MemoryInput(content="A memory of an open sidecar.", vector=pack(unit(rng.normal(size=8))))
+        )
+    )
+    yield process, ready
+    process.stop()
+
+
+def _raw(url: str, *, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+    """One GET that does not follow redirects, read to the end."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=30)
+    connection.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""), headers=headers or {})
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    return response
+
+
+def test_a_sidecar_without_tokens_gets_a_console_with_its_own_token(
+    open_sidecar: tuple[Sidecar, dict[str, Any]],
+) -> None:
+    process, ready = open_sidecar
+    url = f"http://{ready['console']}"
+    printed = urllib.parse.urlsplit(ready["console_url"])
+    secret = urllib.parse.parse_qs(printed.query)["token"][0]
+    assert len(secret) >= 32
+    assert ready["console_url"] in process.log()  # the URL to open is printed, as notebook servers do
+    assert ready["mode"] == 0o600  # the ready file carries the secret: this user's only
+
+    # Before issue 41 every local user read every memory here: the 0600 socket refused them, this did not.
+    status, refused = _http(f"{url}/api/overview")
+    assert status == 401
+    assert refused["code"] == "CONSOLE_TOKEN_MISSING"
+    assert "open the URL it printed" in refused["error"]
+    status, refused = _http(f"{url}/api/search?q=x&ns=default", "a-guess")
+    assert status == 403
+    assert "wrong console token" in refused["error"]
+    assert _http(f"{url}/api/life?id=1")[0] == 401
+    assert _http(f"{url}/api/review")[0] == 401
+    assert _http(f"{url}/api/live")[0] == 401
+    assert _http(f"{url}/api/review/decide", body={"proposal_id": "p", "verdict": "accept"})[0] == 401
+    # The pages hold no data and load without it; the wrong secret in a URL is refused, not traded for a cookie.
+    assert _raw(f"{url}/search").status == 200
+    wrong = _raw(f"{url}/?token=not-it")
+    assert wrong.status == 403
+    assert wrong.getheader("Set-Cookie") is None
+
+    # The printed URL: a cookie the page's scripts cannot read nor another site send, and the same page without it.
+    taken = _raw(f"{url}/search?q=ships&token={secret}&k=3")
+    assert taken.status == 303
+    assert taken.getheader("Location") == "/search?q=ships&k=3"
+    cookie = taken.getheader("Set-Cookie") or ""
+    attributes = {part.strip().split("=", 1)[0] for part in cookie.split(";")[1:]}
+    assert {"HttpOnly", "SameSite", "Path"} <= attributes
+    assert "SameSite=Strict" in cookie
+    name_value = cookie.split(";", 1)[0]
+    assert name_value == f"memevo_console_{url.rsplit(':', 1)[1]}={secret}"
+    assert _raw(f"{url}/?token={secret}").getheader("Location") == "/"
+
+    status, overview = _http(f"{url}/api/overview", headers={"Cookie": name_value})
+    assert status == 200, overview
+    assert int(overview["stats"]["total_count"]) == 1
+    assert _http(f"{url}/api/overview", secret)[0] == 200  # scripts send it as a bearer token
+    # An old cookie (a console started anew makes a new secret) is told so.
+    status, stale = _http(f"{url}/api/overview", headers={"Cookie": f"{name_value.split('=')[0]}=old"})
+    assert status == 403
+    assert "new one each time it starts" in stale["error"]
+
+
+def test_console_search_on_a_sidecar_without_an_embedder_says_why(
+    open_sidecar: tuple[Sidecar, dict[str, Any]], console_sidecar: tuple[Sidecar, str, dict[str, Any]]
+) -> None:
+    assert _http(f"{console_sidecar[1]}/api/about", ADMIN) == (200, {"text_search": True})  # the local embedder
+    _, ready = open_sidecar
+    url = f"http://{ready['console']}"
+    secret = urllib.parse.parse_qs(urllib.parse.urlsplit(ready["console_url"]).query)["token"][0]
+    assert _http(f"{url}/api/about", secret) == (200, {"text_search": False})
+    status, refused = _http(f"{url}/api/search?q=anything&ns=default", secret)
+    assert status == 409
+    assert refused["code"] == "NO_EMBEDDER"
+    assert "--embedder none" in refused["error"]
+    assert "Life page" in refused["error"]
+
+
+def test_bad_console_parameters_answer_400_with_a_message(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
+    _, url, _ = console_sidecar
+    cases = {
+        "/api/search?q=x&k=abc": "k: 'abc'",
+        "/api/search?q=x&k=0": "k: '0'",
+        "/api/search?q=x&k=-3": "k: '-3'",
+        "/api/search?q=x&k=%C2%B2": "k: '²'",
+        "/api/search?q=x&k=99999999999": "k: '99999999999'",
+        "/api/search?q=x&kind=BOGUS": "kind: 'BOGUS' is not a memory kind; one of FACT, ",
+        "/api/search?q=x&mode=sideways": "mode: 'sideways'",
+        "/api/life?id=-5": "id: '-5' is not a memory id",
+        "/api/life?id=abc": "id: 'abc' is not a memory id",
+        "/api/live?kind=BOGUS": "kind: 'BOGUS' is not a memory kind",
+        "/api/live?type=BOGUS": "type: 'BOGUS' is not a change event type",
+        "/api/live?after=soon": "after: 'soon'",
+    }
+    for path, message in cases.items():
+        # Before issue 41: 500 with "ValueError: ..." for k and kind, and no answer at all from /api/live.
+        status, body = _http(f"{url}{path}", ADMIN)
+        assert (status, body["code"]) == (400, "Bad Request"), (path, body)
+        assert body["error"].startswith(message), (path, body)
+        assert "Error" not in body["error"], (path, body)
+    # Kinds by their short name, as typed, work as the page's full names do.
+    status, found = _http(f"{url}/api/search?q=Ana&kind=preference&k=5", ADMIN)
+    assert status == 200, found
+    assert {m["memory"]["kind"] for m in found["memories"]} == {"MEMORY_KIND_PREFERENCE"}
+    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+    connection.request(
+        "POST",
+        "/api/review/decide",
+        body=b"{}",
+        headers={"Content-Type": "application/json", "Content-Length": "lots", "Authorization": f"Bearer {ADMIN}"},
+    )
+    response = connection.getresponse()
+    assert response.status == 400
+    assert "Content-Length" in json.loads(response.read())["error"]
+    connection.close()
+
+
+def test_memevo_console_makes_its_own_token_for_a_sidecar_without_tokens(
+    open_sidecar: tuple[Sidecar, dict[str, Any]],
+) -> None:
+    process, _ = open_sidecar
+    ready = Path(tempfile.mkdtemp(prefix="console-cli-", dir=RUN_ROOT)) / "ready.json"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memevo.sidecar.cli",
+            "console",
+            "--connect",
+            process.tcp_target,
+            "--listen",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+        ],
+        env={k: v for k, v in os.environ.items() if k != "MEMEVO_TOKEN"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_until(ready.exists, "the console's ready file", timeout_s=60)
+        written = json.loads(ready.read_text())
+        assert ready.stat().st_mode & 0o777 == 0o600
+        url = f"http://{written['console']}"
+        secret = urllib.parse.parse_qs(urllib.parse.urlsplit(written["console_url"]).query)["token"][0]
+        assert _http(f"{url}/api/overview")[0] == 401
+        assert _http(f"{url}/api/overview", secret)[0] == 200
+        assert _http(f"{url}/api/about", secret) == (200, {"text_search": False})
+    finally:
+        child.terminate()
+        output, _ = child.communicate(timeout=30)
+    assert f"on {written['console_url']}" in output
+
+
+def test_the_printed_url_opens_the_console_in_a_browser(
+    open_sidecar: tuple[Sidecar, dict[str, Any]], browser: Any
+) -> None:
+    """The cookie the printed URL leaves works for the pages' own calls, the live stream too; search says why not."""
+    from selenium.webdriver.common.by import By
+
+    process, ready = open_sidecar
+    url = f"http://{ready['console']}"
+    driver = browser
+    driver.delete_all_cookies()
+    driver.get(f"{url}/")
+    refused = _wait_css(driver, "#main .error")[0]
+    assert "open the URL it printed" in refused.text
+    driver.get_log("browser")  # the 401 above is logged as an error; what follows must not be
+
+    driver.get(ready["console_url"])
+    assert "token=" not in driver.current_url
+    assert int(_wait_css(driver, "#total-count")[0].text) == 1
+    assert not driver.execute_script("return document.cookie")  # HttpOnly: no script on the page can read it
+    driver.get(f"{url}/search?q=anything")
+    notice = _wait_css(driver, "[data-no-embedder]")[0]
+    assert "--embedder none" in notice.text
+    assert not driver.find_element(By.CSS_SELECTOR, "#search-form button[type=submit]").is_enabled()
+    driver.get(f"{url}/live")
+    _wait_css(driver, "#live-list tr")
+    written = (
+        stub(process.unix_target)
+        .Remember(
+            memory_service_pb2.RememberRequest(
+                memory=memory_pb2.MemoryInput(content="Seen live.", vector=pack(unit(np.ones(8))))
+            )
+        )
+        .result.memory.id
+    )
+    _wait_css(driver, f"#live-list a[data-memory='{written}']")
+    driver.get(f"{url}/")
+    _wait_css(driver, "#total-count")
+    _no_console_errors(driver, "the console of a sidecar without tokens")

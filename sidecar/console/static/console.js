@@ -61,10 +61,11 @@ async function api(path, options = {}) {
   if (token()) headers.Authorization = `Bearer ${token()}`;
   const response = await fetch(path, Object.assign({}, options, { headers }));
   if (!response.ok) {
-    let message = response.statusText;
-    try { message = (await response.json()).error || message; } catch (e) { /* not JSON */ }
+    let message = response.statusText, code = "";
+    try { const body = await response.json(); message = body.error || message; code = body.code || ""; } catch (e) { /* not JSON */ }
     const err = new Error(`${response.status}: ${message}`);
     err.status = response.status;
+    err.code = code;
     throw err;
   }
   return response;
@@ -73,7 +74,9 @@ async function api(path, options = {}) {
 async function getJSON(path) { return (await api(path)).json(); }
 
 function errorBox(err) {
-  const hint = err.status === 401 ? " Enter a token above." : err.status === 403 ? " This token may not do that." : "";
+  // The console's own token (a sidecar without tokens) is not the sidecar's: its message already says what to do.
+  const own = String(err.code || "").startsWith("CONSOLE_TOKEN");
+  const hint = own ? " Or enter the console's token above." : err.status === 401 ? " Enter a token above." : err.status === 403 ? " This token may not do that." : "";
   return h("p", { class: "error", role: "alert" }, `${err.message}.${hint}`);
 }
 
@@ -250,10 +253,21 @@ function searchPage() {
     history.replaceState(null, "", `/search?${params}`);
     runSearch(params, out);
   });
+  const notice = h("div", { id: "search-notice" });
   show(h("h1", {}, "Search"), form,
     h("p", { class: "muted" }, "A search is a real Recall that only looks (peek): the numbers are the ones recall ranked with (score = match × factor), and it changes nothing, not even access counts."),
-    out);
-  if (q.get("q")) runSearch(q, out);
+    notice, out);
+  getJSON("/api/about").catch(() => ({})).then((about) => {
+    if (about.text_search !== false) {
+      if (q.get("q")) runSearch(q, out);
+      return;
+    }
+    form.querySelector("button[type=submit]").disabled = true;
+    notice.replaceChildren(h("p", { class: "error", role: "alert", "data-no-embedder": "" },
+      "Search by text cannot work here: this sidecar runs with --embedder none, so it stores only the vectors its "
+      + "clients send and has no vector for a query typed on this page. Find memories by id or fact key on the "
+      + "Life page, or follow the Live page; serve with an embedder (--embedder local) to search by text."));
+  });
 }
 
 async function runSearch(params, out) {
