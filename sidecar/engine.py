@@ -233,6 +233,9 @@ class Engine:
             None
         )
         """Set by the review broker: which of a sweep's evictions wait for a reviewer (True = hold)."""
+        self.escalation: Callable[[], bool] = lambda: False
+        """Set by the review broker: whether a second judge (a reviewer, or the chat endpoint in policy mode LLM) now
+        decides the pair judge's doubts, so that the local judge only proposes (see ``JUDGE_ASK``)."""
         self.llm: ChatAbstractor | None = ChatAbstractor(config.llm) if config.llm.url else None
         """The chat model that writes abstractions in policy mode LLM, when one is configured."""
         self._second_look_seeded = False
@@ -923,10 +926,11 @@ class Engine:
             log.exception("the judge failed on %d pairs; they stay as written", len(pairs))
             return 0
         verdicts = [(n, o, p) for (n, o), p in zip(pairs, found, strict=True)]
-        self.store.apply(functools.partial(self._settle_judged, verdicts=verdicts))
+        escalates = self.escalation()
+        self.store.apply(functools.partial(self._settle_judged, verdicts=verdicts, escalates=escalates))
         return len(pairs)
 
-    def _settle_judged(self, txn: Txn, verdicts: Sequence[tuple[int, int, float]]) -> None:
+    def _settle_judged(self, txn: Txn, verdicts: Sequence[tuple[int, int, float]], escalates: bool) -> None:
         now = now_s()
         changed: dict[int, memory_pb2.Memory] = {}
         for newer_id, older_id, replaces in verdicts:
@@ -938,12 +942,14 @@ class Engine:
             if newer is None or older is None:
                 continue
             befores = {newer.id: newer.state, older.id: older.state}
+            doubted_before = newer.possibly_outdated_by
             decision = Decision()
-            self.perceiver.settle_judged(txn, newer, older, replaces, now, decision)
+            self.perceiver.settle_judged(txn, newer, older, replaces, now, decision, escalates=escalates)
             for other, _, reason in decision.updated:
                 self.save(txn, other, before=befores[other.id], reason=reason, turn=None, related=[newer.id])
                 changed[other.id] = other
-            if decision.updated:
+            # A statement written late (older in world time) is the one doubted: it changes without being listed.
+            if decision.updated or newer.possibly_outdated_by != doubted_before:
                 newer.updated_at.CopyFrom(to_timestamp(now))
                 why = f"judged against memory {older.id}: replaces with confidence {replaces:.2f}"
                 self.save(txn, newer, before=befores[newer.id], reason=why, turn=None, related=[older.id])
@@ -1355,6 +1361,8 @@ class Engine:
             before_old, before_new = old.state, new.state
             old.state = memory_pb2.MEMORY_STATE_OBSOLETE
             old.superseded_by = new.id
+            # The doubt is settled; left in place, a Restore would bring it back and the reviewer be asked again.
+            old.possibly_outdated_by = 0
             old.valid_to.CopyFrom(
                 new.valid_from if new.valid_from.ToSeconds() > old.valid_from.ToSeconds() else to_timestamp(now)
             )

@@ -33,6 +33,12 @@ Scores, per category:
   distractor) was retired or doubted, or a stale one was retired by a
   statement not of its chain; ``cross_entity`` counts touches between two
   memories with different declared entities (must be 0).
+- ``asked`` (``--llm-judge ACCURACY``): the sidecar runs in policy mode LLM
+  against a scripted chat endpoint (``scripted_judge.py``) that answers each
+  doubt it is asked from the ground truth, right ``ACCURACY`` of the time;
+  the share of stale statements it was asked about with a statement of their
+  chain, or that the rules settled on their own evidence. Escalation's
+  ceiling: what the local judge never doubts, no second judge sees.
 
 Prints a Markdown table; ``--json PATH`` writes the rows with the command,
 date, machine and versions. Not a test.
@@ -41,6 +47,7 @@ date, machine and versions. Not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import sys
@@ -53,12 +60,15 @@ from typing import Any
 import numpy as np
 
 try:
-    from benchmarks.quality import common
+    from benchmarks.quality import common, scripted_judge
 except ImportError:  # run as a script: the repository root is not on sys.path yet
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks.quality import common
+    from benchmarks.quality import common, scripted_judge
+
+import grpc
 
 from memevo.client import Fact, Memory, MemoryClient, MemoryKind, MemoryState
+from memevo.v1 import memory_service_pb2, memory_service_pb2_grpc, policy_pb2
 
 SCENARIOS = Path(__file__).resolve().parent / "prose_scenarios"
 """The scenario files (``tuning_*.jsonl``, ``heldout_*.jsonl``)."""
@@ -173,6 +183,11 @@ class Perception:
     perceived: int = 0
     wrong: bool = False
     cross_entity: int = 0
+    asked: int = 0
+    """Stale statements put to the second judge with a statement of their chain, or settled by the rules' own
+    evidence (``--llm-judge``)."""
+    settled: set[int] = field(default_factory=set)
+    """The stale statements retired or doubted by a statement of their chain."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -201,6 +216,8 @@ def perception(scenario: Scenario, stored: Sequence[Memory], index_of: dict[int,
             out.stale += 1
             right = by is not None and by in scenario.chain_after(i)
             out.perceived += right
+            if right:
+                out.settled.add(i)
             out.retired += right and retired
             if by is not None and not right and retired:
                 out.wrong = True
@@ -269,15 +286,28 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
     outcomes: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
     perceptions: dict[str, list[Perception]] = defaultdict(list)
     failures: list[dict[str, Any]] = []
-    with common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log, extra=("--judge", args.judge)) as running:
+    with contextlib.ExitStack() as stack:
+        serve_args = ["--judge", args.judge]
+        second: scripted_judge.ScriptedJudge | None = None
+        if args.llm_judge is not None:
+            truth = scripted_judge.truth_of(ground_truth(scenarios))
+            second = stack.enter_context(scripted_judge.serving(scripted_judge.ScriptedJudge(truth, args.llm_judge)))
+            serve_args += ["--llm-url", second.url, "--llm-model", "scripted"]
+        running = stack.enter_context(common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log, extra=serve_args))
+        if second is not None:
+            decide_doubts_by_llm(running.client.target)
         results = run_memevo(running.client, scenarios, log, govern=args.govern)
         for query, (scenario, stored, ranked, seen) in zip(queries, results, strict=True):
+            if second is not None:
+                unasked = [i for i in not_asked(scenario, set(second.asked)) if i not in seen.settled]
+                seen.asked = seen.stale - len(unasked)
+                seen.notes += [f"stale {i} not asked" for i in unasked]
             rows = group(scenario)
             outcomes[(rows, "memevo")].append(rank_outcome(scenario, ranked))
             for system, order in baselines(stored, query).items():
                 outcomes[(rows, system)].append(rank_outcome(scenario, order))
             perceptions[rows].append(seen)
-            if not outcomes[(rows, "memevo")][-1].current_first or seen.wrong:
+            if not outcomes[(rows, "memevo")][-1].current_first or seen.wrong or seen.asked < seen.stale:
                 failures.append({"id": scenario.id, "ranked": ranked[:K], "notes": seen.notes})
     table: list[common.Row] = []
     groups = sorted({g for g, _ in outcomes}, key=lambda g: (g.endswith("(zh)"), CATEGORIES.index(g.split()[0])))
@@ -292,6 +322,8 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
         if stale:
             table.append(_row(name, "memevo", "perceived", sum(p.perceived for p in seen_all) / stale, n))
             table.append(_row(name, "memevo", "retired", sum(p.retired for p in seen_all) / stale, n))
+            if args.llm_judge is not None:
+                table.append(_row(name, "memevo", "asked", sum(p.asked for p in seen_all) / stale, n))
         table.append(_row(name, "memevo", "wrong_touch", float(np.mean([p.wrong for p in seen_all])), n))
         table.append(_row(name, "memevo", "cross_entity", float(sum(p.cross_entity for p in seen_all)), n))
     extra = {
@@ -300,8 +332,47 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
         "failures": failures,
         "govern": args.govern,
         "judge": args.judge,
+        "llm_judge": args.llm_judge,
     }
+    if second is not None:
+        extra["llm_calls"] = len(second.asked)
+        extra["llm_unknown_pairs"] = second.unknown
+        extra["llm_refused"] = second.refused
+        log(
+            f"second judge: {len(second.asked)} pairs asked ({second.unknown} not in the ground truth), "
+            f"{second.refused} other requests refused"
+        )
     return table, extra
+
+
+def ground_truth(scenarios: Sequence[Scenario]) -> Iterator[tuple[str, str, bool]]:
+    """Every ordered pair of a scenario's statements, and whether the later one replaces the earlier one."""
+    for scenario in scenarios:
+        for i, older in enumerate(scenario.memories):
+            chain = scenario.chain_after(i)
+            for j, newer in enumerate(scenario.memories):
+                if j != i:
+                    yield older.text, newer.text, j in chain
+
+
+def not_asked(scenario: Scenario, asked: set[tuple[str, str]]) -> list[int]:
+    """The scenario's stale statements the second judge was never asked about with a statement of their chain."""
+    text = scripted_judge.prompt_text
+    return [
+        i
+        for i, m in enumerate(scenario.memories)
+        if m.role == "stale"
+        and not any((text(m.text), text(scenario.memories[j].text)) in asked for j in scenario.chain_after(i))
+    ]
+
+
+def decide_doubts_by_llm(target: str) -> None:
+    """Policy mode LLM: the chat endpoint decides the doubts no reviewer takes (the client has no setter for it)."""
+    with grpc.insecure_channel(target) as channel:
+        service = memory_service_pb2_grpc.MemoryServiceStub(channel)
+        policy = service.GetPolicy(memory_service_pb2.GetPolicyRequest(), timeout=30).policy
+        policy.consolidation.without_reviewer = policy_pb2.CONSOLIDATION_MODE_LLM
+        service.UpdatePolicy(memory_service_pb2.UpdatePolicyRequest(policy=policy), timeout=30)
 
 
 def _row(name: str, system: str, metric: str, value: float, n: int) -> common.Row:
@@ -321,6 +392,9 @@ def summary(rows: Sequence[common.Row]) -> str:
         first = " / ".join(f"{cells[(name, s, 'current_first')]:.2f}" for s in SYSTEMS)
         perceived = cells.get((name, "memevo", "perceived"))
         seen = f"{perceived:.2f} ({cells[(name, 'memevo', 'retired')]:.2f})" if perceived is not None else "–"
+        asked = cells.get((name, "memevo", "asked"))
+        if asked is not None:
+            seen += f", asked {asked:.2f}"
         lines.append(
             f"| {name.removeprefix('prose ')} | {counts[name]} | {first} | {cells[(name, 'memevo', 'stale_above')]:.2f}"
             f" | {seen} | {cells[(name, 'memevo', 'wrong_touch')]:.2f} |"
@@ -339,6 +413,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="recall at once, without first running Govern on the namespace (which waits for the judge)",
     )
     parser.add_argument("--judge", choices=("local", "none"), default="local", help="the sidecar's --judge")
+    parser.add_argument(
+        "--llm-judge",
+        type=float,
+        default=None,
+        metavar="ACCURACY",
+        help="policy mode LLM against a scripted chat endpoint that judges each doubt from the ground truth, right "
+        "this share of the time (e.g. 0.9)",
+    )
     parser.add_argument("--json", type=Path, help="write the table and the run's details here as JSON")
     parser.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
     parser.add_argument("--sweep-interval-s", type=float, default=None, help="the sidecar's sweep interval")

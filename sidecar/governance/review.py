@@ -115,6 +115,7 @@ class ReviewBroker:
             self._open[proposal.id] = OpenProposal(proposal)
             log.debug("open proposal %s restored from %r", proposal.id, key)
         engine.eviction_gate = self.gate_evictions
+        engine.escalation = self.escalates
 
     @property
     def settings(self) -> ConsolidationSettings:
@@ -305,6 +306,11 @@ class ReviewBroker:
             if not reviewed:
                 self._decide_by_policy(open_proposal.proposal.id)
         return opened
+
+    def escalates(self) -> bool:
+        """Whether a doubt is decided by someone other than the pair judge: a reviewer that takes supersessions, or
+        the chat endpoint in policy mode LLM."""
+        return self.takes(review_pb2.PROPOSAL_KIND_SUPERSEDE) or self._policy_llm(self.settings) is not None
 
     def _policy_llm(self, settings: ConsolidationSettings) -> ChatAbstractor | None:
         """The chat endpoint that decides what no reviewer decided, if the policy's mode is LLM."""

@@ -550,6 +550,11 @@ JUDGE_SURE = 0.9
 """The pair judge's P(REPLACES) from which a newer statement retires the older one (reason "judged")."""
 JUDGE_DOUBT = 0.75
 """... and from which it only doubts it (the older ranks below the newer, its hint says it may be outdated)."""
+JUDGE_ASK = 0.5
+"""Where a second judge decides (a reviewer taking supersessions, or the chat endpoint in policy mode LLM): from this
+P(REPLACES) the pair is doubted and put to it, and the local judge retires nothing itself."""
+JUDGED_DOUBTS_KEPT = 100_000
+"""Doubts whose judged likelihood perception remembers (see ``Perceiver._judged_doubts``)."""
 JUDGE_CANDIDATES = 4
 """Nearest candidates of one statement that the judge reads: a statement replaces one slot, and the slot it replaces
 is among its nearest statements of the entity; farther ones would only add chances of a wrong call."""
@@ -594,6 +599,9 @@ class Perceiver:
         self.judgements = judgements
         """Where pairs no exact evidence settles go to be judged off the write path; None leaves them to vector
         likeness alone (no judge)."""
+        self._judged_doubts: dict[int, float] = {}
+        """Doubted id -> the judge's P(REPLACES) for the statement that doubts it (latest JUDGED_DOUBTS_KEPT): a
+        likelier replacement judged later takes the doubt over. Lost at a restart, when the doubt stays as it is."""
         self._unattached: collections.deque[tuple[str, int]] = collections.deque(maxlen=UNATTACHED_RECENT)
         """(namespace, id) of the latest statements stored without an entity: the word index holds a memory only
         once its write is durable, and a batch may name an entity in one item and declare it in the next."""
@@ -1137,10 +1145,18 @@ class Perceiver:
         return found[-max(known)[1]]
 
     def _slot_candidates(
-        self, txn: Txn, namespace: str, entity: str, unit: npt.NDArray[np.float32], slots: _Slots, *, keyed: bool
+        self,
+        txn: Txn,
+        namespace: str,
+        entity: str,
+        unit: npt.NDArray[np.float32],
+        slots: _Slots,
+        *,
+        keyed: bool,
+        floor: float = SLOT_MIN_SIMILARITY,
     ) -> list[_Slot]:
-        """The current memories of ``entity`` nearest ``unit`` that may hold a slot (keyed ones too unless not
-        ``keyed``), nearest first, with their slot as far as known."""
+        """The current memories of ``entity`` nearest ``unit`` (cosine ``floor`` or more) that may hold a slot (keyed
+        ones too unless not ``keyed``), nearest first, with their slot as far as known."""
         durable = self._recent_about(txn, namespace, entity)
         known = set(durable)
         ids = durable + [i for i in txn.pending(CF_ENTITIES, entity_prefix(namespace, entity)) if i not in known]
@@ -1151,7 +1167,7 @@ class Perceiver:
             return []
         similarities = matrix @ unit
         order = np.argsort(-similarities)[:SLOT_CANDIDATES]
-        order = order[similarities[order] >= SLOT_MIN_SIMILARITY]
+        order = order[similarities[order] >= floor]
         relative = _entity_relative(matrix, unit, order)
         out: list[_Slot] = []
         for rank, position in enumerate(order.tolist()):
@@ -1264,8 +1280,16 @@ class Perceiver:
         doubt: list[_Slot] = []
         against: list[_Slot] = []
         judged: list[_Slot] = []
-        for holder in self._slot_candidates(txn, record.namespace, entity, unit, slots, keyed=True):
+        # The judge reads the entity's nearest statements however far apart the vectors put them: a change said in
+        # other words is often below the rules' floor ("Elena works at Brightline Analytics as a firmware engineer"
+        # and "Elena handed in her notice at Brightline and started at Kinetiq": 0.29).
+        floor = -1.0 if self.judgements is not None else SLOT_MIN_SIMILARITY
+        for holder in self._slot_candidates(txn, record.namespace, entity, unit, slots, keyed=True, floor=floor):
             if holder.attribute and self.settings.is_multi_valued(record.namespace, holder.attribute):
+                continue
+            if holder.similarity < SLOT_MIN_SIMILARITY:
+                if record.kind not in REPEATABLE_KINDS and holder.record.kind not in REPEATABLE_KINDS:
+                    judged.append(holder)
                 continue
             if match is not None and holder.attribute:
                 if holder.attribute == match.attribute:
@@ -1515,17 +1539,37 @@ class Perceiver:
         replaces: float,
         now: float,
         decision: Decision,
+        *,
+        escalates: bool = False,
     ) -> None:
         """Apply the judge's P(REPLACES) of ``newer`` over ``older``: from JUDGE_SURE the older (in world time) is
-        retired, from JUDGE_DOUBT doubted; never while either is no longer current or already settled otherwise."""
+        retired, from JUDGE_DOUBT doubted; never while either is no longer current or already settled otherwise.
+
+        ``escalates``: a second judge decides doubts (see JUDGE_ASK); every pair from JUDGE_ASK is doubted for it."""
         if newer.state not in CURRENT_STATES or older.state not in CURRENT_STATES:
             return
         if older.id in newer.supersedes or older.superseded_by:
             return
-        if replaces >= JUDGE_SURE:
+        if not escalates and replaces >= JUDGE_SURE:
             self._settle(txn, newer, older, now, decision, f"judged: replaces, confidence {replaces:.2f}")
-        elif replaces >= JUDGE_DOUBT and not older.possibly_outdated_by:
+        elif replaces >= (JUDGE_ASK if escalates else JUDGE_DOUBT):
+            doubted, by = (
+                (older, newer)
+                if from_timestamp(newer.valid_from) >= from_timestamp(older.valid_from)
+                else (
+                    newer,
+                    older,
+                )
+            )
+            # One doubt per statement: the likeliest replacement judged so far names it, so that a distractor judged
+            # first does not keep the real change from the reviewer; a doubt of the rules gives way to the judge.
+            if doubted.possibly_outdated_by == by.id or replaces <= self._judged_doubts.get(doubted.id, 0.0):
+                return
             self._doubt(newer, older, now, decision)
+            self._judged_doubts.pop(doubted.id, None)
+            self._judged_doubts[doubted.id] = replaces
+            if len(self._judged_doubts) > JUDGED_DOUBTS_KEPT:
+                del self._judged_doubts[next(iter(self._judged_doubts))]
 
     def _settle(
         self, txn: Txn, record: memory_pb2.Memory, existing: memory_pb2.Memory, now: float, decision: Decision, why: str

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import queue
-import threading
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,6 +24,11 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, memory_service_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # the integration tests run from their own folder
+    sys.path.insert(0, str(ROOT))
+from benchmarks.quality.scripted_judge import chat_endpoint  # noqa: E402
 
 DEADLINE_S = 30.0
 """Default deadline of every call, seconds."""
@@ -251,28 +255,12 @@ def fake_chat() -> Iterator[FakeChat]:
     answers: queue.Queue[tuple[int, str]] = queue.Queue()
     seen: list[dict[str, Any]] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-            try:
-                status, text = answers.get(timeout=5)
-            except queue.Empty:  # a call the test did not expect: an error the sidecar must survive
-                status, text = 500, "no answer queued"
-            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def reply(request: dict[str, Any]) -> tuple[int, str]:
+        seen.append(request)
+        try:
+            return answers.get(timeout=5)
+        except queue.Empty:  # a call the test did not expect: an error the sidecar must survive
+            return 500, "no answer queued"
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield FakeChat(f"http://127.0.0.1:{server.server_address[1]}/v1", answers, seen)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with chat_endpoint(reply, "fake-chat") as url:
+        yield FakeChat(url, answers, seen)
