@@ -155,6 +155,19 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="streams one caller (token, else certificate, else connection) may hold open (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-unauthenticated-streams",
+        type=int,
+        default=SidecarConfig().max_unauthenticated_streams,
+        help="health Watch streams without a valid token open at once (with tokens only); they never take "
+        "--max-streams places (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-unauthenticated-streams-per-peer",
+        type=int,
+        default=SidecarConfig().max_unauthenticated_streams_per_peer,
+        help="health Watch streams without a valid token one peer host may hold open (default: %(default)s)",
+    )
+    parser.add_argument(
         "--sweep-interval-s",
         type=float,
         default=GovernanceConfig().sweep_interval_s,
@@ -315,6 +328,8 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         workers=args.workers,
         max_streams=args.max_streams,
         max_streams_per_caller=args.max_streams_per_caller,
+        max_unauthenticated_streams=args.max_unauthenticated_streams,
+        max_unauthenticated_streams_per_peer=args.max_unauthenticated_streams_per_peer,
         llm=LlmConfig(url=args.llm_url, model=args.llm_model, timeout_s=args.llm_timeout_s),
         governance=GovernanceConfig(
             sweep_interval_s=args.sweep_interval_s,

@@ -212,10 +212,15 @@ class SidecarConfig:
     workers: int = 32
     """gRPC worker threads for unary calls and health checks (streams run on threads of their own)."""
     max_streams: int = 512
-    """Streams (Watch, Review, RememberStream, health Watch) open at once, each on a thread of its own; more are
-    refused with RESOURCE_EXHAUSTED."""
+    """Streams of verified callers (Watch, Review, RememberStream, health Watch) open at once, each on a thread of
+    its own; more are refused with RESOURCE_EXHAUSTED."""
     max_streams_per_caller: int = 128
-    """Streams one caller (bearer token, else client certificate, else connection) may hold open at once."""
+    """Streams one caller (verified bearer token, else client certificate, else connection) may hold open at once."""
+    max_unauthenticated_streams: int = 32
+    """Health Watch streams without a valid token (on a sidecar with tokens) open at once, on threads of their own;
+    they never count against ``max_streams``."""
+    max_unauthenticated_streams_per_peer: int = 4
+    """Health Watch streams without a valid token one peer host (every connection from it) may hold open at once."""
     ready_file: Path | None = None
     """Written (JSON: pid, listen addresses) once the server is serving."""
     tls: TlsConfig | None = None

@@ -311,14 +311,19 @@ def caller_scope(tokens: TokenTable | None, context: grpc.ServicerContext) -> Sc
 
 
 def caller_identity(tokens: TokenTable | None, context: grpc.ServicerContext) -> str:
-    """Who called, for scoping request ids: a digest of the bearer token, else of the client certificate.
+    """Who called, for scoping request ids and stream caps: a digest of the verified token, else of the certificate.
 
-    "" when the sidecar authenticates nobody (then every caller is the same trusted one). A digest
-    under its own label, so the stored value is not the one tokens are looked up by.
+    "" when the token is not one of the sidecar's, or when the sidecar authenticates nobody (then every
+    caller is the same trusted one). A digest under its own label, so the stored value is not the one
+    tokens are looked up by.
     """
     label = hashlib.sha256(b"memevo request scope\0")
     if tokens:
-        for key, value in context.invocation_metadata() or ():
+        metadata = context.invocation_metadata()
+        # Only a token the sidecar accepted is an identity: an invented one would be a new caller per call.
+        if tokens.scope_of(metadata) is None:
+            return ""
+        for key, value in metadata or ():
             if key == "authorization" and isinstance(value, str) and value.startswith(BEARER):
                 label.update(b"token\0" + value[len(BEARER) :].encode())
                 return label.hexdigest()[:32]

@@ -120,7 +120,11 @@ class Sidecar:
         self.console: Console | None = None
         credentials = server_credentials(config)
         self.streams = StreamGate(
-            max_streams=config.max_streams, max_per_caller=config.max_streams_per_caller, tokens=table or None
+            max_streams=config.max_streams,
+            max_per_caller=config.max_streams_per_caller,
+            tokens=table or None,
+            max_unauthenticated=config.max_unauthenticated_streams,
+            max_unauthenticated_per_peer=config.max_unauthenticated_streams_per_peer,
         )
         self.config = config
         self.tokens = table

@@ -183,3 +183,87 @@ def test_a_stream_cap_below_one_is_refused_at_start(data_dir: Path) -> None:
     with pytest.raises(RuntimeError, match="must be at least 1"):
         start_sidecar(data_dir, "--max-streams", "0")
     assert not any(data_dir.iterdir()), "a misconfigured sidecar touched the data directory"
+
+
+def _health_watch(target: str, token: str | None) -> tuple[Any, grpc.RpcError | None]:
+    """A health Watch sent with ``token`` (valid, invented or None), and the error that ended it if refused."""
+    call = health_pb2_grpc.HealthStub(channel(target, token)).Watch(health_pb2.HealthCheckRequest(), timeout=120)
+    try:
+        assert next(call).status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError as error:
+        return call, error
+    return call, None
+
+
+def test_health_watches_without_a_valid_token_cannot_take_the_places_of_authenticated_streams(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{TOKENS[0]} *\n")
+    tokens.chmod(0o600)
+    sidecar = start_sidecar(
+        data_dir,
+        "--tokens-file",
+        str(tokens),
+        "--max-streams",
+        "3",
+        "--max-streams-per-caller",
+        "3",
+        "--max-unauthenticated-streams",
+        "3",
+        "--max-unauthenticated-streams-per-peer",
+        "2",
+    )
+    token = TOKENS[0]
+    held: list[_Held] = []
+    calls: list[Any] = []
+    try:
+        # On the unix socket, one connection, every Watch with a token of its own invention.
+        invented = [_health_watch(sidecar.unix_target, f"invented-{n}") for n in range(40)]
+        # Over TCP without any token, one connection per Watch.
+        tokenless = [_health_watch(sidecar.tcp_target, None) for _ in range(40)]
+        calls += [call for call, _ in invented + tokenless]
+        assert [error is None for _, error in invented].count(True) == 2
+        assert [error is None for _, error in tokenless].count(True) == 1
+        per_peer = next(error for _, error in invented if error is not None)
+        _refused((None, per_peer), "this peer", "unauthenticated health", "--max-unauthenticated-streams-per-peer 2")
+        overall = next(error for _, error in tokenless if error is not None)
+        _refused((None, overall), "3 unauthenticated health streams", "--max-unauthenticated-streams 3")
+
+        # Every authenticated kind of stream is still admitted: Watch, Review, RememberStream.
+        writer = stub(sidecar.unix_target, token)
+        watch = _admitted([_watch(sidecar.tcp_target, token, writer, 0)])[0]
+        hello = memory_service_pb2.ReviewRequest(hello=memory_service_pb2.ReviewerHello(reviewer="r"))
+        held.append(_Held(hello))
+        review = stub(sidecar.tcp_target, token).Review(iter(held[-1]), timeout=120)
+        held.append(_Held(memory_service_pb2.RememberStreamRequest(memory=memory("streamed", vec(1)))))
+        remember = stub(sidecar.tcp_target, token).RememberStream.future(iter(held[-1]), timeout=120)
+        calls += [watch, review, remember]
+        # The three hold the whole authenticated pool, and no health Watch holds any of it: a fourth is refused
+        # (once the Review and the RememberStream, opened without waiting, have been admitted).
+        seeds = iter(range(2, 100))
+
+        def fourth_refused() -> bool:
+            call, error = _watch(sidecar.unix_target, token, writer, next(seeds))
+            if error is None:
+                call.cancel()
+                return False
+            _refused((call, error), "3 streams are open", "--max-streams 3")
+            return True
+
+        wait_until(fourth_refused, "the authenticated pool to be full")
+        assert not review.done()
+        assert not remember.done()
+        held[-1].close()
+        assert len(remember.result(timeout=ANSWER_S).ids) == 1
+        # A MemoryService stream without a valid token is refused for what it is, not counted.
+        with pytest.raises(grpc.RpcError) as denied:
+            next(stub(sidecar.unix_target, "invented").Watch(memory_service_pb2.WatchRequest(), timeout=ANSWER_S))
+        assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        for stream in held:
+            stream.close()
+        for call in calls:
+            call.cancel()
+        assert sidecar.stop() == 0, sidecar.log()
+    assert "Traceback" not in sidecar.log(), sidecar.log()
