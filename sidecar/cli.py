@@ -249,7 +249,7 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help=f"a file holding one bearer token every call must carry, or set ${TOKEN_ENV}; an empty or "
-        "unreadable file stops the start (default: no token)",
+        f"unreadable file, like an empty ${TOKEN_ENV}, stops the start (default: no token)",
     )
     parser.add_argument(
         "--tokens-file",
@@ -372,13 +372,23 @@ def _tls(args: argparse.Namespace) -> TlsConfig | None:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    """The token of --token-file or $MEMEVO_TOKEN; FailedPrecondition when the file gives none.
+    """The token of --token-file or $MEMEVO_TOKEN; FailedPrecondition when the file or the variable gives none.
 
-    An empty or unreadable file must not mean "no authentication": whoever named it meant a token.
+    An empty or unreadable file, or a variable set to nothing, must not mean "no authentication": whoever
+    named it meant a token (a deployment's secret that expanded to nothing, say). Unset, it means none.
     """
     path: Path | None = args.token_file
     if path is None:
-        return os.environ.get(TOKEN_ENV) or None
+        value = os.environ.get(TOKEN_ENV)
+        if value is None:
+            return None
+        if not value.strip():
+            raise FailedPrecondition(
+                f"${TOKEN_ENV} is set but empty; not starting without a token (give it one, or unset it to run "
+                "without authentication)",
+                reason="BAD_TOKEN",
+            )
+        return value
     try:
         token = path.read_text().strip()
     except (OSError, UnicodeDecodeError) as exc:

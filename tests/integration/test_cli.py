@@ -151,6 +151,18 @@ def test_a_token_file_without_a_token_stops_the_start(
     assert not socket.exists()
 
 
+@pytest.mark.parametrize("value", ["", "  "], ids=["empty", "whitespace"])
+def test_an_empty_token_variable_stops_the_start_as_an_empty_token_file_does(
+    tmp_path: Path, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMEVO_TOKEN", value)
+    socket = tmp_path / "s.sock"
+    # Before, an empty $MEMEVO_TOKEN started a sidecar without authentication (here: until the timeout).
+    _refused(_serve(tmp_path, "--listen", f"unix://{socket}"), "$MEMEVO_TOKEN is set but empty", "unset it")
+    assert not socket.exists()
+    assert not (tmp_path / "data").exists()
+
+
 def test_an_unreadable_tokens_file_stops_the_start(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_bytes(b"\xff\xfe\x00 *\n")
