@@ -937,12 +937,15 @@ class MemevoMcp:
         used: list[int] = list(arguments.get("used_memory_ids", ()))
         if used and (outside := [i for i in used if i not in await self._owned(used)]):
             raise ToolInputError("used_memory_ids", f"ids {outside} are not memories of this namespace")
+        # The sidecar confines the retrieval too: retrieval ids appear in tool text, so a model may pass one
+        # another namespace's server showed it.
         updated = await self._client.report_outcome(
             arguments["retrieval_id"],
             OUTCOMES[arguments["outcome"]],
             used_memory_ids=used,
             reward=arguments.get("reward"),
             note=arguments.get("note", ""),
+            namespace=self._namespace,
         )
         return f"recorded {arguments['outcome']} for {updated} memories", {"updated_count": updated}
 

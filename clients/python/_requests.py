@@ -239,6 +239,7 @@ def report_outcome(
     reward: float | None = None,
     request_id: str | None,
     turn: int | None,
+    namespace: str | None = None,
 ) -> pb.ReportOutcomeRequest:
     """ReportOutcomeRequest."""
     if not isinstance(outcome, Outcome):
@@ -249,6 +250,7 @@ def report_outcome(
         used_memory_ids=ids_list(used_memory_ids),
         note=note,
         request_id=request_id or "",
+        namespace=namespace or "",
     )
     if turn is not None:
         msg.turn = turn

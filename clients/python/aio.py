@@ -375,6 +375,7 @@ class AsyncMemoryClient:
         reward: float | None = None,
         request_id: str | None = None,
         turn: int | None = None,
+        namespace: str | None = None,
         timeout_s: float | None = None,
     ) -> int:
         """Tell the sidecar whether a retrieval's memories helped; returns how many were updated."""
@@ -386,6 +387,7 @@ class AsyncMemoryClient:
             reward=reward,
             request_id=request_id,
             turn=turn,
+            namespace=namespace,
         )
         return (await self._unary(self._stub.ReportOutcome, request, timeout_s)).updated_count
 

@@ -381,6 +381,7 @@ class MemoryClient:
         reward: float | None = None,
         request_id: str | None = None,
         turn: int | None = None,
+        namespace: str | None = None,
         timeout_s: float | None = None,
     ) -> int:
         """Tell the sidecar whether the memories of a retrieval helped; returns how many were updated.
@@ -388,7 +389,8 @@ class MemoryClient:
         ``retrieval_id`` comes from a RecallResult or ContextResult (or is empty
         and ``used_memory_ids`` names the memories). Without ``used_memory_ids``
         every memory of the retrieval counts as used. ``reward`` in [-1, 1]
-        grades the outcome.
+        grades the outcome. ``namespace`` confines it: a retrieval of another
+        namespace is NotFoundError, ``used_memory_ids`` outside it InvalidArgumentError.
         """
         request = rq.report_outcome(
             retrieval_id,
@@ -398,6 +400,7 @@ class MemoryClient:
             reward=reward,
             request_id=request_id,
             turn=turn,
+            namespace=namespace,
         )
         return self._unary(self._stub.ReportOutcome, request, timeout_s).updated_count
 

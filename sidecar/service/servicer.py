@@ -31,9 +31,11 @@ from ..governance.review import ReviewBroker
 from ..idempotency import RequestKey
 from ..perception.feedback import is_finite_reward
 from ..priority import lower_thread_priority
+from ..replay.capture import read_namespace
 from ..retrieval.context import build_context
 from ..retrieval.hints import LANGUAGES
 from ..retrieval.recall import Recaller
+from ..store.columns import NO_CODE
 from ..store.vector_index import normalize_rows
 from . import validation
 from .auth import PermissionDenied, Scope, TokenTable, authorize, caller_identity, caller_scope, ids_of
@@ -588,21 +590,41 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         validation.check_text(v, "note", request.note, validation.MAX_NOTE_BYTES)
         validation.check_request_id(v, "request_id", request.request_id)
         turn = validation.check_turn(v, "turn", request.HasField("turn"), request.turn)
+        namespace = validation.check_namespace(v, "namespace", request.namespace) if request.namespace else ""
         v.raise_if_any()
+        scope = self._authorize(context, namespaces=[("namespace", namespace)] if namespace else ())
         used = list(request.used_memory_ids)
         if request.retrieval_id:
             returned = self.engine.retrieval(request.retrieval_id)
-            if returned is None:
+            searched = self._retrieval_namespace(request.retrieval_id, returned or [])
+            # Asked in one namespace, another namespace's retrieval is as unknown as a made-up one: its ids are
+            # shown to models, which may pass them to another namespace's tools.
+            if returned is None or (namespace and searched != namespace):
+                where = f" in namespace {namespace!r}" if namespace else ""
                 raise NotFound(
-                    f"retrieval_id: no retrieval {request.retrieval_id!r} (unknown, or lost in a crash)",
+                    f"retrieval_id: no retrieval {request.retrieval_id!r}{where} (unknown, of another namespace, "
+                    "or lost in a crash)",
                     reason="UNKNOWN_RETRIEVAL",
                     metadata={"field": "retrieval_id"},
+                )
+            if not scope.allows(searched):
+                # As for a memory id of another tenant; its namespace is not named: the name is theirs.
+                raise PermissionDenied(
+                    f"retrieval_id: retrieval {request.retrieval_id!r} is of a namespace this token may not use "
+                    f"(allowed: {scope.describe()})",
+                    metadata={"field": "retrieval_id", "allowed_namespaces": scope.describe()},
                 )
             outside = [i for i in used if i not in set(returned)]
             if outside:
                 raise InvalidArgument.field("used_memory_ids", f"ids {outside} were not returned by this retrieval")
             used = used or returned
-        self._authorize(context, ids=ids_of("used_memory_ids", used))
+        elif namespace:
+            elsewhere = [i for i in used if self._namespace_of(i) not in ("", namespace)]
+            if elsewhere:
+                raise InvalidArgument.field(
+                    "used_memory_ids", f"ids {elsewhere} are not memories of namespace {namespace!r}"
+                )
+        self._authorize(context, ids=ids_of("used_memory_ids", used), scope=scope)
         updated = self.engine.report_outcome(
             used,
             outcome=request.outcome,
@@ -615,6 +637,20 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         # New evidence: a group rejected or left open before may be worth proposing again.
         self.review.finder.note_changed(used)
         return memory_service_pb2.ReportOutcomeResponse(updated_count=updated)
+
+    def _namespace_of(self, memory_id: int) -> str:
+        """The namespace of a memory; "" for an id that never existed."""
+        columns = self.engine.columns
+        code = int(columns.namespace[memory_id]) if 0 < memory_id < columns.size else NO_CODE
+        return "" if code == NO_CODE else columns.namespaces.string(code)
+
+    def _retrieval_namespace(self, retrieval_id: str, returned: Sequence[int]) -> str:
+        """The namespace a retrieval searched: as recorded, else (a record older than that) its memories' one."""
+        recorded = read_namespace(self.engine.store, retrieval_id)
+        if recorded:
+            return recorded
+        found = {self._namespace_of(i) for i in returned} - {""}
+        return found.pop() if len(found) == 1 else ""
 
     @unary
     def History(

@@ -493,3 +493,35 @@ def test_the_readme_config_block_works_as_pasted(text_sidecar: Sidecar) -> None:
             assert stored["memory"]["content"] == "The README's configuration works."
 
     run(body)
+
+
+def test_report_outcome_refuses_a_retrieval_of_another_namespace_and_changes_nothing(text_sidecar: Sidecar) -> None:
+    async def body() -> None:
+        async with (
+            mcp_client(text_sidecar.unix_target, "mcp-outcome-a") as team_a,
+            mcp_client(text_sidecar.unix_target, "mcp-outcome-b") as team_b,
+        ):
+            _, stored = await call_ok(team_a, "remember", {"content": "Team A deploys on Thursdays."})
+            _, found = await call_ok(team_a, "recall", {"query": "when does team A deploy"})
+            assert stored["id"] in [m["id"] for m in found["memories"]]
+            with MemoryClient(text_sidecar.unix_target) as direct:
+                before = direct.get_one(stored["id"]).confidence
+            # The retrieval id is in team A's tool text; a model serving team B may pass it on.
+            for _ in range(5):
+                text = await call_error(
+                    team_b, "report_outcome", {"retrieval_id": found["retrieval_id"], "outcome": "failure"}
+                )
+                assert text.startswith("report_outcome: NOT_FOUND: "), text
+                assert "retrieval_id" in text
+                assert "mcp-outcome-b" in text
+            with MemoryClient(text_sidecar.unix_target) as direct:
+                assert direct.get_one(stored["id"]).confidence == before
+            # Its own namespace's server still reports it.
+            _, reported = await call_ok(
+                team_a, "report_outcome", {"retrieval_id": found["retrieval_id"], "outcome": "failure"}
+            )
+            assert reported["updated_count"] == len(found["memories"])
+            with MemoryClient(text_sidecar.unix_target) as direct:
+                assert direct.get_one(stored["id"]).confidence < before
+
+    run(body)

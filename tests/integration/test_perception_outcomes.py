@@ -340,3 +340,31 @@ def test_strategies_of_different_signatures_do_not_compete(service: Any) -> None
     assert get(service, older.id)[0].demoted_by == 0
     _, hits = _ranking(service, namespace, query)
     assert hits[older.id].hint == HINT_CURRENT
+
+
+def test_a_retrieval_of_another_namespace_is_not_found_and_nothing_changes(service: Any) -> None:
+    stored, retrieval_id, _ = three_facts(service, "outcome-tenant-a", seed=31)
+    before = counts(service)
+    for outcome in (FAILURE, FAILURE, FAILURE):
+        error = expect_error(
+            lambda outcome=outcome: report(
+                service, retrieval_id=retrieval_id, outcome=outcome, namespace="outcome-tenant-b"
+            ),
+            grpc.StatusCode.NOT_FOUND,
+        )
+        assert error.details().startswith("retrieval_id: "), error.details()
+        assert "'outcome-tenant-b'" in error.details()
+        assert status_details(error)[1].get("field") == "retrieval_id"
+    # Named by id instead of by retrieval: the same confinement.
+    error = expect_error(
+        lambda: report(service, outcome=FAILURE, used_memory_ids=[m.id for m in stored], namespace="outcome-tenant-b"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )
+    assert bad_fields(error) == ["used_memory_ids"]
+    assert counts(service) == before
+    assert [(m.confidence, m.failures) for m in get(service, *(m.id for m in stored))] == [
+        (m.confidence, 0.0) for m in stored
+    ]
+    # In its own namespace the same retrieval is reported.
+    assert report(service, retrieval_id=retrieval_id, outcome=FAILURE, namespace="outcome-tenant-a").updated_count == 3
+    assert all(m.failures > 0 for m in get(service, *(m.id for m in stored)))

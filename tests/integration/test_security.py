@@ -132,7 +132,7 @@ def test_a_token_scoped_to_one_namespace_cannot_read_another(tenants: Sidecar) -
                 retrieval_id=bobs_recall.retrieval_id, outcome=memory_service_pb2.OUTCOME_FAILURE
             )
         ),
-        "used_memory_ids",
+        "retrieval_id",
     )
     # By namespace: recall and context of team-b are refused; her own recall never shows bob's memory.
     team_b = memory_service_pb2.RecallFilter(namespace="team-b")
@@ -160,6 +160,37 @@ def test_a_token_scoped_to_one_namespace_cannot_read_another(tenants: Sidecar) -
     # A token for both namespaces reads both.
     both = stub(tenants.unix_target, BOTH)
     assert len(both.Get(memory_service_pb2.GetRequest(ids=[bobs, alices])).memories) == 2
+
+
+def test_a_scoped_token_cannot_report_the_outcome_of_another_namespaces_retrieval(tenants: Sidecar) -> None:
+    admin, alice, bob = (stub(tenants.unix_target, t) for t in (ADMIN, ALICE, BOB))
+    _remember(alice, "alice's outcome subject", 40, "team-a")
+    found = alice.Recall(memory_service_pb2.RecallRequest(query_vector=vec(40), k=5, filter={"namespace": "team-a"}))
+    nothing = alice.Recall(
+        memory_service_pb2.RecallRequest(query_vector=vec(41), k=5, filter={"namespace": "team-a", "entity": "none"})
+    )
+    assert found.memories
+    assert not nothing.memories
+    before = counts(admin)
+    # Even a retrieval that returned nothing (no memory id to refuse): its outcome would count for an experiment.
+    for retrieval in (found, nothing):
+        request = memory_service_pb2.ReportOutcomeRequest(
+            retrieval_id=retrieval.retrieval_id, outcome=memory_service_pb2.OUTCOME_FAILURE
+        )
+        metadata = _denied(lambda request=request: bob.ReportOutcome(request), "retrieval_id: ", "allowed: team-b")
+        assert metadata["field"] == "retrieval_id"
+    # Asked in a namespace of its own, a token covering both still gets another namespace's retrieval as unknown.
+    request = memory_service_pb2.ReportOutcomeRequest(
+        retrieval_id=found.retrieval_id, outcome=memory_service_pb2.OUTCOME_FAILURE, namespace="team-b"
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        stub(tenants.unix_target, BOTH).ReportOutcome(request)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND, caught.value.details()
+    assert counts(admin) == before
+    request = memory_service_pb2.ReportOutcomeRequest(
+        retrieval_id=found.retrieval_id, outcome=memory_service_pb2.OUTCOME_FAILURE
+    )
+    assert alice.ReportOutcome(request).updated_count == len(found.memories)
 
 
 def test_sidecar_wide_operations_need_an_all_namespace_token(tenants: Sidecar) -> None:

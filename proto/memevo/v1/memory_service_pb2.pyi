@@ -804,6 +804,7 @@ class ReportOutcomeRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
     REWARD_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     retrieval_id: _builtins.str
     """The retrieval_id of a Recall or BuildContext. Required unless used_memory_ids is given."""
     outcome: Global___Outcome.ValueType
@@ -817,6 +818,12 @@ class ReportOutcomeRequest(_message.Message):
     reward: _builtins.float
     """A graded outcome in [-1, 1] (1 = full success, -1 = full failure); when set it replaces
     the weight outcome implies. Default: unset.
+    """
+    namespace: _builtins.str
+    """The namespace the caller works in. When set, a retrieval_id of a Recall or BuildContext in
+    another namespace is NOT_FOUND and used_memory_ids outside it are INVALID_ARGUMENT, and
+    nothing is updated. Default: empty, confined only by the token's namespaces (a retrieval of
+    a namespace the token may not use is PERMISSION_DENIED).
     """
     @_builtins.property
     def used_memory_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -834,10 +841,11 @@ class ReportOutcomeRequest(_message.Message):
         request_id: _builtins.str = ...,
         turn: _builtins.int | None = ...,
         reward: _builtins.float | None = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_reward", b"_reward", "_turn", b"_turn", "reward", b"reward", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reward", b"_reward", "_turn", b"_turn", "note", b"note", "outcome", b"outcome", "request_id", b"request_id", "retrieval_id", b"retrieval_id", "reward", b"reward", "turn", b"turn", "used_memory_ids", b"used_memory_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reward", b"_reward", "_turn", b"_turn", "namespace", b"namespace", "note", b"note", "outcome", b"outcome", "request_id", b"request_id", "retrieval_id", b"retrieval_id", "reward", b"reward", "turn", b"turn", "used_memory_ids", b"used_memory_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reward: _TypeAlias = _typing.Literal["reward"]  # noqa: Y015
     _WhichOneofArgType__reward: _TypeAlias = _typing.Literal["_reward", b"_reward"]  # noqa: Y015

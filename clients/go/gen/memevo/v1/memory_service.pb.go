@@ -1527,7 +1527,12 @@ type ReportOutcomeRequest struct {
 	Turn *int64 `protobuf:"varint,6,opt,name=turn,proto3,oneof" json:"turn,omitempty"`
 	// A graded outcome in [-1, 1] (1 = full success, -1 = full failure); when set it replaces
 	// the weight outcome implies. Default: unset.
-	Reward        *float32 `protobuf:"fixed32,7,opt,name=reward,proto3,oneof" json:"reward,omitempty"`
+	Reward *float32 `protobuf:"fixed32,7,opt,name=reward,proto3,oneof" json:"reward,omitempty"`
+	// The namespace the caller works in. When set, a retrieval_id of a Recall or BuildContext in
+	// another namespace is NOT_FOUND and used_memory_ids outside it are INVALID_ARGUMENT, and
+	// nothing is updated. Default: empty, confined only by the token's namespaces (a retrieval of
+	// a namespace the token may not use is PERMISSION_DENIED).
+	Namespace     string `protobuf:"bytes,8,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1609,6 +1614,13 @@ func (x *ReportOutcomeRequest) GetReward() float32 {
 		return *x.Reward
 	}
 	return 0
+}
+
+func (x *ReportOutcomeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
 }
 
 type ReportOutcomeResponse struct {
@@ -4362,7 +4374,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\vtokens_used\x18\x03 \x01(\rR\n" +
 	"tokensUsed\x12!\n" +
 	"\fretrieval_id\x18\x04 \x01(\tR\vretrievalId\x12\x10\n" +
-	"\x03arm\x18\x05 \x01(\tR\x03arm\"\x8c\x02\n" +
+	"\x03arm\x18\x05 \x01(\tR\x03arm\"\xaa\x02\n" +
 	"\x14ReportOutcomeRequest\x12!\n" +
 	"\fretrieval_id\x18\x01 \x01(\tR\vretrievalId\x12,\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x12.memevo.v1.OutcomeR\aoutcome\x12&\n" +
@@ -4371,7 +4383,8 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12\x17\n" +
 	"\x04turn\x18\x06 \x01(\x03H\x00R\x04turn\x88\x01\x01\x12\x1b\n" +
-	"\x06reward\x18\a \x01(\x02H\x01R\x06reward\x88\x01\x01B\a\n" +
+	"\x06reward\x18\a \x01(\x02H\x01R\x06reward\x88\x01\x01\x12\x1c\n" +
+	"\tnamespace\x18\b \x01(\tR\tnamespaceB\a\n" +
 	"\x05_turnB\t\n" +
 	"\a_reward\"<\n" +
 	"\x15ReportOutcomeResponse\x12#\n" +
