@@ -88,6 +88,14 @@ class Unavailable(MemevoError):
     reason = "UNAVAILABLE"
 
 
+class DeadlineExceeded(MemevoError):
+    """The call's deadline is about to pass; what the metadata says was done is done, the rest was not."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    retryable = True
+    reason = "DEADLINE_EXCEEDED"
+
+
 class Unimplemented(MemevoError):
     """The RPC is part of the contract but not built yet."""
 

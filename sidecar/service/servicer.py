@@ -23,7 +23,7 @@ from memevo.v1 import events_pb2, memory_service_pb2, memory_service_pb2_grpc, p
 from ..domain import NewMemory, RecallQuery
 from ..embedding.batching import QueryEmbedder
 from ..engine import Engine, Written
-from ..errors import InvalidArgument, MemevoError, NotFound, StorageError, Unavailable
+from ..errors import DeadlineExceeded, InvalidArgument, MemevoError, NotFound, StorageError, Unavailable
 from ..experiments.arms import observed_retrieval
 from ..governance.consolidation import MAX_TAIL_FOR_PASS, unconsolidate
 from ..governance.daemon import GovernanceDaemon
@@ -127,6 +127,10 @@ CALL_END_MARGIN_S = 0.05
 """How close to its deadline a client stream's end is double-checked (see :func:`_call_ended`)."""
 STOPPING_MARGIN_S = 0.5
 """How long a client stream that ends while the sidecar stops waits to see whether it was cancelled."""
+STREAM_DEADLINE_SHARE = 0.1
+"""A RememberStream stops reading when this share of its deadline (at most STREAM_DEADLINE_MARGIN_S) is left."""
+STREAM_DEADLINE_MARGIN_S = 1.0
+"""Seconds before its deadline a long RememberStream answers at the latest (see STREAM_DEADLINE_SHARE)."""
 
 
 def _call_ended(context: grpc.ServicerContext, stopping: bool) -> bool:
@@ -362,8 +366,27 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         caller = caller_identity(self.tokens, context)  # once per stream, not per item
         position = 0
         """Stream position (items, not messages) of the next item."""
+        # Past its deadline a call's answer never reaches the client, so the stream answers a little before
+        # it, while the client can still learn which items were stored.
+        remaining = context.time_remaining()
+        answer_by = (
+            None
+            if remaining is None
+            else time.monotonic() + remaining - min(STREAM_DEADLINE_MARGIN_S, STREAM_DEADLINE_SHARE * remaining)
+        )
 
         for message in request_iterator:
+            if answer_by is not None and time.monotonic() >= answer_by:
+                flush()  # what was read is valid: store it, so the stored prefix is every item read
+                stored = committed()
+                raise refuse(
+                    DeadlineExceeded(
+                        f"the call's deadline is near: items [0, {stored}) are stored, items from {stored} on "
+                        "are not; send them again in a new stream (with request ids, resending is safe)",
+                        reason="STREAM_DEADLINE",
+                    ),
+                    stored,
+                )
             v = Violations()
             turn = validation.check_turn(v, f"[{position}].turn", message.HasField("turn"), message.turn)
             entries: Sequence[Any]

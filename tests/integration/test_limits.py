@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -291,6 +292,32 @@ def test_stalled_stream_is_cut_at_its_deadline_and_writes_nothing(limited: Sidec
     )
     assert again.created_count == 2
     assert again.replayed_count == 0
+
+
+def test_a_stream_still_sending_at_its_deadline_says_which_items_were_stored(limited: Sidecar) -> None:
+    service = stub(limited.unix_target)
+    items = [
+        memory_service_pb2.RememberStreamRequest(memory=memory(f"flowing {i}", vec(1000 + i)), request_id=f"flow-{i}")
+        for i in range(20_000)
+    ]
+
+    def flowing() -> Iterator[memory_service_pb2.RememberStreamRequest]:
+        for item in items:
+            yield item
+            time.sleep(0.001)  # still sending when the deadline comes
+
+    before = counts(service)[1]
+    error = refused(lambda: service.RememberStream(flowing(), timeout=2.0), grpc.StatusCode.DEADLINE_EXCEEDED)
+    metadata = status_details(error)[1]
+    # Before, the client's own deadline fired and nothing said what the sidecar had stored.
+    stored = int(metadata["committed_count"])
+    assert metadata["failed_index"] == str(stored)
+    assert f"items [0, {stored}) are stored" in error.details()
+    assert 0 < stored < len(items)
+    assert counts(service)[1] == before + stored
+    # Exactly that prefix: resent with the next hundred, the prefix is replayed and only the hundred are new.
+    again = service.RememberStream(iter(items[: stored + 100]))
+    assert (again.replayed_count, again.created_count) == (stored, 100)
 
 
 # ---- full disk and read-only data directory ---------------------------------------------------------
