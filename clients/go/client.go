@@ -388,6 +388,9 @@ type ReportOutcomeOptions struct {
 	// Reward is a graded outcome in [-1, 1] (1 = full success, -1 = full failure) that replaces
 	// the weight the outcome implies; nil: not given.
 	Reward *float32
+	// Namespace confines the outcome: a retrieval of another namespace is NotFound, UsedMemoryIDs
+	// outside it InvalidArgument; "": confined only by the token's namespaces.
+	Namespace string
 }
 
 // ReportOutcome tells the sidecar whether the memories of a retrieval (the RetrievalId of a
@@ -395,7 +398,7 @@ type ReportOutcomeOptions struct {
 func (c *Client) ReportOutcome(ctx context.Context, retrievalID string, outcome memevov1.Outcome, o ReportOutcomeOptions) (*memevov1.ReportOutcomeResponse, error) {
 	return unary(c, ctx, c.stub.ReportOutcome, &memevov1.ReportOutcomeRequest{
 		RetrievalId: retrievalID, Outcome: outcome, UsedMemoryIds: o.UsedMemoryIDs,
-		Note: o.Note, RequestId: o.RequestID, Turn: o.Turn, Reward: o.Reward,
+		Note: o.Note, RequestId: o.RequestID, Turn: o.Turn, Reward: o.Reward, Namespace: o.Namespace,
 	})
 }
 

@@ -553,6 +553,11 @@ func TestReportOutcome(t *testing.T) {
 	if resp.GetUpdatedCount() == 0 {
 		t.Fatalf("report outcome updated nothing: %v", resp)
 	}
+	// The recall searched namespace "default": reported from another namespace, it is unknown.
+	_, err = client.ReportOutcome(ctx, found.GetRetrievalId(), memevov1.Outcome_OUTCOME_FAILURE, memevo.ReportOutcomeOptions{Namespace: "elsewhere"})
+	if !errors.Is(err, memevo.ErrNotFound) {
+		t.Fatalf("retrieval of another namespace: err = %v, want ErrNotFound", err)
+	}
 	_, err = client.ReportOutcome(ctx, "no-such-retrieval", memevov1.Outcome_OUTCOME_SUCCESS, memevo.ReportOutcomeOptions{})
 	if !errors.Is(err, memevo.ErrNotFound) {
 		t.Fatalf("unknown retrieval: err = %v, want ErrNotFound", err)
