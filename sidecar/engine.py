@@ -234,6 +234,8 @@ class Engine:
         )
         """Set by the review broker: which of a sweep's evictions wait for a reviewer (True = hold)."""
         self.escalation: Callable[[], bool] = lambda: False
+        self.judge_seconds = 0.0
+        """Wall seconds the pair judge's model ran, since the start (its thread's share of a core)."""
         """Set by the review broker: whether a second judge (a reviewer, or the chat endpoint in policy mode LLM) now
         decides the pair judge's doubts, so that the local judge only proposes (see ``JUDGE_ASK``)."""
         self.llm: ChatAbstractor | None = ChatAbstractor(config.llm) if config.llm.url else None
@@ -920,11 +922,13 @@ class Engine:
         ]  # fmt: skip
         if not pairs:
             return 0
+        started = time.perf_counter()
         try:
             found = judge.replaces([records[o].content for _, o in pairs], [records[n].content for n, _ in pairs])
         except JudgeError:
             log.exception("the judge failed on %d pairs; they stay as written", len(pairs))
             return 0
+        self.judge_seconds += time.perf_counter() - started
         verdicts = [(n, o, p) for (n, o), p in zip(pairs, found, strict=True)]
         escalates = self.escalation()
         self.store.apply(functools.partial(self._settle_judged, verdicts=verdicts, escalates=escalates))

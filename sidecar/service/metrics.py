@@ -261,6 +261,22 @@ def _engine_gauges(engine: Engine, family: Callable[[str, str, str], None], out:
     out.append(f"memevo_second_look_read_total {engine.second_look_reads}")
     family("memevo_second_look_tracked", "gauge", "Statements stored unread that wait for a second look.")
     out.append(f"memevo_second_look_tracked {engine.perceiver.unread_tracked}")
+    judgements = engine.judgements
+    if judgements is not None:
+        family("memevo_judge_pending_pairs", "gauge", "Pairs queued for the pair judge or being judged.")
+        out.append(f"memevo_judge_pending_pairs {judgements.pending()}")
+        family("memevo_judge_pairs_total", "counter", "Pairs the pair judge settled (or gave up on) since the start.")
+        out.append(f"memevo_judge_pairs_total {judgements.judged}")
+        family("memevo_judge_dropped_pairs_total", "counter", "Pairs dropped unjudged because the queue was full.")
+        out.append(f"memevo_judge_dropped_pairs_total {judgements.dropped}")
+        family("memevo_judge_model_seconds_total", "counter", "Seconds the pair judge's model ran.")
+        out.append(f"memevo_judge_model_seconds_total {engine.judge_seconds:.3f}")
+        lags = sorted(judgements.lag_s)
+        family("memevo_judge_lag_seconds", "summary", "From a write's durability to its pairs settled, latest 4,096.")
+        for quantile in (0.5, 0.99):
+            value = lags[min(len(lags) - 1, int(quantile * len(lags)))] if lags else 0.0
+            out.append(f'memevo_judge_lag_seconds{{quantile="{quantile}"}} {value:.4f}')
+        out.append(f"memevo_judge_lag_seconds_count {len(lags)}")
     family("memevo_changelog_last_sequence", "gauge", "Sequence number of the newest change-log event.")
     out.append(f"memevo_changelog_last_sequence {engine.store.last_sequence}")
     data_dir = Path(engine.config.data_dir)

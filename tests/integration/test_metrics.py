@@ -16,7 +16,7 @@ from conftest import start_sidecar
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers import channel, memory, stub, vec, wait_until
 
-from memevo.v1 import memory_service_pb2
+from memevo.v1 import memory_pb2, memory_service_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -152,3 +152,33 @@ def test_json_logs_carry_the_request_id(data_dir: Path) -> None:
     ]
     assert all(e["rpc"] == "Remember" and e["duration_ms"] >= 0 for e in failures)
     assert any("memevo serving" in e["message"] for e in entries)
+
+
+def test_pair_judge_metrics_count_what_it_judged(data_dir: Path) -> None:
+    process = start_sidecar(data_dir, "--metrics-listen", "127.0.0.1:0", embedder="local", judge="local")
+    try:
+        ready = json.loads(Path(process.args[process.args.index("--ready-file") + 1]).read_text())
+        service = stub(process.unix_target)
+        for text in ("Ana works at Shopify as a designer.", "Ana left Shopify; she has joined Canva."):
+            item = memory(text, namespace="judged", entity="person:ana", kind=memory_pb2.MEMORY_KIND_FACT)
+            service.Remember(memory_service_pb2.RememberRequest(memory=item))
+        service.Govern(memory_service_pb2.GovernRequest(namespace="judged"))  # waits for the judge
+        _, samples = scrape(ready["metrics"])
+        assert value(samples, "memevo_judge_pairs_total") == 1
+        assert value(samples, "memevo_judge_pending_pairs") == 0
+        assert value(samples, "memevo_judge_dropped_pairs_total") == 0
+        assert value(samples, "memevo_judge_model_seconds_total") > 0
+        assert value(samples, "memevo_judge_lag_seconds_count") == 1
+        assert value(samples, "memevo_judge_lag_seconds", quantile="0.99") > 0
+    finally:
+        process.stop()
+
+
+def test_no_pair_judge_metrics_without_the_judge(data_dir: Path) -> None:
+    process = start_sidecar(data_dir, "--metrics-listen", "127.0.0.1:0")
+    try:
+        ready = json.loads(Path(process.args[process.args.index("--ready-file") + 1]).read_text())
+        text, _ = scrape(ready["metrics"])
+        assert "memevo_judge_" not in text
+    finally:
+        process.stop()
