@@ -1519,8 +1519,8 @@ class Perceiver:
         present, matrix = self._unit_vectors(txn, candidates, len(candidates))
         holders: list[_Slot] = []
         for memory_id, row in zip(present, matrix, strict=True):
-            if float(row @ unit) < SLOT_MIN_SIMILARITY:
-                continue  # as for an entity's statements: farther ones never held the same slot
+            # No cosine floor: the shared words chose them, and a change said in other words lies far in the
+            # vectors ("User wants code examples in Java" / "Switch my examples to Kotlin": 0.24).
             existing = _load(txn, memory_id)
             if existing is None or existing.state not in CURRENT_STATES or existing.fact.attribute:
                 continue
