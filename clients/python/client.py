@@ -281,8 +281,8 @@ class MemoryClient:
         everything and the items already stored are replayed, not duplicated.
         The whole stream shares one deadline (``timeout_s``). A bad item ends it
         with InvalidArgumentError; its ``metadata["committed_count"]`` says how
-        many items before it were stored. Still sending near the deadline, it
-        ends a little before it with DeadlineExceededError whose
+        many items before it were stored. Near its deadline (sending or quiet)
+        it ends a little before it with DeadlineExceededError whose
         ``metadata["committed_count"]`` items are stored and the rest are not.
         A ``ValueError`` raised while reading
         ``memories`` cancels the stream and is re-raised as is.

@@ -131,6 +131,61 @@ STREAM_DEADLINE_SHARE = 0.1
 """A RememberStream stops reading when this share of its deadline (at most STREAM_DEADLINE_MARGIN_S) is left."""
 STREAM_DEADLINE_MARGIN_S = 1.0
 """Seconds before its deadline a long RememberStream answers at the latest (see STREAM_DEADLINE_SHARE)."""
+NO_DEADLINE_S = 365 * 24 * 3600.0
+"""A call with more time left than this has no deadline to answer before."""
+
+
+_NEAR_DEADLINE = object()
+"""Yielded by :func:`_read_ahead` when the time to answer came while no message was waiting."""
+READ_AHEAD_MESSAGES = 64
+"""Messages a stream's reader thread may hold ahead of the RPC's thread (gRPC's flow control does the rest)."""
+
+
+def _read_ahead(requests: Iterator[Request], answer_by: float) -> Iterator[Request | object]:
+    """The messages of ``requests``, read on a thread of their own; then ``_NEAR_DEADLINE`` once ``answer_by``
+    (``time.monotonic``) passes with no message waiting, and nothing more.
+
+    gRPC's request iterator blocks until the client sends or the call ends, so an RPC thread reading it
+    itself could not answer a client that went quiet before its deadline. Errors of the iterator are
+    raised on the caller's thread.
+    """
+    handoff: queue.Queue[tuple[object, BaseException | None]] = queue.Queue(maxsize=READ_AHEAD_MESSAGES)
+    done = threading.Event()
+
+    def hand(item: tuple[object, BaseException | None]) -> bool:
+        while not done.is_set():
+            try:
+                handoff.put(item, timeout=REVIEW_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for message in requests:
+                if not hand((message, None)):
+                    return
+        except BaseException as exc:  # handed to the RPC's thread, which raises it
+            hand((_NEAR_DEADLINE, exc))
+            return
+        hand((None, None))
+
+    threading.Thread(target=read, name="memevo-stream-reader", daemon=True).start()
+    try:
+        while True:
+            try:
+                message, error = handoff.get(timeout=max(answer_by - time.monotonic(), 0.0))
+            except queue.Empty:
+                yield _NEAR_DEADLINE
+                return
+            if error is not None:
+                raise error
+            if message is None:
+                return
+            yield cast(Request, message)
+    finally:
+        done.set()
 
 
 def _call_ended(context: grpc.ServicerContext, stopping: bool) -> bool:
@@ -368,16 +423,17 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         """Stream position (items, not messages) of the next item."""
         # Past its deadline a call's answer never reaches the client, so the stream answers a little before
         # it, while the client can still learn which items were stored.
-        remaining = context.time_remaining()
+        remaining = context.time_remaining()  # without a deadline gRPC gives a huge number, not None
         answer_by = (
             None
-            if remaining is None
+            if remaining is None or remaining > NO_DEADLINE_S
             else time.monotonic() + remaining - min(STREAM_DEADLINE_MARGIN_S, STREAM_DEADLINE_SHARE * remaining)
         )
 
-        for message in request_iterator:
-            if answer_by is not None and time.monotonic() >= answer_by:
-                flush()  # what was read is valid: store it, so the stored prefix is every item read
+        messages = request_iterator if answer_by is None else _read_ahead(request_iterator, answer_by)
+        for message in messages:
+            if message is _NEAR_DEADLINE or (answer_by is not None and time.monotonic() >= answer_by):
+                # Nothing more is stored (as when the call ends): the groups already committed are the prefix.
                 stored = committed()
                 raise refuse(
                     DeadlineExceeded(
@@ -387,6 +443,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
                     ),
                     stored,
                 )
+            message = cast(memory_service_pb2.RememberStreamRequest, message)
             v = Violations()
             turn = validation.check_turn(v, f"[{position}].turn", message.HasField("turn"), message.turn)
             entries: Sequence[Any]

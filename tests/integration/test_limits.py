@@ -39,7 +39,7 @@ from helpers import (
     write_until_refused,
 )
 
-from memevo.v1 import memory_pb2, memory_service_pb2
+from memevo.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -278,9 +278,12 @@ def test_stalled_stream_is_cut_at_its_deadline_and_writes_nothing(limited: Sidec
 
     try:
         with nothing_written(service):
-            refused(lambda: service.RememberStream(stalled(), timeout=1.5), grpc.StatusCode.DEADLINE_EXCEEDED)
+            error = refused(lambda: service.RememberStream(stalled(), timeout=1.5), grpc.StatusCode.DEADLINE_EXCEEDED)
     finally:
         release.set()
+    # The sidecar answered before the deadline, though the client had gone quiet: it says nothing was stored.
+    metadata = status_details(error)[1]
+    assert (metadata.get("committed_count"), metadata.get("failed_index")) == ("0", "0"), metadata
     # The same items, sent again in full, are stored once each (nothing of the cut stream lingered).
     again = service.RememberStream(
         iter(
@@ -318,6 +321,13 @@ def test_a_stream_still_sending_at_its_deadline_says_which_items_were_stored(lim
     # Exactly that prefix: resent with the next hundred, the prefix is replayed and only the hundred are new.
     again = service.RememberStream(iter(items[: stored + 100]))
     assert (again.replayed_count, again.created_count) == (stored, 100)
+
+
+def test_a_stream_without_a_deadline_is_served_to_its_end(limited: Sidecar) -> None:
+    # gRPC reports "no deadline" as a huge time remaining: it must not become a wait the platform cannot time.
+    raw = memory_service_pb2_grpc.MemoryServiceStub(grpc.insecure_channel(limited.unix_target))
+    items = [memory_service_pb2.RememberStreamRequest(memory=memory(f"open {i}", vec(3000 + i))) for i in range(3)]
+    assert len(raw.RememberStream(iter(items)).ids) == 3
 
 
 # ---- full disk and read-only data directory ---------------------------------------------------------

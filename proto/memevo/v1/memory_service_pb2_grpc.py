@@ -183,11 +183,10 @@ class MemoryServiceServicer:
         A message carries one item (memory) or several (items); indexes count items in stream order.
         A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
         ErrorInfo metadata "committed_count" says how many items before it were stored and
-        "failed_index" which item failed. A stream still sending near its deadline ends a little
-        before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED, every item read
-        stored: "committed_count" items are stored and "failed_index" (the same number) is the
-        first that is not. Give each item a request_id and a client can resend everything after
-        a failure.
+        "failed_index" which item failed. A stream with a deadline, sending or quiet, ends a little
+        before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED: "committed_count"
+        items are stored and "failed_index" (the same number) is the first that is not. Give each
+        item a request_id and a client can resend everything after a failure.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

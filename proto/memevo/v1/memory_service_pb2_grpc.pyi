@@ -52,11 +52,10 @@ class MemoryServiceStub:
     A message carries one item (memory) or several (items); indexes count items in stream order.
     A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
     ErrorInfo metadata "committed_count" says how many items before it were stored and
-    "failed_index" which item failed. A stream still sending near its deadline ends a little
-    before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED, every item read
-    stored: "committed_count" items are stored and "failed_index" (the same number) is the
-    first that is not. Give each item a request_id and a client can resend everything after
-    a failure.
+    "failed_index" which item failed. A stream with a deadline, sending or quiet, ends a little
+    before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED: "committed_count"
+    items are stored and "failed_index" (the same number) is the first that is not. Give each
+    item a request_id and a client can resend everything after a failure.
     """
     Recall: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]
     """Find the memories that answer a query, current ones only unless asked."""
@@ -121,11 +120,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     A message carries one item (memory) or several (items); indexes count items in stream order.
     A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
     ErrorInfo metadata "committed_count" says how many items before it were stored and
-    "failed_index" which item failed. A stream still sending near its deadline ends a little
-    before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED, every item read
-    stored: "committed_count" items are stored and "failed_index" (the same number) is the
-    first that is not. Give each item a request_id and a client can resend everything after
-    a failure.
+    "failed_index" which item failed. A stream with a deadline, sending or quiet, ends a little
+    before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED: "committed_count"
+    items are stored and "failed_index" (the same number) is the first that is not. Give each
+    item a request_id and a client can resend everything after a failure.
     """
     Recall: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.RecallRequest, _memory_service_pb2.RecallResponse]  # type: ignore[assignment]
     """Find the memories that answer a query, current ones only unless asked."""
@@ -205,11 +203,10 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         A message carries one item (memory) or several (items); indexes count items in stream order.
         A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
         ErrorInfo metadata "committed_count" says how many items before it were stored and
-        "failed_index" which item failed. A stream still sending near its deadline ends a little
-        before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED, every item read
-        stored: "committed_count" items are stored and "failed_index" (the same number) is the
-        first that is not. Give each item a request_id and a client can resend everything after
-        a failure.
+        "failed_index" which item failed. A stream with a deadline, sending or quiet, ends a little
+        before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED: "committed_count"
+        items are stored and "failed_index" (the same number) is the first that is not. Give each
+        item a request_id and a client can resend everything after a failure.
         """
 
     @_abc_1.abstractmethod

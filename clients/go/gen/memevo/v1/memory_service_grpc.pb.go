@@ -65,11 +65,10 @@ type MemoryServiceClient interface {
 	// A message carries one item (memory) or several (items); indexes count items in stream order.
 	// A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
 	// ErrorInfo metadata "committed_count" says how many items before it were stored and
-	// "failed_index" which item failed. A stream still sending near its deadline ends a little
-	// before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED, every item read
-	// stored: "committed_count" items are stored and "failed_index" (the same number) is the
-	// first that is not. Give each item a request_id and a client can resend everything after
-	// a failure.
+	// "failed_index" which item failed. A stream with a deadline, sending or quiet, ends a little
+	// before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED: "committed_count"
+	// items are stored and "failed_index" (the same number) is the first that is not. Give each
+	// item a request_id and a client can resend everything after a failure.
 	RememberStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RememberStreamRequest, RememberStreamResponse], error)
 	// Find the memories that answer a query, current ones only unless asked.
 	Recall(ctx context.Context, in *RecallRequest, opts ...grpc.CallOption) (*RecallResponse, error)
@@ -366,11 +365,10 @@ type MemoryServiceServer interface {
 	// A message carries one item (memory) or several (items); indexes count items in stream order.
 	// A bad item ends the stream with INVALID_ARGUMENT naming its index; the error's
 	// ErrorInfo metadata "committed_count" says how many items before it were stored and
-	// "failed_index" which item failed. A stream still sending near its deadline ends a little
-	// before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED, every item read
-	// stored: "committed_count" items are stored and "failed_index" (the same number) is the
-	// first that is not. Give each item a request_id and a client can resend everything after
-	// a failure.
+	// "failed_index" which item failed. A stream with a deadline, sending or quiet, ends a little
+	// before it (a tenth of the deadline, at most 1 s) with DEADLINE_EXCEEDED: "committed_count"
+	// items are stored and "failed_index" (the same number) is the first that is not. Give each
+	// item a request_id and a client can resend everything after a failure.
 	RememberStream(grpc.ClientStreamingServer[RememberStreamRequest, RememberStreamResponse]) error
 	// Find the memories that answer a query, current ones only unless asked.
 	Recall(context.Context, *RecallRequest) (*RecallResponse, error)
