@@ -2,7 +2,12 @@
 
 The extractive abstraction keeps the member that best represents the group
 (the one closest on average to the others, ties to the more successful) and
-its text unchanged; the merged statistics live in the abstraction record. The
+its text unchanged; the merged statistics live in the abstraction record.
+Near-identical vectors do not make the same memory: "On 2026-05-14 Wendy
+scheduled a meeting about Falcon" and the same sentence with another date are
+two events. So a group is only offered with a text that keeps every member's
+details (dates, numbers, names: see ``details``); ``faithful_groups`` splits a
+group into the parts one member's text speaks for whole. The
 chat-completions writer sends the prompt of ``prompts.py``; any failure raises
 ``AbstractionError`` and the caller leaves the members as they are. The same
 endpoint judges soft conflicts (does a newer memory replace an older one?);
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -50,6 +56,94 @@ def representative(members: Sequence[memory_pb2.Memory], vectors: npt.NDArray[np
 def extractive_text(members: Sequence[memory_pb2.Memory], vectors: npt.NDArray[np.float32]) -> str:
     """The built-in abstraction: the representative member's text."""
     return members[representative(members, vectors)].content
+
+
+_TOKEN_EDGES = "\"'()[]{}<>.,;:!?\u2018\u2019\u201c\u201d"
+_CLOSERS = "\"')\\]\u2019\u201d"
+_SENTENCE_END = re.compile(rf"(?:(?:\w{{3}}|\d)[{_CLOSERS}]*\.|[?!])[{_CLOSERS}]*$")
+"""A token that ends a sentence: ? or !, or a full stop after a digit or three letters ("Dr." and "J." do not)."""
+_POSSESSIVE = re.compile(r"['\u2019]s$")
+NOT_NAMES = frozenset({"i"})
+"""Capitalised words that never tell two memories apart."""
+REWORDED_KINDS = frozenset({memory_pb2.MEMORY_KIND_STRATEGY})
+"""Kinds consolidated whatever details their members differ in: a strategy is a recipe for its task signature,
+its variants ("attempt 3", "with 4 workers") are what consolidation distils, and their outcomes add up in the
+abstraction."""
+
+
+def _tokens(text: str) -> list[tuple[str, bool]]:
+    """The text's whitespace-separated tokens without their edge punctuation, each with whether it opens a sentence."""
+    out: list[tuple[str, bool]] = []
+    opens = True
+    for raw in text.split():
+        token = _POSSESSIVE.sub("", raw.strip(_TOKEN_EDGES))
+        if token:
+            out.append((token, opens))
+        opens = bool(_SENTENCE_END.search(raw)) or (opens and not token)
+    return out
+
+
+def details(text: str) -> frozenset[str]:
+    """What tells one memory of an event from another alike: its dates, numbers and names, case-folded.
+
+    A token with a digit ("2026-05-14", "build-4411", "3pm"), or a capitalised word that does not open a sentence
+    ("Wendy", "Falcon", "May") or has a capital past its first letter ("API", "iOS"). A word that only opens a
+    sentence is not taken for a name: "Ran the suite" and "Running the suite" say the same.
+    """
+    found: set[str] = set()
+    for token, opens in _tokens(text):
+        digit = any(c.isdigit() for c in token)
+        capital = token[0].isupper() and not opens
+        inner = any(c.isupper() for c in token[1:])
+        folded = token.casefold()
+        if (digit or capital or inner) and folded not in NOT_NAMES:
+            found.add(folded)
+    return frozenset(found)
+
+
+def words_of(text: str) -> frozenset[str]:
+    """Every token of ``text`` as ``details`` reads them (case-folded), wherever it stands."""
+    return frozenset(token.casefold() for token, _ in _tokens(text))
+
+
+def keeps(members: Sequence[memory_pb2.Memory], text: str) -> bool:
+    """Whether ``text`` says every member's details (see ``details``), so folding the members into it loses none.
+
+    Always true for members all of ``REWORDED_KINDS``.
+    """
+    if members and all(m.kind in REWORDED_KINDS for m in members):
+        return True
+    said = words_of(text)
+    return all(details(m.content) <= said for m in members)
+
+
+def faithful_groups(
+    members: Sequence[memory_pb2.Memory], vectors: npt.NDArray[np.float32], min_size: int
+) -> list[tuple[list[int], str]]:
+    """The parts of a group that can be folded without losing a detail: (indices into ``members``, extractive text).
+
+    The representative of what is left speaks for the members whose details its text says; the rest are looked at
+    again, until fewer than ``min_size`` are left. Parts smaller than ``min_size`` are not offered. A group of
+    distinct events (the same sentence with five dates) gives none; a group of strategies stays whole.
+    """
+    if len(members) < max(min_size, 1):
+        return []
+    whole = extractive_text(members, vectors)
+    if keeps(members, whole):
+        return [(list(range(len(members))), whole)]
+    said = [details(m.content) for m in members]
+    left = list(range(len(members)))
+    parts: list[tuple[list[int], str]] = []
+    while len(left) >= min_size:
+        chosen = left[representative([members[i] for i in left], vectors[left])]
+        text = members[chosen].content
+        words = words_of(text)
+        part = [i for i in left if said[i] <= words]
+        if len(part) >= min_size:
+            parts.append((part, text))
+        taken = set(part)
+        left = [i for i in left if i not in taken]
+    return parts
 
 
 class ChatAbstractor:

@@ -40,7 +40,7 @@ from ..engine import Engine
 from ..errors import FailedPrecondition, InvalidArgument, NotFound
 from ..policy import ConsolidationSettings
 from ..store.rocks import CF_META, Txn
-from .abstraction import AbstractionError, ChatAbstractor, extractive_text
+from .abstraction import AbstractionError, ChatAbstractor, faithful_groups, keeps
 from .consolidation import ClusterFinder, consolidate
 
 log = logging.getLogger(__name__)
@@ -204,22 +204,26 @@ class ReviewBroker:
         stats = memory_service_pb2.ConsolidationStats(seeds_examined=result.seeds, groups_found=len(result.groups))
         if stopping is not None and stopping():
             return stats
-        for group in result.groups:
-            records, _ = self.engine.get(group)
+        for found in result.groups:
+            records, _ = self.engine.get(found)
             if len(records) < settings.min_group_size:
                 continue
             vectors = self.engine._read_vectors(np.asarray([r.id for r in records], dtype=np.int64))
-            suggested = extractive_text(records, vectors)
-            reason = _group_reason(records, settings.similarity)
-            reviewed = self.takes(review_pb2.PROPOSAL_KIND_CONSOLIDATE)
-            if not reviewed and settings.without_reviewer == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
-                if consolidate(self.engine, group, suggested, decided_by="policy: extractive") is not None:
-                    stats.consolidated_count += 1
-                continue
-            open_proposal = self._propose(review_pb2.PROPOSAL_KIND_CONSOLIDATE, group, reason, suggested)
-            stats.proposals_opened += 1
-            if not reviewed and settings.without_reviewer == policy_pb2.CONSOLIDATION_MODE_LLM:
-                stats.consolidated_count += self._decide_by_policy(open_proposal.proposal.id)
+            # Only the parts whose suggested text keeps every member's dates, numbers and names: five dates of one
+            # meeting are five events, and folding them into one of their texts would lose four.
+            for indices, suggested in faithful_groups(records, vectors, settings.min_group_size):
+                part = [records[i] for i in indices]
+                group = [r.id for r in part]
+                reason = _group_reason(part, settings.similarity)
+                reviewed = self.takes(review_pb2.PROPOSAL_KIND_CONSOLIDATE)
+                if not reviewed and settings.without_reviewer == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
+                    if consolidate(self.engine, group, suggested, decided_by="policy: extractive") is not None:
+                        stats.consolidated_count += 1
+                    continue
+                open_proposal = self._propose(review_pb2.PROPOSAL_KIND_CONSOLIDATE, group, reason, suggested)
+                stats.proposals_opened += 1
+                if not reviewed and settings.without_reviewer == policy_pb2.CONSOLIDATION_MODE_LLM:
+                    stats.consolidated_count += self._decide_by_policy(open_proposal.proposal.id)
         stats.expired_count = self.expire()
         stats.proposals_opened += self.doubt_pass()
         stats.total_ms = (time.perf_counter() - started) * 1e3
@@ -450,6 +454,11 @@ class ReviewBroker:
                 self._deciding.add(proposal_id)
             else:
                 mode = settings.without_reviewer
+                if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE and not self._suggestion_keeps(open_proposal):
+                    # Opened before suggestions had to keep every member's details: only a reviewer may fold it.
+                    log.info("consolidation proposal %s dropped: its text loses a member's details", proposal_id)
+                    self._drop(proposal_id)
+                    return 1 if count_settled else 0
                 if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
                     written = self._apply(
                         open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, "", "policy: extractive", ""
@@ -468,6 +477,11 @@ class ReviewBroker:
         finally:
             with self._lock:
                 self._deciding.discard(proposal_id)
+
+    def _suggestion_keeps(self, open_proposal: OpenProposal) -> bool:
+        """Whether the proposal's suggested text says every current member's dates, numbers and names."""
+        records, _ = self.engine.get(open_proposal.ids)
+        return keeps(records, open_proposal.proposal.suggested_text)
 
     def _consolidate_by_llm(self, open_proposal: OpenProposal, llm: ChatAbstractor, *, count_settled: bool) -> int:
         proposal_id = open_proposal.proposal.id
