@@ -1082,7 +1082,12 @@ class Perceiver:
             strength = INCONSISTENCY_STEP * max((similarity - threshold) / max(1.0 - threshold, 1e-6), 0.1)
             if from_timestamp(existing.valid_from) > from_timestamp(record.valid_from):
                 # The stored one is newer in world time: the late arrival is the older, doubtful one.
-                record.inconsistency = min(1.0, record.inconsistency + strength)
+                if record.kind not in REPEATABLE_KINDS:
+                    record.inconsistency = min(1.0, record.inconsistency + strength)
+                continue
+            if existing.kind in REPEATABLE_KINDS:
+                # An event that happened stays true: a later statement alike in words (the same meeting on another
+                # date, the next stand-up) is another event, not evidence that this one is outdated.
                 continue
             before = existing.state
             existing.inconsistency = min(1.0, existing.inconsistency + strength)

@@ -219,12 +219,12 @@ def test_soft_conflict_write_reports_the_older_memory_as_affected(service: Any) 
 def test_more_disagreement_means_more_inconsistency(service: Any) -> None:
     namespace = "soft-repeat"
     vectors = near(11, 3)
-    older = remember(service, "the API key rotates monthly", vectors[0], namespace=namespace, entity="svc:api")
-    remember(service, "rotation of the API key happens weekly now", vectors[1], namespace=namespace, entity="svc:api")
+    # Statements, not events: a later episode never doubts an earlier one (issue 42).
+    about = {"namespace": namespace, "entity": "svc:api", "kind": FACT}
+    older = remember(service, "the API key rotates monthly", vectors[0], **about)
+    remember(service, "rotation of the API key happens weekly now", vectors[1], **about)
     once = get(service, older.memory.id).inconsistency
-    remember(
-        service, "since the incident the API key is rotated daily", vectors[2], namespace=namespace, entity="svc:api"
-    )
+    remember(service, "since the incident the API key is rotated daily", vectors[2], **about)
     twice = get(service, older.memory.id).inconsistency
     assert 0.0 < once < twice <= 1.0
 
