@@ -54,7 +54,7 @@ EXACT_BLOCK = 100_000
 FloatMatrix = npt.NDArray[np.float32]
 
 
-def vectors(kind: str, n: int, seed: int) -> FloatMatrix:
+def vectors(kind: str, n: int, seed: int, noise: float = NOISE) -> FloatMatrix:
     """``n`` unit rows of ``kind``; the same for the same seed (the cache keys on it)."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(CENTRES, DIMENSION)).astype(np.float32)
@@ -63,7 +63,7 @@ def vectors(kind: str, n: int, seed: int) -> FloatMatrix:
         rows = min(BUILD_CHUNK, n - start)
         block = rng.normal(size=(rows, DIMENSION)).astype(np.float32)
         if kind == "clustered":
-            block = centres[rng.integers(0, CENTRES, rows)] + NOISE * block
+            block = centres[rng.integers(0, CENTRES, rows)] + noise * block
         out[start : start + rows] = block / np.linalg.norm(block, axis=1, keepdims=True)
     return out
 
@@ -128,11 +128,11 @@ def timed_search(index: Any, queries: FloatMatrix, count: int) -> tuple[list[npt
 
 
 def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
-    data = vectors(kind, n, args.seed)
-    index = build(data, args.cache, f"{kind}-{n}-{args.seed}")
+    data = vectors(kind, n, args.seed, args.noise)
+    index = build(data, args.cache, _name(kind, n, args))
     rng = np.random.default_rng(args.seed + 1)
     sample = rng.choice(n, size=min(args.self_queries, n), replace=False)
-    fresh = vectors(kind, args.queries, args.seed + 2) if kind == "random" else _fresh_clustered(args)
+    fresh = vectors(kind, args.queries, args.seed + 2, args.noise) if kind == "random" else _fresh_clustered(args)
     truth = exact_top(data, fresh, 10)
     expansions = [int(x) for x in args.expansions.split(",")]
     passes: dict[int, list[tuple[float, float]]] = {e: [] for e in expansions}
@@ -171,12 +171,19 @@ def measure(kind: str, n: int, args: argparse.Namespace) -> list[dict[str, Any]]
     return rows
 
 
+def _name(kind: str, n: int, args: argparse.Namespace) -> str:
+    """The cache's name for a graph."""
+    return (
+        f"{kind}-{n}-{args.seed}" if kind == "random" or args.noise == NOISE else f"{kind}-{n}-{args.seed}-{args.noise}"
+    )
+
+
 def _fresh_clustered(args: argparse.Namespace) -> FloatMatrix:
     """Fresh queries around the stored rows' centres (same centres: same seed's first draw)."""
     rng = np.random.default_rng(args.seed)
     centres = rng.normal(size=(CENTRES, DIMENSION)).astype(np.float32)
     other = np.random.default_rng(args.seed + 2)
-    rows = centres[other.integers(0, CENTRES, args.queries)] + NOISE * other.normal(
+    rows = centres[other.integers(0, CENTRES, args.queries)] + args.noise * other.normal(
         size=(args.queries, DIMENSION)
     ).astype(np.float32)
     return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), dtype=np.float32)
@@ -191,6 +198,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--noise", type=float, default=NOISE, help="clustered: noise per dimension, centres' scale 1")
     parser.add_argument("--cache", type=Path)
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--json", type=Path)
@@ -199,7 +207,7 @@ def main() -> None:
     for n in (int(float(x)) for x in args.n.split(",")):
         for kind in args.kinds.split(","):
             if args.build_only:
-                build(vectors(kind, n, args.seed), args.cache, f"{kind}-{n}-{args.seed}")
+                build(vectors(kind, n, args.seed, args.noise), args.cache, _name(kind, n, args))
                 continue
             rows += measure(kind, n, args)
     if args.build_only:
