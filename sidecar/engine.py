@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 import uuid
@@ -115,6 +116,8 @@ SECOND_LOOK_SEEDED = 16_384
 """Newest statements about an entity stored before a start that the first sweep hands to perception's second look."""
 SECOND_LOOK_CHUNK = 4
 """Statements read again in one store mutation (~0.4 ms each at 10k): a write queued behind it waits ~2 ms at most."""
+JUDGE_NICENESS = 10
+"""The judge thread's niceness (Linux): below every request thread, above nothing else of the sidecar's."""
 JUDGE_BATCH_PAIRS = 32
 """Pairs the judge reads in one go (a model run per 16, one mutation to settle them all)."""
 JUDGE_DRAIN_S = 60.0
@@ -893,6 +896,10 @@ class Engine:
     def _judge_loop(self) -> None:
         queue = self.judgements
         assert queue is not None
+        # Background work: where the judge and the writes want the same core, the writes go first and the judge
+        # lags (the model runs on this thread: one intra-op thread). Linux sets niceness per thread.
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), JUDGE_NICENESS)
         while not self._closed:
             taken = queue.take(JUDGE_BATCH_PAIRS, timeout_s=1.0)
             try:
