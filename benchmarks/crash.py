@@ -419,6 +419,10 @@ def _setup_consolidation(service: Service) -> None:
     service.UpdatePolicy(memory_service_pb2.UpdatePolicyRequest(policy=policy), timeout=CALL_TIMEOUT_S)
 
 
+WORDS = ("one", "two", "three", "four", "five")
+"""What tells a group's members apart: words, not numbers, which consolidation keeps members apart by (issue 42)."""
+
+
 def _drive_consolidation(ctx: PhaseContext) -> None:
     """Write groups of near-duplicates (in the ledger, with request ids) and consolidate them with Govern."""
     while not ctx.stop.is_set():
@@ -428,7 +432,9 @@ def _drive_consolidation(ctx: PhaseContext) -> None:
         rows = (centre + 0.02 * np.linalg.norm(centre) * rng.standard_normal((5, DIMENSION))).astype("<f4")
         request_id = f"group-{number}"
         write = Write(
-            "batch", request_id, [Item(f"crash group {request_id} item {i}", rows[i].tobytes()) for i in range(5)]
+            "batch",
+            request_id,
+            [Item(f"crash group {request_id} item {word}", rows[i].tobytes()) for i, word in enumerate(WORDS)],
         )
         ctx.ledger.add(write)
         try:
