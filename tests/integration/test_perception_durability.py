@@ -135,8 +135,10 @@ def _build(service: Any) -> Before:
     ids["duplicate"] = first.memory.id
     before.created_confidence = first.memory.confidence
     # A soft conflict.
-    ids["soft old"] = remember(service, "user B lives in Paris", "soft old", entity="user:b").memory.id
-    ids["soft new"] = remember(service, "user B lives in Berlin", "soft new", entity="user:b").memory.id
+    # Facts: a later episode never doubts an earlier one (an event is not a newer value).
+    fact = memory_pb2.MEMORY_KIND_FACT
+    ids["soft old"] = remember(service, "user B lives in Paris", "soft old", entity="user:b", kind=fact).memory.id
+    ids["soft new"] = remember(service, "user B lives in Berlin", "soft new", entity="user:b", kind=fact).memory.id
     # A demoted strategy, by outcomes only.
     for name in ("older strategy", "newer strategy"):
         ids[name] = remember(
