@@ -237,10 +237,10 @@ class Engine:
         )
         """Set by the review broker: which of a sweep's evictions wait for a reviewer (True = hold)."""
         self.escalation: Callable[[], bool] = lambda: False
-        self.judge_seconds = 0.0
-        """Wall seconds the pair judge's model ran, since the start (its thread's share of a core)."""
         """Set by the review broker: whether a second judge (a reviewer, or the chat endpoint in policy mode LLM) now
         decides the pair judge's doubts, so that the local judge only proposes (see ``JUDGE_ASK``)."""
+        self.judge_seconds = 0.0
+        """Wall seconds the pair judge's model ran, since the start (its thread's share of a core)."""
         self.llm: ChatAbstractor | None = ChatAbstractor(config.llm) if config.llm.url else None
         """The chat model that writes abstractions in policy mode LLM, when one is configured."""
         self._second_look_seeded = False

@@ -1558,14 +1558,8 @@ class Perceiver:
         if not escalates and replaces >= JUDGE_SURE:
             self._settle(txn, newer, older, now, decision, f"judged: replaces, confidence {replaces:.2f}")
         elif replaces >= (JUDGE_ASK if escalates else JUDGE_DOUBT):
-            doubted, by = (
-                (older, newer)
-                if from_timestamp(newer.valid_from) >= from_timestamp(older.valid_from)
-                else (
-                    newer,
-                    older,
-                )
-            )
+            in_order = from_timestamp(newer.valid_from) >= from_timestamp(older.valid_from)
+            doubted, by = (older, newer) if in_order else (newer, older)  # as ``_doubt`` decides
             # One doubt per statement: the likeliest replacement judged so far names it, so that a distractor judged
             # first does not keep the real change from the reviewer; a doubt of the rules gives way to the judge.
             if doubted.possibly_outdated_by == by.id or replaces <= self._judged_doubts.get(doubted.id, 0.0):

@@ -86,6 +86,11 @@ class JudgeQueue:
             self.lag_s.extend(now - item.queued_at for item in taken)
             self._changed.notify_all()
 
+    def lags(self) -> list[float]:
+        """A copy of ``lag_s`` (the worker appends to it while a reader would iterate)."""
+        with self._changed:
+            return list(self.lag_s)
+
     def pending(self) -> int:
         """Pairs queued or being judged."""
         with self._changed:

@@ -271,7 +271,7 @@ def _engine_gauges(engine: Engine, family: Callable[[str, str, str], None], out:
         out.append(f"memevo_judge_dropped_pairs_total {judgements.dropped}")
         family("memevo_judge_model_seconds_total", "counter", "Seconds the pair judge's model ran.")
         out.append(f"memevo_judge_model_seconds_total {engine.judge_seconds:.3f}")
-        lags = sorted(judgements.lag_s)
+        lags = sorted(judgements.lags())
         family("memevo_judge_lag_seconds", "summary", "From a write's durability to its pairs settled, latest 4,096.")
         for quantile in (0.5, 0.99):
             value = lags[min(len(lags) - 1, int(quantile * len(lags)))] if lags else 0.0
