@@ -20,11 +20,15 @@ from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from .types import (
     ArmStats,
+    Belief,
+    BeliefsResult,
     ChangeEvent,
     ChangeEventType,
     ConsolidationStats,
     ContextItem,
     ContextResult,
+    EntityList,
+    EntitySummary,
     Experiment,
     ExperimentArm,
     ExperimentStats,
@@ -571,6 +575,48 @@ def history_from_proto(msg: memory_service_pb2.HistoryResponse) -> HistoryResult
     return HistoryResult(
         versions=[memory_from_proto(m) for m in msg.versions],
         events=[change_event_from_proto(e) for e in msg.events],
+    )
+
+
+def entity_list_from_proto(msg: memory_service_pb2.ListEntitiesResponse) -> EntityList:
+    """Proto -> EntityList."""
+    return EntityList(
+        entities=[
+            EntitySummary(
+                entity=e.entity,
+                memory_count=e.memory_count,
+                current_count=e.current_count,
+                belief_count=e.belief_count,
+                doubted_count=e.doubted_count,
+                last_changed_at=_opt_time(e, "last_changed_at"),
+            )
+            for e in msg.entities
+        ],
+        total_count=msg.total_count,
+    )
+
+
+def beliefs_from_proto(msg: memory_service_pb2.BeliefsResponse) -> BeliefsResult:
+    """Proto -> BeliefsResult."""
+    return BeliefsResult(
+        entity=msg.entity,
+        beliefs=[
+            Belief(
+                attribute=b.attribute,
+                value=b.value,
+                read_from_text=b.read_from_text,
+                memory=memory_from_proto(b.memory),
+                possibly_outdated_by=tuple(b.possibly_outdated_by),
+                also_current=[memory_from_proto(m) for m in b.also_current],
+                history_key=FactKey(
+                    entity=b.history_key.entity, attribute=b.history_key.attribute, namespace=b.history_key.namespace
+                ),
+                version_count=b.version_count,
+            )
+            for b in msg.beliefs
+        ],
+        unattributed_count=msg.unattributed_count,
+        last_changed_at=_opt_time(msg, "last_changed_at"),
     )
 
 

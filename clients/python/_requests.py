@@ -272,6 +272,16 @@ def history(subject: int | FactKey) -> pb.HistoryRequest:
     return pb.HistoryRequest(memory_id=memory_id)
 
 
+def list_entities(namespace: str | None, *, query: str, limit: int | None) -> pb.ListEntitiesRequest:
+    """ListEntitiesRequest."""
+    return pb.ListEntitiesRequest(namespace=namespace or "", query=query, limit=limit or 0)
+
+
+def beliefs(entity: str, *, namespace: str | None) -> pb.BeliefsRequest:
+    """BeliefsRequest."""
+    return pb.BeliefsRequest(entity=entity, namespace=namespace or "")
+
+
 def forget(
     ids: int | Iterable[int], *, reason: str, keep_history: bool, request_id: str | None, turn: int | None
 ) -> pb.ForgetRequest:

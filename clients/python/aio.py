@@ -28,9 +28,11 @@ from ._channel import (
 )
 from .errors import NotFoundError, from_rpc_error
 from .types import (
+    BeliefsResult,
     ChangeEvent,
     ChangeEventType,
     ContextResult,
+    EntityList,
     Experiment,
     Fact,
     FactKey,
@@ -498,6 +500,33 @@ class AsyncMemoryClient:
         current one is ACTIVE or ARCHIVED with no ``superseded_by``.
         """
         return cv.history_from_proto(await self._unary(self._stub.History, rq.history(subject), timeout_s))
+
+    async def list_entities(
+        self,
+        namespace: str | None = None,
+        *,
+        query: str = "",
+        limit: int | None = None,
+        timeout_s: float | None = None,
+    ) -> EntityList:
+        """The entities of a namespace (default ``"default"``), most recently changed first.
+
+        ``query`` keeps the entities whose id contains it, ignoring case; ``limit`` is 1 to the sidecar's max_k
+        (default 100), and ``total_count`` says how many matched.
+        """
+        request = rq.list_entities(namespace, query=query, limit=limit)
+        return cv.entity_list_from_proto(await self._unary(self._stub.ListEntities, request, timeout_s))
+
+    async def beliefs(
+        self, entity: str, *, namespace: str | None = None, timeout_s: float | None = None
+    ) -> BeliefsResult:
+        """What the agent believes about ``entity`` now: each attribute's current value, keyed or read from prose.
+
+        Each belief names its memory (when it became true, source, confidence), open doubts, other current
+        values, and the fact key to pass to :meth:`history`. An unknown entity has no beliefs (not an error).
+        """
+        request = rq.beliefs(entity, namespace=namespace)
+        return cv.beliefs_from_proto(await self._unary(self._stub.Beliefs, request, timeout_s))
 
     async def stats(self, *, timeout_s: float | None = None) -> Stats:
         """Counts per state and kind, index status, the last sequence number and recent sweeps."""

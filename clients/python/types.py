@@ -525,6 +525,65 @@ class HistoryResult:
 
 
 @dataclass(frozen=True)
+class EntitySummary:
+    """One entity of a namespace at a glance: counts of its memories there and when they last changed."""
+
+    entity: str
+    memory_count: int
+    """Memories in any state but EVICTED (history included)."""
+    current_count: int
+    """Memories that hold now: ACTIVE or ARCHIVED with no end of validity."""
+    belief_count: int
+    """Distinct attributes with a current value (what :meth:`MemoryClient.beliefs` returns)."""
+    doubted_count: int
+    """Current memories with an open doubt (``possibly_outdated_by``)."""
+    last_changed_at: datetime | None
+    """System time of the latest write or state change among its memories."""
+
+
+@dataclass(frozen=True)
+class EntityList:
+    """The entities of a namespace, most recently changed first."""
+
+    entities: list[EntitySummary]
+    total_count: int
+    """Entities matching the query; more than ``len(entities)`` when the limit cut the list."""
+
+
+@dataclass(frozen=True)
+class Belief:
+    """The current value of one attribute of an entity, keyed or read from prose."""
+
+    attribute: str
+    value: str
+    """The fact's value or the span the sidecar read in the text; empty when no span was isolated."""
+    read_from_text: bool
+    """True when the memory was written without a fact key (``memory.inferred`` says how it was read)."""
+    memory: Memory
+    """The memory holding the value: ``valid_from`` (when it became true), ``source``, ``confidence``."""
+    possibly_outdated_by: tuple[int, ...]
+    """Open doubts: newer memories that may replace this value."""
+    also_current: list[Memory]
+    """Other current memories stating the attribute (an older value only doubted, or a second value)."""
+    history_key: FactKey
+    """Pass to :meth:`MemoryClient.history` for the attribute's versions, keyed and prose."""
+    version_count: int
+    """Memories stating this attribute of the entity, any state but EVICTED."""
+
+
+@dataclass(frozen=True)
+class BeliefsResult:
+    """What the agent believes about an entity now, one belief per attribute, by attribute name."""
+
+    entity: str
+    beliefs: list[Belief]
+    unattributed_count: int
+    """Current memories about the entity that state no attribute (episodes, notes)."""
+    last_changed_at: datetime | None
+    """System time of the latest change to any of the entity's memories; None for an unknown entity."""
+
+
+@dataclass(frozen=True)
 class TransitionCount:
     """How many memories moved from one state to another in a sweep."""
 

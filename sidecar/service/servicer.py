@@ -32,6 +32,7 @@ from ..idempotency import RequestKey
 from ..perception.feedback import is_finite_reward
 from ..priority import lower_thread_priority
 from ..replay.capture import read_namespace
+from ..retrieval.beliefs import DEFAULT_ENTITY_LIMIT, beliefs, list_entities
 from ..retrieval.context import build_context
 from ..retrieval.hints import LANGUAGES
 from ..retrieval.recall import Recaller
@@ -759,6 +760,33 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         versions = [r for r in versions if scope.allows(r.namespace)]
         events = self.engine.events_about(r.id for r in versions)
         return memory_service_pb2.HistoryResponse(versions=versions, events=events)
+
+    @unary
+    def ListEntities(
+        self, request: memory_service_pb2.ListEntitiesRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.ListEntitiesResponse:
+        v = Violations()
+        namespace = validation.check_namespace(v, "namespace", request.namespace)
+        validation.check_label(v, "query", request.query)
+        limit = request.limit or DEFAULT_ENTITY_LIMIT
+        if limit > self.engine.limits.max_k:
+            v.add("limit", f"{limit}; at most {self.engine.limits.max_k}")
+        v.raise_if_any()
+        self._authorize(context, namespaces=[("namespace", namespace)])
+        return list_entities(self.engine, namespace, query=request.query, limit=limit)
+
+    @unary
+    def Beliefs(
+        self, request: memory_service_pb2.BeliefsRequest, context: grpc.ServicerContext
+    ) -> memory_service_pb2.BeliefsResponse:
+        v = Violations()
+        namespace = validation.check_namespace(v, "namespace", request.namespace)
+        if not request.entity:
+            v.add("entity", "required")
+        validation.check_label(v, "entity", request.entity)
+        v.raise_if_any()
+        self._authorize(context, namespaces=[("namespace", namespace)])
+        return beliefs(self.engine, namespace, request.entity)
 
     @unary
     def Supersede(

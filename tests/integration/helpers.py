@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 import numpy as np
 import numpy.typing as npt
+from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -127,6 +128,43 @@ def unit(vector: npt.NDArray[Any]) -> FloatMatrix:
 def memory(content: str = "", vector: bytes = b"", **fields: Any) -> memory_pb2.MemoryInput:
     """A MemoryInput."""
     return memory_pb2.MemoryInput(content=content, vector=vector, **fields)
+
+
+class Writer:
+    """Writes facts of one namespace, each with a vector near one direction (the texts decide), and reads its views."""
+
+    def __init__(self, service: memory_service_pb2_grpc.MemoryServiceStub, namespace: str, seed: int) -> None:
+        self.service = service
+        self.namespace = namespace
+        self.rng = np.random.default_rng(seed)
+        self.base = self.rng.standard_normal(8)
+
+    def near(self) -> bytes:
+        return pack(self.base + 0.05 * self.rng.standard_normal(8))
+
+    def elsewhere(self) -> bytes:
+        """A vector far from the others: nothing about it is near a statement of the namespace."""
+        return pack(-self.base + 0.05 * self.rng.standard_normal(8))
+
+    def remember(self, content: str, when: int, *, vector: bytes | None = None, **fields: Any) -> Any:
+        fields.setdefault("namespace", self.namespace)
+        fields.setdefault("kind", memory_pb2.MEMORY_KIND_FACT)
+        item = memory(content, vector or self.near(), valid_from=Timestamp(seconds=when), **fields)
+        return self.service.Remember(memory_service_pb2.RememberRequest(memory=item)).result
+
+    def keyed(self, content: str, when: int, entity: str, attribute: str, value: str, **fields: Any) -> Any:
+        fact = memory_pb2.Fact(attribute=attribute, value=value)
+        return self.remember(content, when, entity=entity, fact=fact, **fields)
+
+    def history(self, entity: str, attribute: str) -> memory_service_pb2.HistoryResponse:
+        key = memory_service_pb2.FactKey(namespace=self.namespace, entity=entity, attribute=attribute)
+        return self.service.History(memory_service_pb2.HistoryRequest(fact_key=key))
+
+    def beliefs(self, entity: str) -> memory_service_pb2.BeliefsResponse:
+        return self.service.Beliefs(memory_service_pb2.BeliefsRequest(namespace=self.namespace, entity=entity))
+
+    def entities(self, **fields: Any) -> memory_service_pb2.ListEntitiesResponse:
+        return self.service.ListEntities(memory_service_pb2.ListEntitiesRequest(namespace=self.namespace, **fields))
 
 
 # ---- errors ---------------------------------------------------------------------------------

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 from conftest import Sidecar
-from google.protobuf.timestamp_pb2 import Timestamp
-from helpers import memory, pack, stub
+from helpers import Writer, stub
 
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2
 
@@ -30,36 +28,6 @@ SUPERSEDED = memory_service_pb2.WRITE_OUTCOME_SUPERSEDED_PREVIOUS
 @pytest.fixture(scope="module")
 def service(shared_sidecar: Sidecar) -> Any:
     return stub(shared_sidecar.unix_target)
-
-
-class Writer:
-    """Writes memories of one namespace, each with a vector near one direction (the texts decide)."""
-
-    def __init__(self, service: Any, namespace: str, seed: int) -> None:
-        self.service = service
-        self.namespace = namespace
-        self.rng = np.random.default_rng(seed)
-        self.base = self.rng.standard_normal(8)
-
-    def near(self) -> bytes:
-        return pack(self.base + 0.05 * self.rng.standard_normal(8))
-
-    def elsewhere(self) -> bytes:
-        """A vector far from the others: nothing about it is near a statement of the namespace."""
-        return pack(-self.base + 0.05 * self.rng.standard_normal(8))
-
-    def remember(self, content: str, when: int, *, vector: bytes | None = None, **fields: Any) -> Any:
-        fields.setdefault("namespace", self.namespace)
-        fields.setdefault("kind", FACT)
-        item = memory(content, vector or self.near(), valid_from=Timestamp(seconds=when), **fields)
-        return self.service.Remember(memory_service_pb2.RememberRequest(memory=item)).result
-
-    def keyed(self, content: str, when: int, entity: str, attribute: str, value: str) -> Any:
-        return self.remember(content, when, entity=entity, fact=memory_pb2.Fact(attribute=attribute, value=value))
-
-    def history(self, entity: str, attribute: str) -> memory_service_pb2.HistoryResponse:
-        key = memory_service_pb2.FactKey(namespace=self.namespace, entity=entity, attribute=attribute)
-        return self.service.History(memory_service_pb2.HistoryRequest(fact_key=key))
 
 
 def test_a_prose_change_is_a_version_of_the_key_it_retired(service: Any) -> None:

@@ -235,6 +235,8 @@ def template(method: str, service: Any, ids: list[int], seed: int) -> Message:
         "ReportOutcome": lambda: ms.ReportOutcomeRequest(used_memory_ids=ids[:2], outcome=ms.OUTCOME_SUCCESS),
         "Get": lambda: ms.GetRequest(ids=ids, include_vectors=True),
         "History": lambda: ms.HistoryRequest(fact_key=ms.FactKey(entity="alice", attribute="a1")),
+        "ListEntities": lambda: ms.ListEntitiesRequest(query="ali", limit=5),
+        "Beliefs": lambda: ms.BeliefsRequest(entity="alice"),
         "Forget": lambda: ms.ForgetRequest(ids=[10**9], reason="fuzz", keep_history=True),
         "Supersede": lambda: ms.SupersedeRequest(old_id=ids[-1], new_memory=_valid_memory(seed), reason="fuzz"),
         "Govern": lambda: ms.GovernRequest(dry_run=True),

@@ -1019,6 +1019,238 @@ class HistoryResponse(_message.Message):
 Global___HistoryResponse: _TypeAlias = HistoryResponse  # noqa: Y015
 
 @_typing.final
+class ListEntitiesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    QUERY_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """Namespace to list. Default: "default"."""
+    query: _builtins.str
+    """Keep only entities whose id contains this text, ignoring case (e.g. "alice" finds "user:alice"). At most
+    256 bytes. Default: empty (every entity).
+    """
+    limit: _builtins.int
+    """Entities to return, 1 to max_k (default 1000). Default: 0 means 100."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        query: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "namespace", b"namespace", "query", b"query"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntitiesRequest: _TypeAlias = ListEntitiesRequest  # noqa: Y015
+
+@_typing.final
+class EntitySummary(_message.Message):
+    """One entity of a namespace at a glance. Counts are of its memories in the namespace: declared about it, or
+    naming it in their text (perception's inferred entity).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    MEMORY_COUNT_FIELD_NUMBER: _builtins.int
+    CURRENT_COUNT_FIELD_NUMBER: _builtins.int
+    BELIEF_COUNT_FIELD_NUMBER: _builtins.int
+    DOUBTED_COUNT_FIELD_NUMBER: _builtins.int
+    LAST_CHANGED_AT_FIELD_NUMBER: _builtins.int
+    entity: _builtins.str
+    """The entity's id, e.g. "user:alice"."""
+    memory_count: _builtins.int
+    """Memories in any state but EVICTED (history included)."""
+    current_count: _builtins.int
+    """Memories that hold now: ACTIVE or ARCHIVED with no end of validity."""
+    belief_count: _builtins.int
+    """Distinct attributes with a current value (the beliefs Beliefs returns)."""
+    doubted_count: _builtins.int
+    """Current memories with an open doubt (possibly_outdated_by set)."""
+    @_builtins.property
+    def last_changed_at(self) -> _timestamp_pb2.Timestamp:
+        """System time of the latest change to any of its memories: a write, or a change of state."""
+
+    def __init__(
+        self,
+        *,
+        entity: _builtins.str = ...,
+        memory_count: _builtins.int = ...,
+        current_count: _builtins.int = ...,
+        belief_count: _builtins.int = ...,
+        doubted_count: _builtins.int = ...,
+        last_changed_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_changed_at", b"last_changed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["belief_count", b"belief_count", "current_count", b"current_count", "doubted_count", b"doubted_count", "entity", b"entity", "last_changed_at", b"last_changed_at", "memory_count", b"memory_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntitySummary: _TypeAlias = EntitySummary  # noqa: Y015
+
+@_typing.final
+class ListEntitiesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITIES_FIELD_NUMBER: _builtins.int
+    TOTAL_COUNT_FIELD_NUMBER: _builtins.int
+    total_count: _builtins.int
+    """Entities that match the query; more than entities holds when the limit cut the list."""
+    @_builtins.property
+    def entities(self) -> _containers.RepeatedCompositeFieldContainer[Global___EntitySummary]:
+        """Most recently changed first; at most limit."""
+
+    def __init__(
+        self,
+        *,
+        entities: _abc.Iterable[Global___EntitySummary] | None = ...,
+        total_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entities", b"entities", "total_count", b"total_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEntitiesResponse: _TypeAlias = ListEntitiesResponse  # noqa: Y015
+
+@_typing.final
+class BeliefsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    ENTITY_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """Default: "default"."""
+    entity: _builtins.str
+    """The entity, e.g. "user:alice". Required; at most 256 bytes."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        entity: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BeliefsRequest: _TypeAlias = BeliefsRequest  # noqa: Y015
+
+@_typing.final
+class Belief(_message.Message):
+    """The current value of one attribute of an entity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTRIBUTE_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    READ_FROM_TEXT_FIELD_NUMBER: _builtins.int
+    MEMORY_FIELD_NUMBER: _builtins.int
+    POSSIBLY_OUTDATED_BY_FIELD_NUMBER: _builtins.int
+    ALSO_CURRENT_FIELD_NUMBER: _builtins.int
+    HISTORY_KEY_FIELD_NUMBER: _builtins.int
+    VERSION_COUNT_FIELD_NUMBER: _builtins.int
+    attribute: _builtins.str
+    """The attribute: the fact key's, or the one perception read in a statement written without a key."""
+    value: _builtins.str
+    """The value: the fact's value, or the span perception read in the text; empty when the text states the
+    attribute but no span was isolated (read memory.content).
+    """
+    read_from_text: _builtins.bool
+    """True when the value was read from prose (memory.inferred says how and how sure); false when keyed."""
+    version_count: _builtins.int
+    """Memories of the namespace stating this attribute of the entity, any state but EVICTED (its versions)."""
+    @_builtins.property
+    def memory(self) -> _memory_pb2.Memory:
+        """The memory that holds the value, without its vector. When it became true: memory.valid_from (world
+        time); its source: memory.source; its confidence: memory.confidence. When several current memories
+        state the attribute, the one no other of them doubts, then the latest valid_from, then the highest id.
+        """
+
+    @_builtins.property
+    def possibly_outdated_by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Open doubts about this value: ids of newer memories that may replace it (memory.possibly_outdated_by).
+        Empty when none. An older value this one may replace is in also_current, its possibly_outdated_by
+        naming memory.id: a doubt Restore clears, or Supersede settles.
+        """
+
+    @_builtins.property
+    def also_current(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]:
+        """Other current memories stating the attribute (an older value a newer one only doubts, or a second value
+        both hold), without vectors, newest valid_from first. Empty when memory is the only one.
+        """
+
+    @_builtins.property
+    def history_key(self) -> Global___FactKey:
+        """The fact key to pass to History for this attribute's life (its keyed and prose versions)."""
+
+    def __init__(
+        self,
+        *,
+        attribute: _builtins.str = ...,
+        value: _builtins.str = ...,
+        read_from_text: _builtins.bool = ...,
+        memory: _memory_pb2.Memory | None = ...,
+        possibly_outdated_by: _abc.Iterable[_builtins.int] | None = ...,
+        also_current: _abc.Iterable[_memory_pb2.Memory] | None = ...,
+        history_key: Global___FactKey | None = ...,
+        version_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["history_key", b"history_key", "memory", b"memory"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["also_current", b"also_current", "attribute", b"attribute", "history_key", b"history_key", "memory", b"memory", "possibly_outdated_by", b"possibly_outdated_by", "read_from_text", b"read_from_text", "value", b"value", "version_count", b"version_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Belief: _TypeAlias = Belief  # noqa: Y015
+
+@_typing.final
+class BeliefsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTITY_FIELD_NUMBER: _builtins.int
+    BELIEFS_FIELD_NUMBER: _builtins.int
+    UNATTRIBUTED_COUNT_FIELD_NUMBER: _builtins.int
+    LAST_CHANGED_AT_FIELD_NUMBER: _builtins.int
+    entity: _builtins.str
+    """The entity asked about."""
+    unattributed_count: _builtins.int
+    """Current memories about the entity that state no attribute (episodes, notes): Recall with
+    filter.entity finds them.
+    """
+    @_builtins.property
+    def beliefs(self) -> _containers.RepeatedCompositeFieldContainer[Global___Belief]:
+        """One per attribute with a current value, by attribute name. Empty for an unknown entity."""
+
+    @_builtins.property
+    def last_changed_at(self) -> _timestamp_pb2.Timestamp:
+        """System time of the latest change to any of the entity's memories; unset for an unknown entity."""
+
+    def __init__(
+        self,
+        *,
+        entity: _builtins.str = ...,
+        beliefs: _abc.Iterable[Global___Belief] | None = ...,
+        unattributed_count: _builtins.int = ...,
+        last_changed_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_changed_at", b"last_changed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["beliefs", b"beliefs", "entity", b"entity", "last_changed_at", b"last_changed_at", "unattributed_count", b"unattributed_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BeliefsResponse: _TypeAlias = BeliefsResponse  # noqa: Y015
+
+@_typing.final
 class ForgetRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -84,6 +84,16 @@ class MemoryServiceStub:
                 request_serializer=memevo_dot_v1_dot_memory__service__pb2.HistoryRequest.SerializeToString,
                 response_deserializer=memevo_dot_v1_dot_memory__service__pb2.HistoryResponse.FromString,
                 _registered_method=True)
+        self.ListEntities = channel.unary_unary(
+                '/memevo.v1.MemoryService/ListEntities',
+                request_serializer=memevo_dot_v1_dot_memory__service__pb2.ListEntitiesRequest.SerializeToString,
+                response_deserializer=memevo_dot_v1_dot_memory__service__pb2.ListEntitiesResponse.FromString,
+                _registered_method=True)
+        self.Beliefs = channel.unary_unary(
+                '/memevo.v1.MemoryService/Beliefs',
+                request_serializer=memevo_dot_v1_dot_memory__service__pb2.BeliefsRequest.SerializeToString,
+                response_deserializer=memevo_dot_v1_dot_memory__service__pb2.BeliefsResponse.FromString,
+                _registered_method=True)
         self.Forget = channel.unary_unary(
                 '/memevo.v1.MemoryService/Forget',
                 request_serializer=memevo_dot_v1_dot_memory__service__pb2.ForgetRequest.SerializeToString,
@@ -227,6 +237,20 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListEntities(self, request, context):
+        """The entities of a namespace, each with its memory counts and last change, most recently changed first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Beliefs(self, request, context):
+        """What the agent believes about an entity now: each attribute's current value, keyed or read from prose.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Forget(self, request, context):
         """Delete memories (or mark them OBSOLETE, keeping them as history).
         """
@@ -361,6 +385,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.History,
                     request_deserializer=memevo_dot_v1_dot_memory__service__pb2.HistoryRequest.FromString,
                     response_serializer=memevo_dot_v1_dot_memory__service__pb2.HistoryResponse.SerializeToString,
+            ),
+            'ListEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntities,
+                    request_deserializer=memevo_dot_v1_dot_memory__service__pb2.ListEntitiesRequest.FromString,
+                    response_serializer=memevo_dot_v1_dot_memory__service__pb2.ListEntitiesResponse.SerializeToString,
+            ),
+            'Beliefs': grpc.unary_unary_rpc_method_handler(
+                    servicer.Beliefs,
+                    request_deserializer=memevo_dot_v1_dot_memory__service__pb2.BeliefsRequest.FromString,
+                    response_serializer=memevo_dot_v1_dot_memory__service__pb2.BeliefsResponse.SerializeToString,
             ),
             'Forget': grpc.unary_unary_rpc_method_handler(
                     servicer.Forget,
@@ -654,6 +688,60 @@ class MemoryService:
             '/memevo.v1.MemoryService/History',
             memevo_dot_v1_dot_memory__service__pb2.HistoryRequest.SerializeToString,
             memevo_dot_v1_dot_memory__service__pb2.HistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memevo.v1.MemoryService/ListEntities',
+            memevo_dot_v1_dot_memory__service__pb2.ListEntitiesRequest.SerializeToString,
+            memevo_dot_v1_dot_memory__service__pb2.ListEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Beliefs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memevo.v1.MemoryService/Beliefs',
+            memevo_dot_v1_dot_memory__service__pb2.BeliefsRequest.SerializeToString,
+            memevo_dot_v1_dot_memory__service__pb2.BeliefsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -67,6 +67,10 @@ class MemoryServiceStub:
     """Read memories by id, in any state but EVICTED."""
     History: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.HistoryRequest, _memory_service_pb2.HistoryResponse]
     """The versions of a fact key or the lineage of a memory, oldest first."""
+    ListEntities: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ListEntitiesRequest, _memory_service_pb2.ListEntitiesResponse]
+    """The entities of a namespace, each with its memory counts and last change, most recently changed first."""
+    Beliefs: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.BeliefsRequest, _memory_service_pb2.BeliefsResponse]
+    """What the agent believes about an entity now: each attribute's current value, keyed or read from prose."""
     Forget: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.ForgetRequest, _memory_service_pb2.ForgetResponse]
     """Delete memories (or mark them OBSOLETE, keeping them as history)."""
     Supersede: _grpc.UnaryUnaryMultiCallable[_memory_service_pb2.SupersedeRequest, _memory_service_pb2.SupersedeResponse]
@@ -135,6 +139,10 @@ class MemoryServiceAsyncStub(MemoryServiceStub):
     """Read memories by id, in any state but EVICTED."""
     History: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.HistoryRequest, _memory_service_pb2.HistoryResponse]  # type: ignore[assignment]
     """The versions of a fact key or the lineage of a memory, oldest first."""
+    ListEntities: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ListEntitiesRequest, _memory_service_pb2.ListEntitiesResponse]  # type: ignore[assignment]
+    """The entities of a namespace, each with its memory counts and last change, most recently changed first."""
+    Beliefs: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.BeliefsRequest, _memory_service_pb2.BeliefsResponse]  # type: ignore[assignment]
+    """What the agent believes about an entity now: each attribute's current value, keyed or read from prose."""
     Forget: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.ForgetRequest, _memory_service_pb2.ForgetResponse]  # type: ignore[assignment]
     """Delete memories (or mark them OBSOLETE, keeping them as history)."""
     Supersede: _aio.UnaryUnaryMultiCallable[_memory_service_pb2.SupersedeRequest, _memory_service_pb2.SupersedeResponse]  # type: ignore[assignment]
@@ -248,6 +256,22 @@ class MemoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_memory_service_pb2.HistoryResponse, _abc.Awaitable[_memory_service_pb2.HistoryResponse]]:
         """The versions of a fact key or the lineage of a memory, oldest first."""
+
+    @_abc_1.abstractmethod
+    def ListEntities(
+        self,
+        request: _memory_service_pb2.ListEntitiesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.ListEntitiesResponse, _abc.Awaitable[_memory_service_pb2.ListEntitiesResponse]]:
+        """The entities of a namespace, each with its memory counts and last change, most recently changed first."""
+
+    @_abc_1.abstractmethod
+    def Beliefs(
+        self,
+        request: _memory_service_pb2.BeliefsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_service_pb2.BeliefsResponse, _abc.Awaitable[_memory_service_pb2.BeliefsResponse]]:
+        """What the agent believes about an entity now: each attribute's current value, keyed or read from prose."""
 
     @_abc_1.abstractmethod
     def Forget(

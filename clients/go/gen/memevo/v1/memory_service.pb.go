@@ -1980,6 +1980,458 @@ func (x *HistoryResponse) GetEvents() []*ChangeEvent {
 	return nil
 }
 
+type ListEntitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace to list. Default: "default".
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Keep only entities whose id contains this text, ignoring case (e.g. "alice" finds "user:alice"). At most
+	// 256 bytes. Default: empty (every entity).
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// Entities to return, 1 to max_k (default 1000). Default: 0 means 100.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEntitiesRequest) Reset() {
+	*x = ListEntitiesRequest{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEntitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEntitiesRequest) ProtoMessage() {}
+
+func (x *ListEntitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEntitiesRequest.ProtoReflect.Descriptor instead.
+func (*ListEntitiesRequest) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListEntitiesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListEntitiesRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *ListEntitiesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// One entity of a namespace at a glance. Counts are of its memories in the namespace: declared about it, or
+// naming it in their text (perception's inferred entity).
+type EntitySummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entity's id, e.g. "user:alice".
+	Entity string `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// Memories in any state but EVICTED (history included).
+	MemoryCount uint64 `protobuf:"varint,2,opt,name=memory_count,json=memoryCount,proto3" json:"memory_count,omitempty"`
+	// Memories that hold now: ACTIVE or ARCHIVED with no end of validity.
+	CurrentCount uint64 `protobuf:"varint,3,opt,name=current_count,json=currentCount,proto3" json:"current_count,omitempty"`
+	// Distinct attributes with a current value (the beliefs Beliefs returns).
+	BeliefCount uint64 `protobuf:"varint,4,opt,name=belief_count,json=beliefCount,proto3" json:"belief_count,omitempty"`
+	// Current memories with an open doubt (possibly_outdated_by set).
+	DoubtedCount uint64 `protobuf:"varint,5,opt,name=doubted_count,json=doubtedCount,proto3" json:"doubted_count,omitempty"`
+	// System time of the latest change to any of its memories: a write, or a change of state.
+	LastChangedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_changed_at,json=lastChangedAt,proto3" json:"last_changed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntitySummary) Reset() {
+	*x = EntitySummary{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntitySummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntitySummary) ProtoMessage() {}
+
+func (x *EntitySummary) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntitySummary.ProtoReflect.Descriptor instead.
+func (*EntitySummary) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *EntitySummary) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *EntitySummary) GetMemoryCount() uint64 {
+	if x != nil {
+		return x.MemoryCount
+	}
+	return 0
+}
+
+func (x *EntitySummary) GetCurrentCount() uint64 {
+	if x != nil {
+		return x.CurrentCount
+	}
+	return 0
+}
+
+func (x *EntitySummary) GetBeliefCount() uint64 {
+	if x != nil {
+		return x.BeliefCount
+	}
+	return 0
+}
+
+func (x *EntitySummary) GetDoubtedCount() uint64 {
+	if x != nil {
+		return x.DoubtedCount
+	}
+	return 0
+}
+
+func (x *EntitySummary) GetLastChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastChangedAt
+	}
+	return nil
+}
+
+type ListEntitiesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most recently changed first; at most limit.
+	Entities []*EntitySummary `protobuf:"bytes,1,rep,name=entities,proto3" json:"entities,omitempty"`
+	// Entities that match the query; more than entities holds when the limit cut the list.
+	TotalCount    uint64 `protobuf:"varint,2,opt,name=total_count,json=totalCount,proto3" json:"total_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEntitiesResponse) Reset() {
+	*x = ListEntitiesResponse{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEntitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEntitiesResponse) ProtoMessage() {}
+
+func (x *ListEntitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEntitiesResponse.ProtoReflect.Descriptor instead.
+func (*ListEntitiesResponse) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListEntitiesResponse) GetEntities() []*EntitySummary {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+func (x *ListEntitiesResponse) GetTotalCount() uint64 {
+	if x != nil {
+		return x.TotalCount
+	}
+	return 0
+}
+
+type BeliefsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Default: "default".
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The entity, e.g. "user:alice". Required; at most 256 bytes.
+	Entity        string `protobuf:"bytes,2,opt,name=entity,proto3" json:"entity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeliefsRequest) Reset() {
+	*x = BeliefsRequest{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeliefsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeliefsRequest) ProtoMessage() {}
+
+func (x *BeliefsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeliefsRequest.ProtoReflect.Descriptor instead.
+func (*BeliefsRequest) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *BeliefsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *BeliefsRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+// The current value of one attribute of an entity.
+type Belief struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The attribute: the fact key's, or the one perception read in a statement written without a key.
+	Attribute string `protobuf:"bytes,1,opt,name=attribute,proto3" json:"attribute,omitempty"`
+	// The value: the fact's value, or the span perception read in the text; empty when the text states the
+	// attribute but no span was isolated (read memory.content).
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// True when the value was read from prose (memory.inferred says how and how sure); false when keyed.
+	ReadFromText bool `protobuf:"varint,3,opt,name=read_from_text,json=readFromText,proto3" json:"read_from_text,omitempty"`
+	// The memory that holds the value, without its vector. When it became true: memory.valid_from (world
+	// time); its source: memory.source; its confidence: memory.confidence. When several current memories
+	// state the attribute, the one no other of them doubts, then the latest valid_from, then the highest id.
+	Memory *Memory `protobuf:"bytes,4,opt,name=memory,proto3" json:"memory,omitempty"`
+	// Open doubts about this value: ids of newer memories that may replace it (memory.possibly_outdated_by).
+	// Empty when none. An older value this one may replace is in also_current, its possibly_outdated_by
+	// naming memory.id: a doubt Restore clears, or Supersede settles.
+	PossiblyOutdatedBy []uint64 `protobuf:"varint,5,rep,packed,name=possibly_outdated_by,json=possiblyOutdatedBy,proto3" json:"possibly_outdated_by,omitempty"`
+	// Other current memories stating the attribute (an older value a newer one only doubts, or a second value
+	// both hold), without vectors, newest valid_from first. Empty when memory is the only one.
+	AlsoCurrent []*Memory `protobuf:"bytes,6,rep,name=also_current,json=alsoCurrent,proto3" json:"also_current,omitempty"`
+	// The fact key to pass to History for this attribute's life (its keyed and prose versions).
+	HistoryKey *FactKey `protobuf:"bytes,7,opt,name=history_key,json=historyKey,proto3" json:"history_key,omitempty"`
+	// Memories of the namespace stating this attribute of the entity, any state but EVICTED (its versions).
+	VersionCount  uint64 `protobuf:"varint,8,opt,name=version_count,json=versionCount,proto3" json:"version_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Belief) Reset() {
+	*x = Belief{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Belief) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Belief) ProtoMessage() {}
+
+func (x *Belief) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Belief.ProtoReflect.Descriptor instead.
+func (*Belief) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Belief) GetAttribute() string {
+	if x != nil {
+		return x.Attribute
+	}
+	return ""
+}
+
+func (x *Belief) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Belief) GetReadFromText() bool {
+	if x != nil {
+		return x.ReadFromText
+	}
+	return false
+}
+
+func (x *Belief) GetMemory() *Memory {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
+func (x *Belief) GetPossiblyOutdatedBy() []uint64 {
+	if x != nil {
+		return x.PossiblyOutdatedBy
+	}
+	return nil
+}
+
+func (x *Belief) GetAlsoCurrent() []*Memory {
+	if x != nil {
+		return x.AlsoCurrent
+	}
+	return nil
+}
+
+func (x *Belief) GetHistoryKey() *FactKey {
+	if x != nil {
+		return x.HistoryKey
+	}
+	return nil
+}
+
+func (x *Belief) GetVersionCount() uint64 {
+	if x != nil {
+		return x.VersionCount
+	}
+	return 0
+}
+
+type BeliefsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entity asked about.
+	Entity string `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// One per attribute with a current value, by attribute name. Empty for an unknown entity.
+	Beliefs []*Belief `protobuf:"bytes,2,rep,name=beliefs,proto3" json:"beliefs,omitempty"`
+	// Current memories about the entity that state no attribute (episodes, notes): Recall with
+	// filter.entity finds them.
+	UnattributedCount uint64 `protobuf:"varint,3,opt,name=unattributed_count,json=unattributedCount,proto3" json:"unattributed_count,omitempty"`
+	// System time of the latest change to any of the entity's memories; unset for an unknown entity.
+	LastChangedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_changed_at,json=lastChangedAt,proto3" json:"last_changed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeliefsResponse) Reset() {
+	*x = BeliefsResponse{}
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeliefsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeliefsResponse) ProtoMessage() {}
+
+func (x *BeliefsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeliefsResponse.ProtoReflect.Descriptor instead.
+func (*BeliefsResponse) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BeliefsResponse) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *BeliefsResponse) GetBeliefs() []*Belief {
+	if x != nil {
+		return x.Beliefs
+	}
+	return nil
+}
+
+func (x *BeliefsResponse) GetUnattributedCount() uint64 {
+	if x != nil {
+		return x.UnattributedCount
+	}
+	return 0
+}
+
+func (x *BeliefsResponse) GetLastChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastChangedAt
+	}
+	return nil
+}
+
 type ForgetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to max_k ids. Required.
@@ -1998,7 +2450,7 @@ type ForgetRequest struct {
 
 func (x *ForgetRequest) Reset() {
 	*x = ForgetRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2462,7 @@ func (x *ForgetRequest) String() string {
 func (*ForgetRequest) ProtoMessage() {}
 
 func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[23]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2475,7 @@ func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
 func (*ForgetRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{23}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ForgetRequest) GetIds() []uint64 {
@@ -2073,7 +2525,7 @@ type ForgetResponse struct {
 
 func (x *ForgetResponse) Reset() {
 	*x = ForgetResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2537,7 @@ func (x *ForgetResponse) String() string {
 func (*ForgetResponse) ProtoMessage() {}
 
 func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[24]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2550,7 @@ func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
 func (*ForgetResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{24}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ForgetResponse) GetForgottenIds() []uint64 {
@@ -2138,7 +2590,7 @@ type SupersedeRequest struct {
 
 func (x *SupersedeRequest) Reset() {
 	*x = SupersedeRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2602,7 @@ func (x *SupersedeRequest) String() string {
 func (*SupersedeRequest) ProtoMessage() {}
 
 func (x *SupersedeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[25]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2615,7 @@ func (x *SupersedeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersedeRequest.ProtoReflect.Descriptor instead.
 func (*SupersedeRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{25}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SupersedeRequest) GetOldId() uint64 {
@@ -2249,7 +2701,7 @@ type SupersedeResponse struct {
 
 func (x *SupersedeResponse) Reset() {
 	*x = SupersedeResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2713,7 @@ func (x *SupersedeResponse) String() string {
 func (*SupersedeResponse) ProtoMessage() {}
 
 func (x *SupersedeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[26]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2726,7 @@ func (x *SupersedeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SupersedeResponse.ProtoReflect.Descriptor instead.
 func (*SupersedeResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{26}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SupersedeResponse) GetOldMemory() *Memory {
@@ -2308,7 +2760,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2772,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[27]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2785,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{27}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RestoreRequest) GetMemoryId() uint64 {
@@ -2375,7 +2827,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2839,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[28]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2852,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{28}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RestoreResponse) GetMemory() *Memory {
@@ -2424,7 +2876,7 @@ type GovernRequest struct {
 
 func (x *GovernRequest) Reset() {
 	*x = GovernRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2888,7 @@ func (x *GovernRequest) String() string {
 func (*GovernRequest) ProtoMessage() {}
 
 func (x *GovernRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[29]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2901,7 @@ func (x *GovernRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernRequest.ProtoReflect.Descriptor instead.
 func (*GovernRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{29}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GovernRequest) GetDryRun() bool {
@@ -2485,7 +2937,7 @@ type TransitionCount struct {
 
 func (x *TransitionCount) Reset() {
 	*x = TransitionCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2949,7 @@ func (x *TransitionCount) String() string {
 func (*TransitionCount) ProtoMessage() {}
 
 func (x *TransitionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[30]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2962,7 @@ func (x *TransitionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionCount.ProtoReflect.Descriptor instead.
 func (*TransitionCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{30}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransitionCount) GetFromState() MemoryState {
@@ -2557,7 +3009,7 @@ type SweepStats struct {
 
 func (x *SweepStats) Reset() {
 	*x = SweepStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +3021,7 @@ func (x *SweepStats) String() string {
 func (*SweepStats) ProtoMessage() {}
 
 func (x *SweepStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[31]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +3034,7 @@ func (x *SweepStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepStats.ProtoReflect.Descriptor instead.
 func (*SweepStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{31}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SweepStats) GetStartedAt() *timestamppb.Timestamp {
@@ -2638,7 +3090,7 @@ type GovernResponse struct {
 
 func (x *GovernResponse) Reset() {
 	*x = GovernResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +3102,7 @@ func (x *GovernResponse) String() string {
 func (*GovernResponse) ProtoMessage() {}
 
 func (x *GovernResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[32]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +3115,7 @@ func (x *GovernResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GovernResponse.ProtoReflect.Descriptor instead.
 func (*GovernResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{32}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GovernResponse) GetSweep() *SweepStats {
@@ -2701,7 +3153,7 @@ type ConsolidationStats struct {
 
 func (x *ConsolidationStats) Reset() {
 	*x = ConsolidationStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +3165,7 @@ func (x *ConsolidationStats) String() string {
 func (*ConsolidationStats) ProtoMessage() {}
 
 func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[33]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +3178,7 @@ func (x *ConsolidationStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsolidationStats.ProtoReflect.Descriptor instead.
 func (*ConsolidationStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{33}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConsolidationStats) GetSeedsExamined() uint64 {
@@ -2792,7 +3244,7 @@ type ReviewStats struct {
 
 func (x *ReviewStats) Reset() {
 	*x = ReviewStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +3256,7 @@ func (x *ReviewStats) String() string {
 func (*ReviewStats) ProtoMessage() {}
 
 func (x *ReviewStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[34]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +3269,7 @@ func (x *ReviewStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewStats.ProtoReflect.Descriptor instead.
 func (*ReviewStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{34}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReviewStats) GetOpenConsolidations() uint64 {
@@ -2877,7 +3329,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3341,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[35]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3354,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{35}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchRequest) GetAfterSequence() uint64 {
@@ -2935,7 +3387,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2947,7 +3399,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[36]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2960,7 +3412,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{36}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchResponse) GetEvent() *ChangeEvent {
@@ -2988,7 +3440,7 @@ type ReviewerHello struct {
 
 func (x *ReviewerHello) Reset() {
 	*x = ReviewerHello{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3452,7 @@ func (x *ReviewerHello) String() string {
 func (*ReviewerHello) ProtoMessage() {}
 
 func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[37]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3465,7 @@ func (x *ReviewerHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewerHello.ProtoReflect.Descriptor instead.
 func (*ReviewerHello) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{37}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReviewerHello) GetReviewer() string {
@@ -3050,7 +3502,7 @@ type ReviewRequest struct {
 
 func (x *ReviewRequest) Reset() {
 	*x = ReviewRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3514,7 @@ func (x *ReviewRequest) String() string {
 func (*ReviewRequest) ProtoMessage() {}
 
 func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[38]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3527,7 @@ func (x *ReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewRequest.ProtoReflect.Descriptor instead.
 func (*ReviewRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{38}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReviewRequest) GetMessage() isReviewRequest_Message {
@@ -3135,7 +3587,7 @@ type ReviewResponse struct {
 
 func (x *ReviewResponse) Reset() {
 	*x = ReviewResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3599,7 @@ func (x *ReviewResponse) String() string {
 func (*ReviewResponse) ProtoMessage() {}
 
 func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[39]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3612,7 @@ func (x *ReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewResponse.ProtoReflect.Descriptor instead.
 func (*ReviewResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{39}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReviewResponse) GetMessage() isReviewResponse_Message {
@@ -3234,7 +3686,7 @@ type UnconsolidateRequest struct {
 
 func (x *UnconsolidateRequest) Reset() {
 	*x = UnconsolidateRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3698,7 @@ func (x *UnconsolidateRequest) String() string {
 func (*UnconsolidateRequest) ProtoMessage() {}
 
 func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[40]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3711,7 @@ func (x *UnconsolidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateRequest.ProtoReflect.Descriptor instead.
 func (*UnconsolidateRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{40}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UnconsolidateRequest) GetAbstractionId() uint64 {
@@ -3286,7 +3738,7 @@ type UnconsolidateResponse struct {
 
 func (x *UnconsolidateResponse) Reset() {
 	*x = UnconsolidateResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3298,7 +3750,7 @@ func (x *UnconsolidateResponse) String() string {
 func (*UnconsolidateResponse) ProtoMessage() {}
 
 func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[41]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3311,7 +3763,7 @@ func (x *UnconsolidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnconsolidateResponse.ProtoReflect.Descriptor instead.
 func (*UnconsolidateResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{41}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UnconsolidateResponse) GetRestoredIds() []uint64 {
@@ -3337,7 +3789,7 @@ type DeclareFrameworkRequest struct {
 
 func (x *DeclareFrameworkRequest) Reset() {
 	*x = DeclareFrameworkRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3801,7 @@ func (x *DeclareFrameworkRequest) String() string {
 func (*DeclareFrameworkRequest) ProtoMessage() {}
 
 func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[42]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3814,7 @@ func (x *DeclareFrameworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkRequest.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{42}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeclareFrameworkRequest) GetVersion() string {
@@ -3405,7 +3857,7 @@ type DeclareFrameworkResponse struct {
 
 func (x *DeclareFrameworkResponse) Reset() {
 	*x = DeclareFrameworkResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3417,7 +3869,7 @@ func (x *DeclareFrameworkResponse) String() string {
 func (*DeclareFrameworkResponse) ProtoMessage() {}
 
 func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[43]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3430,7 +3882,7 @@ func (x *DeclareFrameworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclareFrameworkResponse.ProtoReflect.Descriptor instead.
 func (*DeclareFrameworkResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{43}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeclareFrameworkResponse) GetPreviousVersion() string {
@@ -3455,7 +3907,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3919,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[44]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3932,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{44}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
 }
 
 type GetPolicyResponse struct {
@@ -3492,7 +3944,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3956,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[45]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3969,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{45}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -3539,7 +3991,7 @@ type UpdatePolicyRequest struct {
 
 func (x *UpdatePolicyRequest) Reset() {
 	*x = UpdatePolicyRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3551,7 +4003,7 @@ func (x *UpdatePolicyRequest) String() string {
 func (*UpdatePolicyRequest) ProtoMessage() {}
 
 func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[46]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3564,7 +4016,7 @@ func (x *UpdatePolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{46}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdatePolicyRequest) GetPolicy() *Policy {
@@ -3591,7 +4043,7 @@ type UpdatePolicyResponse struct {
 
 func (x *UpdatePolicyResponse) Reset() {
 	*x = UpdatePolicyResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +4055,7 @@ func (x *UpdatePolicyResponse) String() string {
 func (*UpdatePolicyResponse) ProtoMessage() {}
 
 func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[47]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +4068,7 @@ func (x *UpdatePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePolicyResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{47}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdatePolicyResponse) GetPolicy() *Policy {
@@ -3634,7 +4086,7 @@ type GetStatsRequest struct {
 
 func (x *GetStatsRequest) Reset() {
 	*x = GetStatsRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +4098,7 @@ func (x *GetStatsRequest) String() string {
 func (*GetStatsRequest) ProtoMessage() {}
 
 func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[48]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +4111,7 @@ func (x *GetStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetStatsRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{48}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{54}
 }
 
 // Memories in one (state, kind) cell.
@@ -3674,7 +4126,7 @@ type StateKindCount struct {
 
 func (x *StateKindCount) Reset() {
 	*x = StateKindCount{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3686,7 +4138,7 @@ func (x *StateKindCount) String() string {
 func (*StateKindCount) ProtoMessage() {}
 
 func (x *StateKindCount) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[49]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3699,7 +4151,7 @@ func (x *StateKindCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateKindCount.ProtoReflect.Descriptor instead.
 func (*StateKindCount) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{49}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StateKindCount) GetState() MemoryState {
@@ -3750,7 +4202,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3762,7 +4214,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[50]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3775,7 +4227,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{50}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *IndexStats) GetIndexedCount() uint64 {
@@ -3864,7 +4316,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +4328,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[51]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +4341,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{51}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetStatsResponse) GetCounts() []*StateKindCount {
@@ -4000,7 +4452,7 @@ type WriteStats struct {
 
 func (x *WriteStats) Reset() {
 	*x = WriteStats{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4012,7 +4464,7 @@ func (x *WriteStats) String() string {
 func (*WriteStats) ProtoMessage() {}
 
 func (x *WriteStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[52]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4025,7 +4477,7 @@ func (x *WriteStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteStats.ProtoReflect.Descriptor instead.
 func (*WriteStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{52}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WriteStats) GetRefused() bool {
@@ -4076,7 +4528,7 @@ type SetExperimentRequest struct {
 
 func (x *SetExperimentRequest) Reset() {
 	*x = SetExperimentRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4540,7 @@ func (x *SetExperimentRequest) String() string {
 func (*SetExperimentRequest) ProtoMessage() {}
 
 func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[53]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4553,7 @@ func (x *SetExperimentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentRequest.ProtoReflect.Descriptor instead.
 func (*SetExperimentRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{53}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetExperimentRequest) GetExperiment() *Experiment {
@@ -4128,7 +4580,7 @@ type SetExperimentResponse struct {
 
 func (x *SetExperimentResponse) Reset() {
 	*x = SetExperimentResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4140,7 +4592,7 @@ func (x *SetExperimentResponse) String() string {
 func (*SetExperimentResponse) ProtoMessage() {}
 
 func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[54]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4153,7 +4605,7 @@ func (x *SetExperimentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetExperimentResponse.ProtoReflect.Descriptor instead.
 func (*SetExperimentResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{54}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SetExperimentResponse) GetExperiment() *Experiment {
@@ -4175,7 +4627,7 @@ type PromoteArmRequest struct {
 
 func (x *PromoteArmRequest) Reset() {
 	*x = PromoteArmRequest{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4187,7 +4639,7 @@ func (x *PromoteArmRequest) String() string {
 func (*PromoteArmRequest) ProtoMessage() {}
 
 func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[55]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4200,7 +4652,7 @@ func (x *PromoteArmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmRequest.ProtoReflect.Descriptor instead.
 func (*PromoteArmRequest) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{55}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PromoteArmRequest) GetArm() string {
@@ -4229,7 +4681,7 @@ type PromoteArmResponse struct {
 
 func (x *PromoteArmResponse) Reset() {
 	*x = PromoteArmResponse{}
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4241,7 +4693,7 @@ func (x *PromoteArmResponse) String() string {
 func (*PromoteArmResponse) ProtoMessage() {}
 
 func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_memory_service_proto_msgTypes[56]
+	mi := &file_memevo_v1_memory_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4254,7 +4706,7 @@ func (x *PromoteArmResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteArmResponse.ProtoReflect.Descriptor instead.
 func (*PromoteArmResponse) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{56}
+	return file_memevo_v1_memory_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *PromoteArmResponse) GetPolicy() *Policy {
@@ -4407,7 +4859,40 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\asubject\"p\n" +
 	"\x0fHistoryResponse\x12-\n" +
 	"\bversions\x18\x01 \x03(\v2\x11.memevo.v1.MemoryR\bversions\x12.\n" +
-	"\x06events\x18\x02 \x03(\v2\x16.memevo.v1.ChangeEventR\x06events\"\x9d\x01\n" +
+	"\x06events\x18\x02 \x03(\v2\x16.memevo.v1.ChangeEventR\x06events\"_\n" +
+	"\x13ListEntitiesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\xfb\x01\n" +
+	"\rEntitySummary\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12!\n" +
+	"\fmemory_count\x18\x02 \x01(\x04R\vmemoryCount\x12#\n" +
+	"\rcurrent_count\x18\x03 \x01(\x04R\fcurrentCount\x12!\n" +
+	"\fbelief_count\x18\x04 \x01(\x04R\vbeliefCount\x12#\n" +
+	"\rdoubted_count\x18\x05 \x01(\x04R\fdoubtedCount\x12B\n" +
+	"\x0flast_changed_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastChangedAt\"m\n" +
+	"\x14ListEntitiesResponse\x124\n" +
+	"\bentities\x18\x01 \x03(\v2\x18.memevo.v1.EntitySummaryR\bentities\x12\x1f\n" +
+	"\vtotal_count\x18\x02 \x01(\x04R\n" +
+	"totalCount\"F\n" +
+	"\x0eBeliefsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06entity\x18\x02 \x01(\tR\x06entity\"\xcf\x02\n" +
+	"\x06Belief\x12\x1c\n" +
+	"\tattribute\x18\x01 \x01(\tR\tattribute\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12$\n" +
+	"\x0eread_from_text\x18\x03 \x01(\bR\freadFromText\x12)\n" +
+	"\x06memory\x18\x04 \x01(\v2\x11.memevo.v1.MemoryR\x06memory\x120\n" +
+	"\x14possibly_outdated_by\x18\x05 \x03(\x04R\x12possiblyOutdatedBy\x124\n" +
+	"\falso_current\x18\x06 \x03(\v2\x11.memevo.v1.MemoryR\valsoCurrent\x123\n" +
+	"\vhistory_key\x18\a \x01(\v2\x12.memevo.v1.FactKeyR\n" +
+	"historyKey\x12#\n" +
+	"\rversion_count\x18\b \x01(\x04R\fversionCount\"\xc9\x01\n" +
+	"\x0fBeliefsResponse\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12+\n" +
+	"\abeliefs\x18\x02 \x03(\v2\x11.memevo.v1.BeliefR\abeliefs\x12-\n" +
+	"\x12unattributed_count\x18\x03 \x01(\x04R\x11unattributedCount\x12B\n" +
+	"\x0flast_changed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rlastChangedAt\"\x9d\x01\n" +
 	"\rForgetRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x04R\x03ids\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
@@ -4603,7 +5088,7 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11INDEX_STATE_READY\x10\x01\x12\x1a\n" +
-	"\x16INDEX_STATE_REBUILDING\x10\x022\x94\f\n" +
+	"\x16INDEX_STATE_REBUILDING\x10\x022\xa7\r\n" +
 	"\rMemoryService\x12C\n" +
 	"\bRemember\x12\x1a.memevo.v1.RememberRequest\x1a\x1b.memevo.v1.RememberResponse\x12R\n" +
 	"\rRememberBatch\x12\x1f.memevo.v1.RememberBatchRequest\x1a .memevo.v1.RememberBatchResponse\x12W\n" +
@@ -4612,7 +5097,9 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\fBuildContext\x12\x1e.memevo.v1.BuildContextRequest\x1a\x1f.memevo.v1.BuildContextResponse\x12R\n" +
 	"\rReportOutcome\x12\x1f.memevo.v1.ReportOutcomeRequest\x1a .memevo.v1.ReportOutcomeResponse\x124\n" +
 	"\x03Get\x12\x15.memevo.v1.GetRequest\x1a\x16.memevo.v1.GetResponse\x12@\n" +
-	"\aHistory\x12\x19.memevo.v1.HistoryRequest\x1a\x1a.memevo.v1.HistoryResponse\x12=\n" +
+	"\aHistory\x12\x19.memevo.v1.HistoryRequest\x1a\x1a.memevo.v1.HistoryResponse\x12O\n" +
+	"\fListEntities\x12\x1e.memevo.v1.ListEntitiesRequest\x1a\x1f.memevo.v1.ListEntitiesResponse\x12@\n" +
+	"\aBeliefs\x12\x19.memevo.v1.BeliefsRequest\x1a\x1a.memevo.v1.BeliefsResponse\x12=\n" +
 	"\x06Forget\x12\x18.memevo.v1.ForgetRequest\x1a\x19.memevo.v1.ForgetResponse\x12F\n" +
 	"\tSupersede\x12\x1b.memevo.v1.SupersedeRequest\x1a\x1c.memevo.v1.SupersedeResponse\x12=\n" +
 	"\x06Govern\x12\x18.memevo.v1.GovernRequest\x1a\x19.memevo.v1.GovernResponse\x12<\n" +
@@ -4641,7 +5128,7 @@ func file_memevo_v1_memory_service_proto_rawDescGZIP() []byte {
 }
 
 var file_memevo_v1_memory_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_memevo_v1_memory_service_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(WriteOutcome)(0),                // 0: memevo.v1.WriteOutcome
 	(RecallMode)(0),                  // 1: memevo.v1.RecallMode
@@ -4670,165 +5157,182 @@ var file_memevo_v1_memory_service_proto_goTypes = []any{
 	(*FactKey)(nil),                  // 24: memevo.v1.FactKey
 	(*HistoryRequest)(nil),           // 25: memevo.v1.HistoryRequest
 	(*HistoryResponse)(nil),          // 26: memevo.v1.HistoryResponse
-	(*ForgetRequest)(nil),            // 27: memevo.v1.ForgetRequest
-	(*ForgetResponse)(nil),           // 28: memevo.v1.ForgetResponse
-	(*SupersedeRequest)(nil),         // 29: memevo.v1.SupersedeRequest
-	(*SupersedeResponse)(nil),        // 30: memevo.v1.SupersedeResponse
-	(*RestoreRequest)(nil),           // 31: memevo.v1.RestoreRequest
-	(*RestoreResponse)(nil),          // 32: memevo.v1.RestoreResponse
-	(*GovernRequest)(nil),            // 33: memevo.v1.GovernRequest
-	(*TransitionCount)(nil),          // 34: memevo.v1.TransitionCount
-	(*SweepStats)(nil),               // 35: memevo.v1.SweepStats
-	(*GovernResponse)(nil),           // 36: memevo.v1.GovernResponse
-	(*ConsolidationStats)(nil),       // 37: memevo.v1.ConsolidationStats
-	(*ReviewStats)(nil),              // 38: memevo.v1.ReviewStats
-	(*WatchRequest)(nil),             // 39: memevo.v1.WatchRequest
-	(*WatchResponse)(nil),            // 40: memevo.v1.WatchResponse
-	(*ReviewerHello)(nil),            // 41: memevo.v1.ReviewerHello
-	(*ReviewRequest)(nil),            // 42: memevo.v1.ReviewRequest
-	(*ReviewResponse)(nil),           // 43: memevo.v1.ReviewResponse
-	(*UnconsolidateRequest)(nil),     // 44: memevo.v1.UnconsolidateRequest
-	(*UnconsolidateResponse)(nil),    // 45: memevo.v1.UnconsolidateResponse
-	(*DeclareFrameworkRequest)(nil),  // 46: memevo.v1.DeclareFrameworkRequest
-	(*DeclareFrameworkResponse)(nil), // 47: memevo.v1.DeclareFrameworkResponse
-	(*GetPolicyRequest)(nil),         // 48: memevo.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 49: memevo.v1.GetPolicyResponse
-	(*UpdatePolicyRequest)(nil),      // 50: memevo.v1.UpdatePolicyRequest
-	(*UpdatePolicyResponse)(nil),     // 51: memevo.v1.UpdatePolicyResponse
-	(*GetStatsRequest)(nil),          // 52: memevo.v1.GetStatsRequest
-	(*StateKindCount)(nil),           // 53: memevo.v1.StateKindCount
-	(*IndexStats)(nil),               // 54: memevo.v1.IndexStats
-	(*GetStatsResponse)(nil),         // 55: memevo.v1.GetStatsResponse
-	(*WriteStats)(nil),               // 56: memevo.v1.WriteStats
-	(*SetExperimentRequest)(nil),     // 57: memevo.v1.SetExperimentRequest
-	(*SetExperimentResponse)(nil),    // 58: memevo.v1.SetExperimentResponse
-	(*PromoteArmRequest)(nil),        // 59: memevo.v1.PromoteArmRequest
-	(*PromoteArmResponse)(nil),       // 60: memevo.v1.PromoteArmResponse
-	(*Memory)(nil),                   // 61: memevo.v1.Memory
-	(*MemoryInput)(nil),              // 62: memevo.v1.MemoryInput
-	(MemoryKind)(0),                  // 63: memevo.v1.MemoryKind
-	(*timestamppb.Timestamp)(nil),    // 64: google.protobuf.Timestamp
-	(*ChangeEvent)(nil),              // 65: memevo.v1.ChangeEvent
-	(MemoryState)(0),                 // 66: memevo.v1.MemoryState
-	(ChangeEventType)(0),             // 67: memevo.v1.ChangeEventType
-	(ProposalKind)(0),                // 68: memevo.v1.ProposalKind
-	(*Decision)(nil),                 // 69: memevo.v1.Decision
-	(*Proposal)(nil),                 // 70: memevo.v1.Proposal
-	(*Policy)(nil),                   // 71: memevo.v1.Policy
-	(*ExperimentStats)(nil),          // 72: memevo.v1.ExperimentStats
-	(*Experiment)(nil),               // 73: memevo.v1.Experiment
+	(*ListEntitiesRequest)(nil),      // 27: memevo.v1.ListEntitiesRequest
+	(*EntitySummary)(nil),            // 28: memevo.v1.EntitySummary
+	(*ListEntitiesResponse)(nil),     // 29: memevo.v1.ListEntitiesResponse
+	(*BeliefsRequest)(nil),           // 30: memevo.v1.BeliefsRequest
+	(*Belief)(nil),                   // 31: memevo.v1.Belief
+	(*BeliefsResponse)(nil),          // 32: memevo.v1.BeliefsResponse
+	(*ForgetRequest)(nil),            // 33: memevo.v1.ForgetRequest
+	(*ForgetResponse)(nil),           // 34: memevo.v1.ForgetResponse
+	(*SupersedeRequest)(nil),         // 35: memevo.v1.SupersedeRequest
+	(*SupersedeResponse)(nil),        // 36: memevo.v1.SupersedeResponse
+	(*RestoreRequest)(nil),           // 37: memevo.v1.RestoreRequest
+	(*RestoreResponse)(nil),          // 38: memevo.v1.RestoreResponse
+	(*GovernRequest)(nil),            // 39: memevo.v1.GovernRequest
+	(*TransitionCount)(nil),          // 40: memevo.v1.TransitionCount
+	(*SweepStats)(nil),               // 41: memevo.v1.SweepStats
+	(*GovernResponse)(nil),           // 42: memevo.v1.GovernResponse
+	(*ConsolidationStats)(nil),       // 43: memevo.v1.ConsolidationStats
+	(*ReviewStats)(nil),              // 44: memevo.v1.ReviewStats
+	(*WatchRequest)(nil),             // 45: memevo.v1.WatchRequest
+	(*WatchResponse)(nil),            // 46: memevo.v1.WatchResponse
+	(*ReviewerHello)(nil),            // 47: memevo.v1.ReviewerHello
+	(*ReviewRequest)(nil),            // 48: memevo.v1.ReviewRequest
+	(*ReviewResponse)(nil),           // 49: memevo.v1.ReviewResponse
+	(*UnconsolidateRequest)(nil),     // 50: memevo.v1.UnconsolidateRequest
+	(*UnconsolidateResponse)(nil),    // 51: memevo.v1.UnconsolidateResponse
+	(*DeclareFrameworkRequest)(nil),  // 52: memevo.v1.DeclareFrameworkRequest
+	(*DeclareFrameworkResponse)(nil), // 53: memevo.v1.DeclareFrameworkResponse
+	(*GetPolicyRequest)(nil),         // 54: memevo.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 55: memevo.v1.GetPolicyResponse
+	(*UpdatePolicyRequest)(nil),      // 56: memevo.v1.UpdatePolicyRequest
+	(*UpdatePolicyResponse)(nil),     // 57: memevo.v1.UpdatePolicyResponse
+	(*GetStatsRequest)(nil),          // 58: memevo.v1.GetStatsRequest
+	(*StateKindCount)(nil),           // 59: memevo.v1.StateKindCount
+	(*IndexStats)(nil),               // 60: memevo.v1.IndexStats
+	(*GetStatsResponse)(nil),         // 61: memevo.v1.GetStatsResponse
+	(*WriteStats)(nil),               // 62: memevo.v1.WriteStats
+	(*SetExperimentRequest)(nil),     // 63: memevo.v1.SetExperimentRequest
+	(*SetExperimentResponse)(nil),    // 64: memevo.v1.SetExperimentResponse
+	(*PromoteArmRequest)(nil),        // 65: memevo.v1.PromoteArmRequest
+	(*PromoteArmResponse)(nil),       // 66: memevo.v1.PromoteArmResponse
+	(*Memory)(nil),                   // 67: memevo.v1.Memory
+	(*MemoryInput)(nil),              // 68: memevo.v1.MemoryInput
+	(MemoryKind)(0),                  // 69: memevo.v1.MemoryKind
+	(*timestamppb.Timestamp)(nil),    // 70: google.protobuf.Timestamp
+	(*ChangeEvent)(nil),              // 71: memevo.v1.ChangeEvent
+	(MemoryState)(0),                 // 72: memevo.v1.MemoryState
+	(ChangeEventType)(0),             // 73: memevo.v1.ChangeEventType
+	(ProposalKind)(0),                // 74: memevo.v1.ProposalKind
+	(*Decision)(nil),                 // 75: memevo.v1.Decision
+	(*Proposal)(nil),                 // 76: memevo.v1.Proposal
+	(*Policy)(nil),                   // 77: memevo.v1.Policy
+	(*ExperimentStats)(nil),          // 78: memevo.v1.ExperimentStats
+	(*Experiment)(nil),               // 79: memevo.v1.Experiment
 }
 var file_memevo_v1_memory_service_proto_depIdxs = []int32{
-	61, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
+	67, // 0: memevo.v1.WriteResult.memory:type_name -> memevo.v1.Memory
 	0,  // 1: memevo.v1.WriteResult.outcome:type_name -> memevo.v1.WriteOutcome
-	62, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
+	68, // 2: memevo.v1.RememberRequest.memory:type_name -> memevo.v1.MemoryInput
 	4,  // 3: memevo.v1.RememberResponse.result:type_name -> memevo.v1.WriteResult
-	62, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
+	68, // 4: memevo.v1.RememberBatchRequest.memories:type_name -> memevo.v1.MemoryInput
 	4,  // 5: memevo.v1.RememberBatchResponse.results:type_name -> memevo.v1.WriteResult
-	62, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
+	68, // 6: memevo.v1.RememberStreamRequest.memory:type_name -> memevo.v1.MemoryInput
 	10, // 7: memevo.v1.RememberStreamRequest.items:type_name -> memevo.v1.RememberStreamItem
-	62, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
-	63, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
-	64, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
-	64, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
+	68, // 8: memevo.v1.RememberStreamItem.memory:type_name -> memevo.v1.MemoryInput
+	69, // 9: memevo.v1.RecallFilter.kinds:type_name -> memevo.v1.MemoryKind
+	70, // 10: memevo.v1.RecallFilter.valid_from_after:type_name -> google.protobuf.Timestamp
+	70, // 11: memevo.v1.RecallFilter.valid_from_before:type_name -> google.protobuf.Timestamp
 	12, // 12: memevo.v1.RecallRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 13: memevo.v1.RecallRequest.mode:type_name -> memevo.v1.RecallMode
-	64, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
-	61, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
+	70, // 14: memevo.v1.RecallRequest.as_of:type_name -> google.protobuf.Timestamp
+	67, // 15: memevo.v1.RecalledMemory.memory:type_name -> memevo.v1.Memory
 	15, // 16: memevo.v1.RecalledMemory.breakdown:type_name -> memevo.v1.ScoreBreakdown
 	14, // 17: memevo.v1.RecallResponse.memories:type_name -> memevo.v1.RecalledMemory
 	12, // 18: memevo.v1.BuildContextRequest.filter:type_name -> memevo.v1.RecallFilter
 	1,  // 19: memevo.v1.BuildContextRequest.mode:type_name -> memevo.v1.RecallMode
-	64, // 20: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
-	61, // 21: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
+	70, // 20: memevo.v1.BuildContextRequest.as_of:type_name -> google.protobuf.Timestamp
+	67, // 21: memevo.v1.ContextItem.memory:type_name -> memevo.v1.Memory
 	18, // 22: memevo.v1.BuildContextResponse.items:type_name -> memevo.v1.ContextItem
 	2,  // 23: memevo.v1.ReportOutcomeRequest.outcome:type_name -> memevo.v1.Outcome
-	61, // 24: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
+	67, // 24: memevo.v1.GetResponse.memories:type_name -> memevo.v1.Memory
 	24, // 25: memevo.v1.HistoryRequest.fact_key:type_name -> memevo.v1.FactKey
-	61, // 26: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
-	65, // 27: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
-	62, // 28: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	61, // 29: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	61, // 30: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	61, // 31: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
-	66, // 32: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	66, // 33: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	64, // 34: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
-	34, // 35: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
-	35, // 36: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
-	37, // 37: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
-	37, // 38: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
-	67, // 39: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	65, // 40: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	68, // 41: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
-	41, // 42: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	69, // 43: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	70, // 44: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	71, // 45: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	71, // 46: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	71, // 47: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	66, // 48: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	63, // 49: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	64, // 50: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
-	3,  // 51: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
-	53, // 52: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
-	54, // 53: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
-	35, // 54: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	72, // 55: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
-	38, // 56: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
-	56, // 57: memevo.v1.GetStatsResponse.writes:type_name -> memevo.v1.WriteStats
-	64, // 58: memevo.v1.WriteStats.refused_since:type_name -> google.protobuf.Timestamp
-	73, // 59: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
-	73, // 60: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
-	71, // 61: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
-	72, // 62: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
-	5,  // 63: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	7,  // 64: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	9,  // 65: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	13, // 66: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	17, // 67: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	20, // 68: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	22, // 69: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	25, // 70: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	27, // 71: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	29, // 72: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	33, // 73: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	39, // 74: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	42, // 75: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	44, // 76: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	31, // 77: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
-	46, // 78: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	48, // 79: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	50, // 80: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	52, // 81: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	57, // 82: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
-	59, // 83: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
-	6,  // 84: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	8,  // 85: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	11, // 86: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	16, // 87: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	19, // 88: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	21, // 89: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	23, // 90: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	26, // 91: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	28, // 92: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	30, // 93: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	36, // 94: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	40, // 95: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	43, // 96: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	45, // 97: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	32, // 98: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
-	47, // 99: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	49, // 100: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	51, // 101: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	55, // 102: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	58, // 103: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
-	60, // 104: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
-	84, // [84:105] is the sub-list for method output_type
-	63, // [63:84] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	67, // 26: memevo.v1.HistoryResponse.versions:type_name -> memevo.v1.Memory
+	71, // 27: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
+	70, // 28: memevo.v1.EntitySummary.last_changed_at:type_name -> google.protobuf.Timestamp
+	28, // 29: memevo.v1.ListEntitiesResponse.entities:type_name -> memevo.v1.EntitySummary
+	67, // 30: memevo.v1.Belief.memory:type_name -> memevo.v1.Memory
+	67, // 31: memevo.v1.Belief.also_current:type_name -> memevo.v1.Memory
+	24, // 32: memevo.v1.Belief.history_key:type_name -> memevo.v1.FactKey
+	31, // 33: memevo.v1.BeliefsResponse.beliefs:type_name -> memevo.v1.Belief
+	70, // 34: memevo.v1.BeliefsResponse.last_changed_at:type_name -> google.protobuf.Timestamp
+	68, // 35: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	67, // 36: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	67, // 37: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	67, // 38: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
+	72, // 39: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	72, // 40: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	70, // 41: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	40, // 42: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
+	41, // 43: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
+	43, // 44: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
+	43, // 45: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
+	73, // 46: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	71, // 47: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	74, // 48: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	47, // 49: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
+	75, // 50: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	76, // 51: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	77, // 52: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	77, // 53: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	77, // 54: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	72, // 55: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	69, // 56: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	70, // 57: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	3,  // 58: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
+	59, // 59: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
+	60, // 60: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
+	41, // 61: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
+	78, // 62: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	44, // 63: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
+	62, // 64: memevo.v1.GetStatsResponse.writes:type_name -> memevo.v1.WriteStats
+	70, // 65: memevo.v1.WriteStats.refused_since:type_name -> google.protobuf.Timestamp
+	79, // 66: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	79, // 67: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	77, // 68: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	78, // 69: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	5,  // 70: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	7,  // 71: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	9,  // 72: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	13, // 73: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	17, // 74: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	20, // 75: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	22, // 76: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	25, // 77: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	27, // 78: memevo.v1.MemoryService.ListEntities:input_type -> memevo.v1.ListEntitiesRequest
+	30, // 79: memevo.v1.MemoryService.Beliefs:input_type -> memevo.v1.BeliefsRequest
+	33, // 80: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	35, // 81: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	39, // 82: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	45, // 83: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	48, // 84: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	50, // 85: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	37, // 86: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
+	52, // 87: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	54, // 88: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	56, // 89: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	58, // 90: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	63, // 91: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	65, // 92: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	6,  // 93: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	8,  // 94: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	11, // 95: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	16, // 96: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	19, // 97: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	21, // 98: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	23, // 99: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	26, // 100: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	29, // 101: memevo.v1.MemoryService.ListEntities:output_type -> memevo.v1.ListEntitiesResponse
+	32, // 102: memevo.v1.MemoryService.Beliefs:output_type -> memevo.v1.BeliefsResponse
+	34, // 103: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	36, // 104: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	42, // 105: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	46, // 106: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	49, // 107: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	51, // 108: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	38, // 109: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
+	53, // 110: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	55, // 111: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	57, // 112: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	61, // 113: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	64, // 114: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	66, // 115: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	93, // [93:116] is the sub-list for method output_type
+	70, // [70:93] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }
@@ -4850,31 +5354,31 @@ func file_memevo_v1_memory_service_proto_init() {
 		(*HistoryRequest_FactKey)(nil),
 		(*HistoryRequest_MemoryId)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[23].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[25].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[29].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[31].OneofWrappers = []any{
 		(*SupersedeRequest_NewId)(nil),
 		(*SupersedeRequest_NewMemory)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[27].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[29].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[33].OneofWrappers = []any{}
 	file_memevo_v1_memory_service_proto_msgTypes[35].OneofWrappers = []any{}
-	file_memevo_v1_memory_service_proto_msgTypes[38].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[41].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[44].OneofWrappers = []any{
 		(*ReviewRequest_Hello)(nil),
 		(*ReviewRequest_Decision)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[39].OneofWrappers = []any{
+	file_memevo_v1_memory_service_proto_msgTypes[45].OneofWrappers = []any{
 		(*ReviewResponse_Proposal)(nil),
 		(*ReviewResponse_SettledProposalId)(nil),
 		(*ReviewResponse_CaughtUp)(nil),
 	}
-	file_memevo_v1_memory_service_proto_msgTypes[42].OneofWrappers = []any{}
+	file_memevo_v1_memory_service_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_memory_service_proto_rawDesc), len(file_memevo_v1_memory_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   57,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

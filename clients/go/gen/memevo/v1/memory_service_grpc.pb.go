@@ -27,6 +27,8 @@ const (
 	MemoryService_ReportOutcome_FullMethodName    = "/memevo.v1.MemoryService/ReportOutcome"
 	MemoryService_Get_FullMethodName              = "/memevo.v1.MemoryService/Get"
 	MemoryService_History_FullMethodName          = "/memevo.v1.MemoryService/History"
+	MemoryService_ListEntities_FullMethodName     = "/memevo.v1.MemoryService/ListEntities"
+	MemoryService_Beliefs_FullMethodName          = "/memevo.v1.MemoryService/Beliefs"
 	MemoryService_Forget_FullMethodName           = "/memevo.v1.MemoryService/Forget"
 	MemoryService_Supersede_FullMethodName        = "/memevo.v1.MemoryService/Supersede"
 	MemoryService_Govern_FullMethodName           = "/memevo.v1.MemoryService/Govern"
@@ -80,6 +82,10 @@ type MemoryServiceClient interface {
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
 	// The versions of a fact key or the lineage of a memory, oldest first.
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
+	// The entities of a namespace, each with its memory counts and last change, most recently changed first.
+	ListEntities(ctx context.Context, in *ListEntitiesRequest, opts ...grpc.CallOption) (*ListEntitiesResponse, error)
+	// What the agent believes about an entity now: each attribute's current value, keyed or read from prose.
+	Beliefs(ctx context.Context, in *BeliefsRequest, opts ...grpc.CallOption) (*BeliefsResponse, error)
 	// Delete memories (or mark them OBSOLETE, keeping them as history).
 	Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetResponse, error)
 	// Declare that a memory replaces another one.
@@ -194,6 +200,26 @@ func (c *memoryServiceClient) History(ctx context.Context, in *HistoryRequest, o
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HistoryResponse)
 	err := c.cc.Invoke(ctx, MemoryService_History_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) ListEntities(ctx context.Context, in *ListEntitiesRequest, opts ...grpc.CallOption) (*ListEntitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEntitiesResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ListEntities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) Beliefs(ctx context.Context, in *BeliefsRequest, opts ...grpc.CallOption) (*BeliefsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeliefsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_Beliefs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +406,10 @@ type MemoryServiceServer interface {
 	Get(context.Context, *GetRequest) (*GetResponse, error)
 	// The versions of a fact key or the lineage of a memory, oldest first.
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
+	// The entities of a namespace, each with its memory counts and last change, most recently changed first.
+	ListEntities(context.Context, *ListEntitiesRequest) (*ListEntitiesResponse, error)
+	// What the agent believes about an entity now: each attribute's current value, keyed or read from prose.
+	Beliefs(context.Context, *BeliefsRequest) (*BeliefsResponse, error)
 	// Delete memories (or mark them OBSOLETE, keeping them as history).
 	Forget(context.Context, *ForgetRequest) (*ForgetResponse, error)
 	// Declare that a memory replaces another one.
@@ -440,6 +470,12 @@ func (UnimplementedMemoryServiceServer) Get(context.Context, *GetRequest) (*GetR
 }
 func (UnimplementedMemoryServiceServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method History not implemented")
+}
+func (UnimplementedMemoryServiceServer) ListEntities(context.Context, *ListEntitiesRequest) (*ListEntitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEntities not implemented")
+}
+func (UnimplementedMemoryServiceServer) Beliefs(context.Context, *BeliefsRequest) (*BeliefsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Beliefs not implemented")
 }
 func (UnimplementedMemoryServiceServer) Forget(context.Context, *ForgetRequest) (*ForgetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Forget not implemented")
@@ -630,6 +666,42 @@ func _MemoryService_History_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MemoryServiceServer).History(ctx, req.(*HistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_ListEntities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEntitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ListEntities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ListEntities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ListEntities(ctx, req.(*ListEntitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_Beliefs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeliefsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).Beliefs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_Beliefs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).Beliefs(ctx, req.(*BeliefsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -884,6 +956,14 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "History",
 			Handler:    _MemoryService_History_Handler,
+		},
+		{
+			MethodName: "ListEntities",
+			Handler:    _MemoryService_ListEntities_Handler,
+		},
+		{
+			MethodName: "Beliefs",
+			Handler:    _MemoryService_Beliefs_Handler,
 		},
 		{
 			MethodName: "Forget",

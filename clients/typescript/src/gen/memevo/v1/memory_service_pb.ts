@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/memory_service.proto.
  */
 export const file_memevo_v1_memory_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIp0BChVSZW1lbWJlclN0cmVhbVJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBEiwKBWl0ZW1zGAQgAygLMh0ubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtSXRlbUIHCgVfdHVybiJQChJSZW1lbWJlclN0cmVhbUl0ZW0SJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiqAIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAISDAoEcGVlaxgLIAEoCEIHCgVfdHVybiKSAQoOUmVjYWxsZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRISCgpzaW1pbGFyaXR5GAIgASgCEg0KBXNjb3JlGAMgASgCEgwKBGhpbnQYBCABKAkSLAoJYnJlYWtkb3duGAUgASgLMhkubWVtZXZvLnYxLlNjb3JlQnJlYWtkb3duIl0KDlNjb3JlQnJlYWtkb3duEg0KBXdvcmRzGAEgASgCEg4KBmZpZWxkcxgCIAEoAhINCgVtYXRjaBgDIAEoAhINCgV0cnVzdBgEIAEoAhIOCgZmYWN0b3IYBSABKAIiYAoOUmVjYWxsUmVzcG9uc2USKwoIbWVtb3JpZXMYASADKAsyGS5tZW1ldm8udjEuUmVjYWxsZWRNZW1vcnkSFAoMcmV0cmlldmFsX2lkGAIgASgJEgsKA2FybRgDIAEoCSL3AQoTQnVpbGRDb250ZXh0UmVxdWVzdBINCgVxdWVyeRgBIAEoCRIUCgxxdWVyeV92ZWN0b3IYAiABKAwSFAoMdG9rZW5fYnVkZ2V0GAMgASgNEhAKCGxhbmd1YWdlGAQgASgJEicKBmZpbHRlchgFIAEoCzIXLm1lbWV2by52MS5SZWNhbGxGaWx0ZXISIwoEbW9kZRgGIAEoDjIVLm1lbWV2by52MS5SZWNhbGxNb2RlEikKBWFzX29mGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgR0dXJuGAggASgDSACIAQFCBwoFX3R1cm4iXQoLQ29udGV4dEl0ZW0SIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRINCgVncm91cBgCIAEoCRIMCgRoaW50GAMgASgJEg4KBnRva2VucxgEIAEoDSKDAQoUQnVpbGRDb250ZXh0UmVzcG9uc2USDAoEdGV4dBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLm1lbWV2by52MS5Db250ZXh0SXRlbRITCgt0b2tlbnNfdXNlZBgDIAEoDRIUCgxyZXRyaWV2YWxfaWQYBCABKAkSCwoDYXJtGAUgASgJItsBChRSZXBvcnRPdXRjb21lUmVxdWVzdBIUCgxyZXRyaWV2YWxfaWQYASABKAkSIwoHb3V0Y29tZRgCIAEoDjISLm1lbWV2by52MS5PdXRjb21lEhcKD3VzZWRfbWVtb3J5X2lkcxgDIAMoBBIMCgRub3RlGAQgASgJEhIKCnJlcXVlc3RfaWQYBSABKAkSEQoEdHVybhgGIAEoA0gAiAEBEhMKBnJld2FyZBgHIAEoAkgBiAEBEhEKCW5hbWVzcGFjZRgIIAEoCUIHCgVfdHVybkIJCgdfcmV3YXJkIi4KFVJlcG9ydE91dGNvbWVSZXNwb25zZRIVCg11cGRhdGVkX2NvdW50GAEgASgEIjIKCkdldFJlcXVlc3QSCwoDaWRzGAEgAygEEhcKD2luY2x1ZGVfdmVjdG9ycxgCIAEoCCJHCgtHZXRSZXNwb25zZRIjCghtZW1vcmllcxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSEwoLbWlzc2luZ19pZHMYAiADKAQiPwoHRmFjdEtleRIRCgluYW1lc3BhY2UYASABKAkSDgoGZW50aXR5GAIgASgJEhEKCWF0dHJpYnV0ZRgDIAEoCSJYCg5IaXN0b3J5UmVxdWVzdBImCghmYWN0X2tleRgBIAEoCzISLm1lbWV2by52MS5GYWN0S2V5SAASEwoJbWVtb3J5X2lkGAIgASgESABCCQoHc3ViamVjdCJeCg9IaXN0b3J5UmVzcG9uc2USIwoIdmVyc2lvbnMYASADKAsyES5tZW1ldm8udjEuTWVtb3J5EiYKBmV2ZW50cxgCIAMoCzIWLm1lbWV2by52MS5DaGFuZ2VFdmVudCJyCg1Gb3JnZXRSZXF1ZXN0EgsKA2lkcxgBIAMoBBIOCgZyZWFzb24YAiABKAkSFAoMa2VlcF9oaXN0b3J5GAMgASgIEhIKCnJlcXVlc3RfaWQYBCABKAkSEQoEdHVybhgFIAEoA0gAiAEBQgcKBV90dXJuIjwKDkZvcmdldFJlc3BvbnNlEhUKDWZvcmdvdHRlbl9pZHMYASADKAQSEwoLbWlzc2luZ19pZHMYAiADKAQisQEKEFN1cGVyc2VkZVJlcXVlc3QSDgoGb2xkX2lkGAEgASgEEhAKBm5ld19pZBgCIAEoBEgAEiwKCm5ld19tZW1vcnkYAyABKAsyFi5tZW1ldm8udjEuTWVtb3J5SW5wdXRIABIOCgZyZWFzb24YBCABKAkSEgoKcmVxdWVzdF9pZBgFIAEoCRIRCgR0dXJuGAYgASgDSAGIAQFCDQoLcmVwbGFjZW1lbnRCBwoFX3R1cm4iYQoRU3VwZXJzZWRlUmVzcG9uc2USJQoKb2xkX21lbW9yeRgBIAEoCzIRLm1lbWV2by52MS5NZW1vcnkSJQoKbmV3X21lbW9yeRgCIAEoCzIRLm1lbWV2by52MS5NZW1vcnkiYwoOUmVzdG9yZVJlcXVlc3QSEQoJbWVtb3J5X2lkGAEgASgEEg4KBnJlYXNvbhgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEhEKBHR1cm4YBCABKANIAIgBAUIHCgVfdHVybiI0Cg9SZXN0b3JlUmVzcG9uc2USIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJPCg1Hb3Zlcm5SZXF1ZXN0Eg8KB2RyeV9ydW4YASABKAgSEQoJbmFtZXNwYWNlGAIgASgJEhEKBHR1cm4YAyABKANIAIgBAUIHCgVfdHVybiJ2Cg9UcmFuc2l0aW9uQ291bnQSKgoKZnJvbV9zdGF0ZRgBIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgCIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRINCgVjb3VudBgDIAEoBCK8AQoKU3dlZXBTdGF0cxIuCgpzdGFydGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9ldmFsdWF0ZWRfY291bnQYAiABKAQSLwoLdHJhbnNpdGlvbnMYAyADKAsyGi5tZW1ldm8udjEuVHJhbnNpdGlvbkNvdW50EhEKCWtlcm5lbF9tcxgEIAEoARIQCgh0b3RhbF9tcxgFIAEoARIPCgd0cmlnZ2VyGAYgASgJImwKDkdvdmVyblJlc3BvbnNlEiQKBXN3ZWVwGAEgASgLMhUubWVtZXZvLnYxLlN3ZWVwU3RhdHMSNAoNY29uc29saWRhdGlvbhgCIAEoCzIdLm1lbWV2by52MS5Db25zb2xpZGF0aW9uU3RhdHMioQEKEkNvbnNvbGlkYXRpb25TdGF0cxIWCg5zZWVkc19leGFtaW5lZBgBIAEoBBIUCgxncm91cHNfZm91bmQYAiABKAQSGAoQcHJvcG9zYWxzX29wZW5lZBgDIAEoBBIaChJjb25zb2xpZGF0ZWRfY291bnQYBCABKAQSFQoNZXhwaXJlZF9jb3VudBgFIAEoBBIQCgh0b3RhbF9tcxgGIAEoASLDAQoLUmV2aWV3U3RhdHMSGwoTb3Blbl9jb25zb2xpZGF0aW9ucxgBIAEoBBIWCg5vcGVuX2V2aWN0aW9ucxgCIAEoBBIeChZvcGVuX3JlaW50ZXJwcmV0YXRpb25zGAMgASgEEhEKCXJldmlld2VycxgEIAEoDRIwCglsYXN0X3Bhc3MYBSABKAsyHS5tZW1ldm8udjEuQ29uc29saWRhdGlvblN0YXRzEhoKEm9wZW5fc3VwZXJzZXNzaW9ucxgGIAEoBCJ8CgxXYXRjaFJlcXVlc3QSGwoOYWZ0ZXJfc2VxdWVuY2UYASABKARIAIgBARIRCgluYW1lc3BhY2UYAiABKAkSKQoFdHlwZXMYAyADKA4yGi5tZW1ldm8udjEuQ2hhbmdlRXZlbnRUeXBlQhEKD19hZnRlcl9zZXF1ZW5jZSI2Cg1XYXRjaFJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50IloKDVJldmlld2VySGVsbG8SEAoIcmV2aWV3ZXIYASABKAkSJgoFa2luZHMYAiADKA4yFy5tZW1ldm8udjEuUHJvcG9zYWxLaW5kEg8KB29ic2VydmUYAyABKAgibgoNUmV2aWV3UmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLm1lbWV2by52MS5SZXZpZXdlckhlbGxvSAASJwoIZGVjaXNpb24YAiABKAsyEy5tZW1ldm8udjEuRGVjaXNpb25IAEIJCgdtZXNzYWdlIngKDlJldmlld1Jlc3BvbnNlEicKCHByb3Bvc2FsGAEgASgLMhMubWVtZXZvLnYxLlByb3Bvc2FsSAASHQoTc2V0dGxlZF9wcm9wb3NhbF9pZBgCIAEoCUgAEhMKCWNhdWdodF91cBgDIAEoCEgAQgkKB21lc3NhZ2UiQgoUVW5jb25zb2xpZGF0ZVJlcXVlc3QSFgoOYWJzdHJhY3Rpb25faWQYASABKAQSEgoKcmVxdWVzdF9pZBgCIAEoCSItChVVbmNvbnNvbGlkYXRlUmVzcG9uc2USFAoMcmVzdG9yZWRfaWRzGAEgAygEIm8KF0RlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRIRCgR0dXJuGAQgASgDSACIAQFCBwoFX3R1cm4iSwoYRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEhgKEHByZXZpb3VzX3ZlcnNpb24YASABKAkSFQoNZmxhZ2dlZF9jb3VudBgCIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kiTAoTVXBkYXRlUG9saWN5UmVxdWVzdBIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSIRCg9HZXRTdGF0c1JlcXVlc3QiawoOU3RhdGVLaW5kQ291bnQSJQoFc3RhdGUYASABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSIwoEa2luZBgCIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWNvdW50GAMgASgEIvMBCgpJbmRleFN0YXRzEhUKDWluZGV4ZWRfY291bnQYASABKAQSGAoQZnJlc2hfdGFpbF9jb3VudBgCIAEoBBIWCg5zYXZlZF9zZXF1ZW5jZRgDIAEoBBIsCghzYXZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoFc3RhdGUYBSABKA4yFS5tZW1ldm8udjEuSW5kZXhTdGF0ZRIVCg1yZWJ1aWxkX3RvdGFsGAYgASgEEhkKEXJlYnVpbGRfcmVtYWluaW5nGAcgASgEEhYKDnJlYnVpbGRfcmVhc29uGAggASgJIpQDChBHZXRTdGF0c1Jlc3BvbnNlEikKBmNvdW50cxgBIAMoCzIZLm1lbWV2by52MS5TdGF0ZUtpbmRDb3VudBITCgt0b3RhbF9jb3VudBgCIAEoBBIkCgVpbmRleBgDIAEoCzIVLm1lbWV2by52MS5JbmRleFN0YXRzEhUKDWxhc3Rfc2VxdWVuY2UYBCABKAQSEAoIZW1iZWRkZXIYBSABKAkSEQoJZGltZW5zaW9uGAYgASgNEhYKDnNjaGVtYV92ZXJzaW9uGAcgASgNEiwKDXJlY2VudF9zd2VlcHMYCCADKAsyFS5tZW1ldm8udjEuU3dlZXBTdGF0cxIZChFmcmFtZXdvcmtfdmVyc2lvbhgJIAEoCRIuCgpleHBlcmltZW50GAogASgLMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRTdGF0cxImCgZyZXZpZXcYHiABKAsyFi5tZW1ldm8udjEuUmV2aWV3U3RhdHMSJQoGd3JpdGVzGAsgASgLMhUubWVtZXZvLnYxLldyaXRlU3RhdHMiiwEKCldyaXRlU3RhdHMSDwoHcmVmdXNlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIxCg1yZWZ1c2VkX3NpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChByZXN0YXJ0X3JlcXVpcmVkGAUgASgIIlUKFFNldEV4cGVyaW1lbnRSZXF1ZXN0EikKCmV4cGVyaW1lbnQYASABKAsyFS5tZW1ldm8udjEuRXhwZXJpbWVudBISCgpyZXF1ZXN0X2lkGAIgASgJIkIKFVNldEV4cGVyaW1lbnRSZXNwb25zZRIpCgpleHBlcmltZW50GAEgASgLMhUubWVtZXZvLnYxLkV4cGVyaW1lbnQiNAoRUHJvbW90ZUFybVJlcXVlc3QSCwoDYXJtGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiaAoSUHJvbW90ZUFybVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kSLwoLZmluYWxfc3RhdHMYAiABKAsyGi5tZW1ldm8udjEuRXhwZXJpbWVudFN0YXRzKqkBCgxXcml0ZU91dGNvbWUSHQoZV1JJVEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFVdSSVRFX09VVENPTUVfQ1JFQVRFRBABEhsKF1dSSVRFX09VVENPTUVfQ09ORklSTUVEEAISJQohV1JJVEVfT1VUQ09NRV9TVVBFUlNFREVEX1BSRVZJT1VTEAMSGwoXV1JJVEVfT1VUQ09NRV9CQUNLREFURUQQBCpbCgpSZWNhbGxNb2RlEhsKF1JFQ0FMTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTUkVDQUxMX01PREVfQ1VSUkVOVBABEhcKE1JFQ0FMTF9NT0RFX0hJU1RPUlkQAiphCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABITCg9PVVRDT01FX1NVQ0NFU1MQARITCg9PVVRDT01FX0ZBSUxVUkUQAhITCg9PVVRDT01FX1BBUlRJQUwQAypcCgpJbmRleFN0YXRlEhsKF0lOREVYX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRSU5ERVhfU1RBVEVfUkVBRFkQARIaChZJTkRFWF9TVEFURV9SRUJVSUxESU5HEAIylAwKDU1lbW9yeVNlcnZpY2USQwoIUmVtZW1iZXISGi5tZW1ldm8udjEuUmVtZW1iZXJSZXF1ZXN0GhsubWVtZXZvLnYxLlJlbWVtYmVyUmVzcG9uc2USUgoNUmVtZW1iZXJCYXRjaBIfLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVxdWVzdBogLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVzcG9uc2USVwoOUmVtZW1iZXJTdHJlYW0SIC5tZW1ldm8udjEuUmVtZW1iZXJTdHJlYW1SZXF1ZXN0GiEubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtUmVzcG9uc2UoARI9CgZSZWNhbGwSGC5tZW1ldm8udjEuUmVjYWxsUmVxdWVzdBoZLm1lbWV2by52MS5SZWNhbGxSZXNwb25zZRJPCgxCdWlsZENvbnRleHQSHi5tZW1ldm8udjEuQnVpbGRDb250ZXh0UmVxdWVzdBofLm1lbWV2by52MS5CdWlsZENvbnRleHRSZXNwb25zZRJSCg1SZXBvcnRPdXRjb21lEh8ubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXF1ZXN0GiAubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXNwb25zZRI0CgNHZXQSFS5tZW1ldm8udjEuR2V0UmVxdWVzdBoWLm1lbWV2by52MS5HZXRSZXNwb25zZRJACgdIaXN0b3J5EhkubWVtZXZvLnYxLkhpc3RvcnlSZXF1ZXN0GhoubWVtZXZvLnYxLkhpc3RvcnlSZXNwb25zZRI9CgZGb3JnZXQSGC5tZW1ldm8udjEuRm9yZ2V0UmVxdWVzdBoZLm1lbWV2by52MS5Gb3JnZXRSZXNwb25zZRJGCglTdXBlcnNlZGUSGy5tZW1ldm8udjEuU3VwZXJzZWRlUmVxdWVzdBocLm1lbWV2by52MS5TdXBlcnNlZGVSZXNwb25zZRI9CgZHb3Zlcm4SGC5tZW1ldm8udjEuR292ZXJuUmVxdWVzdBoZLm1lbWV2by52MS5Hb3Zlcm5SZXNwb25zZRI8CgVXYXRjaBIXLm1lbWV2by52MS5XYXRjaFJlcXVlc3QaGC5tZW1ldm8udjEuV2F0Y2hSZXNwb25zZTABEkEKBlJldmlldxIYLm1lbWV2by52MS5SZXZpZXdSZXF1ZXN0GhkubWVtZXZvLnYxLlJldmlld1Jlc3BvbnNlKAEwARJSCg1VbmNvbnNvbGlkYXRlEh8ubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXF1ZXN0GiAubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXNwb25zZRJACgdSZXN0b3JlEhkubWVtZXZvLnYxLlJlc3RvcmVSZXF1ZXN0GhoubWVtZXZvLnYxLlJlc3RvcmVSZXNwb25zZRJbChBEZWNsYXJlRnJhbWV3b3JrEiIubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0GiMubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXNwb25zZRJGCglHZXRQb2xpY3kSGy5tZW1ldm8udjEuR2V0UG9saWN5UmVxdWVzdBocLm1lbWV2by52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi5tZW1ldm8udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLm1lbWV2by52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJDCghHZXRTdGF0cxIaLm1lbWV2by52MS5HZXRTdGF0c1JlcXVlc3QaGy5tZW1ldm8udjEuR2V0U3RhdHNSZXNwb25zZRJSCg1TZXRFeHBlcmltZW50Eh8ubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXF1ZXN0GiAubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXNwb25zZRJJCgpQcm9tb3RlQXJtEhwubWVtZXZvLnYxLlByb21vdGVBcm1SZXF1ZXN0Gh0ubWVtZXZvLnYxLlByb21vdGVBcm1SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
+  fileDesc("Ch5tZW1ldm8vdjEvbWVtb3J5X3NlcnZpY2UucHJvdG8SCW1lbWV2by52MSJwCgtXcml0ZVJlc3VsdBIhCgZtZW1vcnkYASABKAsyES5tZW1ldm8udjEuTWVtb3J5EigKB291dGNvbWUYAiABKA4yFy5tZW1ldm8udjEuV3JpdGVPdXRjb21lEhQKDGFmZmVjdGVkX2lkcxgDIAMoBCJpCg9SZW1lbWJlclJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIkwKEFJlbWVtYmVyUmVzcG9uc2USJgoGcmVzdWx0GAEgASgLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIInAKFFJlbWVtYmVyQmF0Y2hSZXF1ZXN0EigKCG1lbW9yaWVzGAEgAygLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBQgcKBV90dXJuIlIKFVJlbWVtYmVyQmF0Y2hSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYubWVtZXZvLnYxLldyaXRlUmVzdWx0EhAKCHJlcGxheWVkGAIgASgIIp0BChVSZW1lbWJlclN0cmVhbVJlcXVlc3QSJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkSEQoEdHVybhgDIAEoA0gAiAEBEiwKBWl0ZW1zGAQgAygLMh0ubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtSXRlbUIHCgVfdHVybiJQChJSZW1lbWJlclN0cmVhbUl0ZW0SJgoGbWVtb3J5GAEgASgLMhYubWVtZXZvLnYxLk1lbW9yeUlucHV0EhIKCnJlcXVlc3RfaWQYAiABKAkibQoWUmVtZW1iZXJTdHJlYW1SZXNwb25zZRILCgNpZHMYASADKAQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBBIWCg5yZXBsYXllZF9jb3VudBgDIAEoBBIXCg9jb25maXJtZWRfY291bnQYBCABKAQi0gEKDFJlY2FsbEZpbHRlchIRCgluYW1lc3BhY2UYASABKAkSJAoFa2luZHMYAiADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIOCgZlbnRpdHkYAyABKAkSDAoEdGFncxgEIAMoCRI0ChB2YWxpZF9mcm9tX2FmdGVyGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChF2YWxpZF9mcm9tX2JlZm9yZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiqAIKDVJlY2FsbFJlcXVlc3QSDQoFcXVlcnkYASABKAkSFAoMcXVlcnlfdmVjdG9yGAIgASgMEgkKAWsYAyABKA0SJwoGZmlsdGVyGAQgASgLMhcubWVtZXZvLnYxLlJlY2FsbEZpbHRlchIjCgRtb2RlGAUgASgOMhUubWVtZXZvLnYxLlJlY2FsbE1vZGUSGAoQaW5jbHVkZV9hcmNoaXZlZBgGIAEoCBIpCgVhc19vZhgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaW5jbHVkZV92ZWN0b3JzGAggASgIEhEKBHR1cm4YCSABKANIAIgBARIRCglkaXZlcnNpdHkYCiABKAISDAoEcGVlaxgLIAEoCEIHCgVfdHVybiKSAQoOUmVjYWxsZWRNZW1vcnkSIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRISCgpzaW1pbGFyaXR5GAIgASgCEg0KBXNjb3JlGAMgASgCEgwKBGhpbnQYBCABKAkSLAoJYnJlYWtkb3duGAUgASgLMhkubWVtZXZvLnYxLlNjb3JlQnJlYWtkb3duIl0KDlNjb3JlQnJlYWtkb3duEg0KBXdvcmRzGAEgASgCEg4KBmZpZWxkcxgCIAEoAhINCgVtYXRjaBgDIAEoAhINCgV0cnVzdBgEIAEoAhIOCgZmYWN0b3IYBSABKAIiYAoOUmVjYWxsUmVzcG9uc2USKwoIbWVtb3JpZXMYASADKAsyGS5tZW1ldm8udjEuUmVjYWxsZWRNZW1vcnkSFAoMcmV0cmlldmFsX2lkGAIgASgJEgsKA2FybRgDIAEoCSL3AQoTQnVpbGRDb250ZXh0UmVxdWVzdBINCgVxdWVyeRgBIAEoCRIUCgxxdWVyeV92ZWN0b3IYAiABKAwSFAoMdG9rZW5fYnVkZ2V0GAMgASgNEhAKCGxhbmd1YWdlGAQgASgJEicKBmZpbHRlchgFIAEoCzIXLm1lbWV2by52MS5SZWNhbGxGaWx0ZXISIwoEbW9kZRgGIAEoDjIVLm1lbWV2by52MS5SZWNhbGxNb2RlEikKBWFzX29mGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgR0dXJuGAggASgDSACIAQFCBwoFX3R1cm4iXQoLQ29udGV4dEl0ZW0SIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeRINCgVncm91cBgCIAEoCRIMCgRoaW50GAMgASgJEg4KBnRva2VucxgEIAEoDSKDAQoUQnVpbGRDb250ZXh0UmVzcG9uc2USDAoEdGV4dBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLm1lbWV2by52MS5Db250ZXh0SXRlbRITCgt0b2tlbnNfdXNlZBgDIAEoDRIUCgxyZXRyaWV2YWxfaWQYBCABKAkSCwoDYXJtGAUgASgJItsBChRSZXBvcnRPdXRjb21lUmVxdWVzdBIUCgxyZXRyaWV2YWxfaWQYASABKAkSIwoHb3V0Y29tZRgCIAEoDjISLm1lbWV2by52MS5PdXRjb21lEhcKD3VzZWRfbWVtb3J5X2lkcxgDIAMoBBIMCgRub3RlGAQgASgJEhIKCnJlcXVlc3RfaWQYBSABKAkSEQoEdHVybhgGIAEoA0gAiAEBEhMKBnJld2FyZBgHIAEoAkgBiAEBEhEKCW5hbWVzcGFjZRgIIAEoCUIHCgVfdHVybkIJCgdfcmV3YXJkIi4KFVJlcG9ydE91dGNvbWVSZXNwb25zZRIVCg11cGRhdGVkX2NvdW50GAEgASgEIjIKCkdldFJlcXVlc3QSCwoDaWRzGAEgAygEEhcKD2luY2x1ZGVfdmVjdG9ycxgCIAEoCCJHCgtHZXRSZXNwb25zZRIjCghtZW1vcmllcxgBIAMoCzIRLm1lbWV2by52MS5NZW1vcnkSEwoLbWlzc2luZ19pZHMYAiADKAQiPwoHRmFjdEtleRIRCgluYW1lc3BhY2UYASABKAkSDgoGZW50aXR5GAIgASgJEhEKCWF0dHJpYnV0ZRgDIAEoCSJYCg5IaXN0b3J5UmVxdWVzdBImCghmYWN0X2tleRgBIAEoCzISLm1lbWV2by52MS5GYWN0S2V5SAASEwoJbWVtb3J5X2lkGAIgASgESABCCQoHc3ViamVjdCJeCg9IaXN0b3J5UmVzcG9uc2USIwoIdmVyc2lvbnMYASADKAsyES5tZW1ldm8udjEuTWVtb3J5EiYKBmV2ZW50cxgCIAMoCzIWLm1lbWV2by52MS5DaGFuZ2VFdmVudCJGChNMaXN0RW50aXRpZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRINCgVxdWVyeRgCIAEoCRINCgVsaW1pdBgDIAEoDSKuAQoNRW50aXR5U3VtbWFyeRIOCgZlbnRpdHkYASABKAkSFAoMbWVtb3J5X2NvdW50GAIgASgEEhUKDWN1cnJlbnRfY291bnQYAyABKAQSFAoMYmVsaWVmX2NvdW50GAQgASgEEhUKDWRvdWJ0ZWRfY291bnQYBSABKAQSMwoPbGFzdF9jaGFuZ2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJXChRMaXN0RW50aXRpZXNSZXNwb25zZRIqCghlbnRpdGllcxgBIAMoCzIYLm1lbWV2by52MS5FbnRpdHlTdW1tYXJ5EhMKC3RvdGFsX2NvdW50GAIgASgEIjMKDkJlbGllZnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIOCgZlbnRpdHkYAiABKAki7AEKBkJlbGllZhIRCglhdHRyaWJ1dGUYASABKAkSDQoFdmFsdWUYAiABKAkSFgoOcmVhZF9mcm9tX3RleHQYAyABKAgSIQoGbWVtb3J5GAQgASgLMhEubWVtZXZvLnYxLk1lbW9yeRIcChRwb3NzaWJseV9vdXRkYXRlZF9ieRgFIAMoBBInCgxhbHNvX2N1cnJlbnQYBiADKAsyES5tZW1ldm8udjEuTWVtb3J5EicKC2hpc3Rvcnlfa2V5GAcgASgLMhIubWVtZXZvLnYxLkZhY3RLZXkSFQoNdmVyc2lvbl9jb3VudBgIIAEoBCKWAQoPQmVsaWVmc1Jlc3BvbnNlEg4KBmVudGl0eRgBIAEoCRIiCgdiZWxpZWZzGAIgAygLMhEubWVtZXZvLnYxLkJlbGllZhIaChJ1bmF0dHJpYnV0ZWRfY291bnQYAyABKAQSMwoPbGFzdF9jaGFuZ2VkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJyCg1Gb3JnZXRSZXF1ZXN0EgsKA2lkcxgBIAMoBBIOCgZyZWFzb24YAiABKAkSFAoMa2VlcF9oaXN0b3J5GAMgASgIEhIKCnJlcXVlc3RfaWQYBCABKAkSEQoEdHVybhgFIAEoA0gAiAEBQgcKBV90dXJuIjwKDkZvcmdldFJlc3BvbnNlEhUKDWZvcmdvdHRlbl9pZHMYASADKAQSEwoLbWlzc2luZ19pZHMYAiADKAQisQEKEFN1cGVyc2VkZVJlcXVlc3QSDgoGb2xkX2lkGAEgASgEEhAKBm5ld19pZBgCIAEoBEgAEiwKCm5ld19tZW1vcnkYAyABKAsyFi5tZW1ldm8udjEuTWVtb3J5SW5wdXRIABIOCgZyZWFzb24YBCABKAkSEgoKcmVxdWVzdF9pZBgFIAEoCRIRCgR0dXJuGAYgASgDSAGIAQFCDQoLcmVwbGFjZW1lbnRCBwoFX3R1cm4iYQoRU3VwZXJzZWRlUmVzcG9uc2USJQoKb2xkX21lbW9yeRgBIAEoCzIRLm1lbWV2by52MS5NZW1vcnkSJQoKbmV3X21lbW9yeRgCIAEoCzIRLm1lbWV2by52MS5NZW1vcnkiYwoOUmVzdG9yZVJlcXVlc3QSEQoJbWVtb3J5X2lkGAEgASgEEg4KBnJlYXNvbhgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEhEKBHR1cm4YBCABKANIAIgBAUIHCgVfdHVybiI0Cg9SZXN0b3JlUmVzcG9uc2USIQoGbWVtb3J5GAEgASgLMhEubWVtZXZvLnYxLk1lbW9yeSJPCg1Hb3Zlcm5SZXF1ZXN0Eg8KB2RyeV9ydW4YASABKAgSEQoJbmFtZXNwYWNlGAIgASgJEhEKBHR1cm4YAyABKANIAIgBAUIHCgVfdHVybiJ2Cg9UcmFuc2l0aW9uQ291bnQSKgoKZnJvbV9zdGF0ZRgBIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgCIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRINCgVjb3VudBgDIAEoBCK8AQoKU3dlZXBTdGF0cxIuCgpzdGFydGVkX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9ldmFsdWF0ZWRfY291bnQYAiABKAQSLwoLdHJhbnNpdGlvbnMYAyADKAsyGi5tZW1ldm8udjEuVHJhbnNpdGlvbkNvdW50EhEKCWtlcm5lbF9tcxgEIAEoARIQCgh0b3RhbF9tcxgFIAEoARIPCgd0cmlnZ2VyGAYgASgJImwKDkdvdmVyblJlc3BvbnNlEiQKBXN3ZWVwGAEgASgLMhUubWVtZXZvLnYxLlN3ZWVwU3RhdHMSNAoNY29uc29saWRhdGlvbhgCIAEoCzIdLm1lbWV2by52MS5Db25zb2xpZGF0aW9uU3RhdHMioQEKEkNvbnNvbGlkYXRpb25TdGF0cxIWCg5zZWVkc19leGFtaW5lZBgBIAEoBBIUCgxncm91cHNfZm91bmQYAiABKAQSGAoQcHJvcG9zYWxzX29wZW5lZBgDIAEoBBIaChJjb25zb2xpZGF0ZWRfY291bnQYBCABKAQSFQoNZXhwaXJlZF9jb3VudBgFIAEoBBIQCgh0b3RhbF9tcxgGIAEoASLDAQoLUmV2aWV3U3RhdHMSGwoTb3Blbl9jb25zb2xpZGF0aW9ucxgBIAEoBBIWCg5vcGVuX2V2aWN0aW9ucxgCIAEoBBIeChZvcGVuX3JlaW50ZXJwcmV0YXRpb25zGAMgASgEEhEKCXJldmlld2VycxgEIAEoDRIwCglsYXN0X3Bhc3MYBSABKAsyHS5tZW1ldm8udjEuQ29uc29saWRhdGlvblN0YXRzEhoKEm9wZW5fc3VwZXJzZXNzaW9ucxgGIAEoBCJ8CgxXYXRjaFJlcXVlc3QSGwoOYWZ0ZXJfc2VxdWVuY2UYASABKARIAIgBARIRCgluYW1lc3BhY2UYAiABKAkSKQoFdHlwZXMYAyADKA4yGi5tZW1ldm8udjEuQ2hhbmdlRXZlbnRUeXBlQhEKD19hZnRlcl9zZXF1ZW5jZSI2Cg1XYXRjaFJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhYubWVtZXZvLnYxLkNoYW5nZUV2ZW50IloKDVJldmlld2VySGVsbG8SEAoIcmV2aWV3ZXIYASABKAkSJgoFa2luZHMYAiADKA4yFy5tZW1ldm8udjEuUHJvcG9zYWxLaW5kEg8KB29ic2VydmUYAyABKAgibgoNUmV2aWV3UmVxdWVzdBIpCgVoZWxsbxgBIAEoCzIYLm1lbWV2by52MS5SZXZpZXdlckhlbGxvSAASJwoIZGVjaXNpb24YAiABKAsyEy5tZW1ldm8udjEuRGVjaXNpb25IAEIJCgdtZXNzYWdlIngKDlJldmlld1Jlc3BvbnNlEicKCHByb3Bvc2FsGAEgASgLMhMubWVtZXZvLnYxLlByb3Bvc2FsSAASHQoTc2V0dGxlZF9wcm9wb3NhbF9pZBgCIAEoCUgAEhMKCWNhdWdodF91cBgDIAEoCEgAQgkKB21lc3NhZ2UiQgoUVW5jb25zb2xpZGF0ZVJlcXVlc3QSFgoOYWJzdHJhY3Rpb25faWQYASABKAQSEgoKcmVxdWVzdF9pZBgCIAEoCSItChVVbmNvbnNvbGlkYXRlUmVzcG9uc2USFAoMcmVzdG9yZWRfaWRzGAEgAygEIm8KF0RlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcmVxdWVzdF9pZBgDIAEoCRIRCgR0dXJuGAQgASgDSACIAQFCBwoFX3R1cm4iSwoYRGVjbGFyZUZyYW1ld29ya1Jlc3BvbnNlEhgKEHByZXZpb3VzX3ZlcnNpb24YASABKAkSFQoNZmxhZ2dlZF9jb3VudBgCIAEoBCISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kiTAoTVXBkYXRlUG9saWN5UmVxdWVzdBIhCgZwb2xpY3kYASABKAsyES5tZW1ldm8udjEuUG9saWN5EhIKCnJlcXVlc3RfaWQYAiABKAkiOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEubWVtZXZvLnYxLlBvbGljeSIRCg9HZXRTdGF0c1JlcXVlc3QiawoOU3RhdGVLaW5kQ291bnQSJQoFc3RhdGUYASABKA4yFi5tZW1ldm8udjEuTWVtb3J5U3RhdGUSIwoEa2luZBgCIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWNvdW50GAMgASgEIvMBCgpJbmRleFN0YXRzEhUKDWluZGV4ZWRfY291bnQYASABKAQSGAoQZnJlc2hfdGFpbF9jb3VudBgCIAEoBBIWCg5zYXZlZF9zZXF1ZW5jZRgDIAEoBBIsCghzYXZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoFc3RhdGUYBSABKA4yFS5tZW1ldm8udjEuSW5kZXhTdGF0ZRIVCg1yZWJ1aWxkX3RvdGFsGAYgASgEEhkKEXJlYnVpbGRfcmVtYWluaW5nGAcgASgEEhYKDnJlYnVpbGRfcmVhc29uGAggASgJIpQDChBHZXRTdGF0c1Jlc3BvbnNlEikKBmNvdW50cxgBIAMoCzIZLm1lbWV2by52MS5TdGF0ZUtpbmRDb3VudBITCgt0b3RhbF9jb3VudBgCIAEoBBIkCgVpbmRleBgDIAEoCzIVLm1lbWV2by52MS5JbmRleFN0YXRzEhUKDWxhc3Rfc2VxdWVuY2UYBCABKAQSEAoIZW1iZWRkZXIYBSABKAkSEQoJZGltZW5zaW9uGAYgASgNEhYKDnNjaGVtYV92ZXJzaW9uGAcgASgNEiwKDXJlY2VudF9zd2VlcHMYCCADKAsyFS5tZW1ldm8udjEuU3dlZXBTdGF0cxIZChFmcmFtZXdvcmtfdmVyc2lvbhgJIAEoCRIuCgpleHBlcmltZW50GAogASgLMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRTdGF0cxImCgZyZXZpZXcYHiABKAsyFi5tZW1ldm8udjEuUmV2aWV3U3RhdHMSJQoGd3JpdGVzGAsgASgLMhUubWVtZXZvLnYxLldyaXRlU3RhdHMiiwEKCldyaXRlU3RhdHMSDwoHcmVmdXNlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIxCg1yZWZ1c2VkX3NpbmNlGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChByZXN0YXJ0X3JlcXVpcmVkGAUgASgIIlUKFFNldEV4cGVyaW1lbnRSZXF1ZXN0EikKCmV4cGVyaW1lbnQYASABKAsyFS5tZW1ldm8udjEuRXhwZXJpbWVudBISCgpyZXF1ZXN0X2lkGAIgASgJIkIKFVNldEV4cGVyaW1lbnRSZXNwb25zZRIpCgpleHBlcmltZW50GAEgASgLMhUubWVtZXZvLnYxLkV4cGVyaW1lbnQiNAoRUHJvbW90ZUFybVJlcXVlc3QSCwoDYXJtGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkiaAoSUHJvbW90ZUFybVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kSLwoLZmluYWxfc3RhdHMYAiABKAsyGi5tZW1ldm8udjEuRXhwZXJpbWVudFN0YXRzKqkBCgxXcml0ZU91dGNvbWUSHQoZV1JJVEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFVdSSVRFX09VVENPTUVfQ1JFQVRFRBABEhsKF1dSSVRFX09VVENPTUVfQ09ORklSTUVEEAISJQohV1JJVEVfT1VUQ09NRV9TVVBFUlNFREVEX1BSRVZJT1VTEAMSGwoXV1JJVEVfT1VUQ09NRV9CQUNLREFURUQQBCpbCgpSZWNhbGxNb2RlEhsKF1JFQ0FMTF9NT0RFX1VOU1BFQ0lGSUVEEAASFwoTUkVDQUxMX01PREVfQ1VSUkVOVBABEhcKE1JFQ0FMTF9NT0RFX0hJU1RPUlkQAiphCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABITCg9PVVRDT01FX1NVQ0NFU1MQARITCg9PVVRDT01FX0ZBSUxVUkUQAhITCg9PVVRDT01FX1BBUlRJQUwQAypcCgpJbmRleFN0YXRlEhsKF0lOREVYX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRSU5ERVhfU1RBVEVfUkVBRFkQARIaChZJTkRFWF9TVEFURV9SRUJVSUxESU5HEAIypw0KDU1lbW9yeVNlcnZpY2USQwoIUmVtZW1iZXISGi5tZW1ldm8udjEuUmVtZW1iZXJSZXF1ZXN0GhsubWVtZXZvLnYxLlJlbWVtYmVyUmVzcG9uc2USUgoNUmVtZW1iZXJCYXRjaBIfLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVxdWVzdBogLm1lbWV2by52MS5SZW1lbWJlckJhdGNoUmVzcG9uc2USVwoOUmVtZW1iZXJTdHJlYW0SIC5tZW1ldm8udjEuUmVtZW1iZXJTdHJlYW1SZXF1ZXN0GiEubWVtZXZvLnYxLlJlbWVtYmVyU3RyZWFtUmVzcG9uc2UoARI9CgZSZWNhbGwSGC5tZW1ldm8udjEuUmVjYWxsUmVxdWVzdBoZLm1lbWV2by52MS5SZWNhbGxSZXNwb25zZRJPCgxCdWlsZENvbnRleHQSHi5tZW1ldm8udjEuQnVpbGRDb250ZXh0UmVxdWVzdBofLm1lbWV2by52MS5CdWlsZENvbnRleHRSZXNwb25zZRJSCg1SZXBvcnRPdXRjb21lEh8ubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXF1ZXN0GiAubWVtZXZvLnYxLlJlcG9ydE91dGNvbWVSZXNwb25zZRI0CgNHZXQSFS5tZW1ldm8udjEuR2V0UmVxdWVzdBoWLm1lbWV2by52MS5HZXRSZXNwb25zZRJACgdIaXN0b3J5EhkubWVtZXZvLnYxLkhpc3RvcnlSZXF1ZXN0GhoubWVtZXZvLnYxLkhpc3RvcnlSZXNwb25zZRJPCgxMaXN0RW50aXRpZXMSHi5tZW1ldm8udjEuTGlzdEVudGl0aWVzUmVxdWVzdBofLm1lbWV2by52MS5MaXN0RW50aXRpZXNSZXNwb25zZRJACgdCZWxpZWZzEhkubWVtZXZvLnYxLkJlbGllZnNSZXF1ZXN0GhoubWVtZXZvLnYxLkJlbGllZnNSZXNwb25zZRI9CgZGb3JnZXQSGC5tZW1ldm8udjEuRm9yZ2V0UmVxdWVzdBoZLm1lbWV2by52MS5Gb3JnZXRSZXNwb25zZRJGCglTdXBlcnNlZGUSGy5tZW1ldm8udjEuU3VwZXJzZWRlUmVxdWVzdBocLm1lbWV2by52MS5TdXBlcnNlZGVSZXNwb25zZRI9CgZHb3Zlcm4SGC5tZW1ldm8udjEuR292ZXJuUmVxdWVzdBoZLm1lbWV2by52MS5Hb3Zlcm5SZXNwb25zZRI8CgVXYXRjaBIXLm1lbWV2by52MS5XYXRjaFJlcXVlc3QaGC5tZW1ldm8udjEuV2F0Y2hSZXNwb25zZTABEkEKBlJldmlldxIYLm1lbWV2by52MS5SZXZpZXdSZXF1ZXN0GhkubWVtZXZvLnYxLlJldmlld1Jlc3BvbnNlKAEwARJSCg1VbmNvbnNvbGlkYXRlEh8ubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXF1ZXN0GiAubWVtZXZvLnYxLlVuY29uc29saWRhdGVSZXNwb25zZRJACgdSZXN0b3JlEhkubWVtZXZvLnYxLlJlc3RvcmVSZXF1ZXN0GhoubWVtZXZvLnYxLlJlc3RvcmVSZXNwb25zZRJbChBEZWNsYXJlRnJhbWV3b3JrEiIubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXF1ZXN0GiMubWVtZXZvLnYxLkRlY2xhcmVGcmFtZXdvcmtSZXNwb25zZRJGCglHZXRQb2xpY3kSGy5tZW1ldm8udjEuR2V0UG9saWN5UmVxdWVzdBocLm1lbWV2by52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi5tZW1ldm8udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLm1lbWV2by52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJDCghHZXRTdGF0cxIaLm1lbWV2by52MS5HZXRTdGF0c1JlcXVlc3QaGy5tZW1ldm8udjEuR2V0U3RhdHNSZXNwb25zZRJSCg1TZXRFeHBlcmltZW50Eh8ubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXF1ZXN0GiAubWVtZXZvLnYxLlNldEV4cGVyaW1lbnRSZXNwb25zZRJJCgpQcm9tb3RlQXJtEhwubWVtZXZvLnYxLlByb21vdGVBcm1SZXF1ZXN0Gh0ubWVtZXZvLnYxLlByb21vdGVBcm1SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_memevo_v1_events, file_memevo_v1_memory, file_memevo_v1_policy, file_memevo_v1_review]);
 
 /**
  * The result of storing one memory.
@@ -1005,6 +1005,266 @@ export const HistoryResponseSchema: GenMessage<HistoryResponse> = /*@__PURE__*/
   messageDesc(file_memevo_v1_memory_service, 22);
 
 /**
+ * @generated from message memevo.v1.ListEntitiesRequest
+ */
+export type ListEntitiesRequest = Message<"memevo.v1.ListEntitiesRequest"> & {
+  /**
+   * Namespace to list. Default: "default".
+   *
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * Keep only entities whose id contains this text, ignoring case (e.g. "alice" finds "user:alice"). At most
+   * 256 bytes. Default: empty (every entity).
+   *
+   * @generated from field: string query = 2;
+   */
+  query: string;
+
+  /**
+   * Entities to return, 1 to max_k (default 1000). Default: 0 means 100.
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message memevo.v1.ListEntitiesRequest.
+ * Use `create(ListEntitiesRequestSchema)` to create a new message.
+ */
+export const ListEntitiesRequestSchema: GenMessage<ListEntitiesRequest> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 23);
+
+/**
+ * One entity of a namespace at a glance. Counts are of its memories in the namespace: declared about it, or
+ * naming it in their text (perception's inferred entity).
+ *
+ * @generated from message memevo.v1.EntitySummary
+ */
+export type EntitySummary = Message<"memevo.v1.EntitySummary"> & {
+  /**
+   * The entity's id, e.g. "user:alice".
+   *
+   * @generated from field: string entity = 1;
+   */
+  entity: string;
+
+  /**
+   * Memories in any state but EVICTED (history included).
+   *
+   * @generated from field: uint64 memory_count = 2;
+   */
+  memoryCount: bigint;
+
+  /**
+   * Memories that hold now: ACTIVE or ARCHIVED with no end of validity.
+   *
+   * @generated from field: uint64 current_count = 3;
+   */
+  currentCount: bigint;
+
+  /**
+   * Distinct attributes with a current value (the beliefs Beliefs returns).
+   *
+   * @generated from field: uint64 belief_count = 4;
+   */
+  beliefCount: bigint;
+
+  /**
+   * Current memories with an open doubt (possibly_outdated_by set).
+   *
+   * @generated from field: uint64 doubted_count = 5;
+   */
+  doubtedCount: bigint;
+
+  /**
+   * System time of the latest change to any of its memories: a write, or a change of state.
+   *
+   * @generated from field: google.protobuf.Timestamp last_changed_at = 6;
+   */
+  lastChangedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message memevo.v1.EntitySummary.
+ * Use `create(EntitySummarySchema)` to create a new message.
+ */
+export const EntitySummarySchema: GenMessage<EntitySummary> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 24);
+
+/**
+ * @generated from message memevo.v1.ListEntitiesResponse
+ */
+export type ListEntitiesResponse = Message<"memevo.v1.ListEntitiesResponse"> & {
+  /**
+   * Most recently changed first; at most limit.
+   *
+   * @generated from field: repeated memevo.v1.EntitySummary entities = 1;
+   */
+  entities: EntitySummary[];
+
+  /**
+   * Entities that match the query; more than entities holds when the limit cut the list.
+   *
+   * @generated from field: uint64 total_count = 2;
+   */
+  totalCount: bigint;
+};
+
+/**
+ * Describes the message memevo.v1.ListEntitiesResponse.
+ * Use `create(ListEntitiesResponseSchema)` to create a new message.
+ */
+export const ListEntitiesResponseSchema: GenMessage<ListEntitiesResponse> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 25);
+
+/**
+ * @generated from message memevo.v1.BeliefsRequest
+ */
+export type BeliefsRequest = Message<"memevo.v1.BeliefsRequest"> & {
+  /**
+   * Default: "default".
+   *
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * The entity, e.g. "user:alice". Required; at most 256 bytes.
+   *
+   * @generated from field: string entity = 2;
+   */
+  entity: string;
+};
+
+/**
+ * Describes the message memevo.v1.BeliefsRequest.
+ * Use `create(BeliefsRequestSchema)` to create a new message.
+ */
+export const BeliefsRequestSchema: GenMessage<BeliefsRequest> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 26);
+
+/**
+ * The current value of one attribute of an entity.
+ *
+ * @generated from message memevo.v1.Belief
+ */
+export type Belief = Message<"memevo.v1.Belief"> & {
+  /**
+   * The attribute: the fact key's, or the one perception read in a statement written without a key.
+   *
+   * @generated from field: string attribute = 1;
+   */
+  attribute: string;
+
+  /**
+   * The value: the fact's value, or the span perception read in the text; empty when the text states the
+   * attribute but no span was isolated (read memory.content).
+   *
+   * @generated from field: string value = 2;
+   */
+  value: string;
+
+  /**
+   * True when the value was read from prose (memory.inferred says how and how sure); false when keyed.
+   *
+   * @generated from field: bool read_from_text = 3;
+   */
+  readFromText: boolean;
+
+  /**
+   * The memory that holds the value, without its vector. When it became true: memory.valid_from (world
+   * time); its source: memory.source; its confidence: memory.confidence. When several current memories
+   * state the attribute, the one no other of them doubts, then the latest valid_from, then the highest id.
+   *
+   * @generated from field: memevo.v1.Memory memory = 4;
+   */
+  memory?: Memory | undefined;
+
+  /**
+   * Open doubts about this value: ids of newer memories that may replace it (memory.possibly_outdated_by).
+   * Empty when none. An older value this one may replace is in also_current, its possibly_outdated_by
+   * naming memory.id: a doubt Restore clears, or Supersede settles.
+   *
+   * @generated from field: repeated uint64 possibly_outdated_by = 5;
+   */
+  possiblyOutdatedBy: bigint[];
+
+  /**
+   * Other current memories stating the attribute (an older value a newer one only doubts, or a second value
+   * both hold), without vectors, newest valid_from first. Empty when memory is the only one.
+   *
+   * @generated from field: repeated memevo.v1.Memory also_current = 6;
+   */
+  alsoCurrent: Memory[];
+
+  /**
+   * The fact key to pass to History for this attribute's life (its keyed and prose versions).
+   *
+   * @generated from field: memevo.v1.FactKey history_key = 7;
+   */
+  historyKey?: FactKey | undefined;
+
+  /**
+   * Memories of the namespace stating this attribute of the entity, any state but EVICTED (its versions).
+   *
+   * @generated from field: uint64 version_count = 8;
+   */
+  versionCount: bigint;
+};
+
+/**
+ * Describes the message memevo.v1.Belief.
+ * Use `create(BeliefSchema)` to create a new message.
+ */
+export const BeliefSchema: GenMessage<Belief> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 27);
+
+/**
+ * @generated from message memevo.v1.BeliefsResponse
+ */
+export type BeliefsResponse = Message<"memevo.v1.BeliefsResponse"> & {
+  /**
+   * The entity asked about.
+   *
+   * @generated from field: string entity = 1;
+   */
+  entity: string;
+
+  /**
+   * One per attribute with a current value, by attribute name. Empty for an unknown entity.
+   *
+   * @generated from field: repeated memevo.v1.Belief beliefs = 2;
+   */
+  beliefs: Belief[];
+
+  /**
+   * Current memories about the entity that state no attribute (episodes, notes): Recall with
+   * filter.entity finds them.
+   *
+   * @generated from field: uint64 unattributed_count = 3;
+   */
+  unattributedCount: bigint;
+
+  /**
+   * System time of the latest change to any of the entity's memories; unset for an unknown entity.
+   *
+   * @generated from field: google.protobuf.Timestamp last_changed_at = 4;
+   */
+  lastChangedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message memevo.v1.BeliefsResponse.
+ * Use `create(BeliefsResponseSchema)` to create a new message.
+ */
+export const BeliefsResponseSchema: GenMessage<BeliefsResponse> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_memory_service, 28);
+
+/**
  * @generated from message memevo.v1.ForgetRequest
  */
 export type ForgetRequest = Message<"memevo.v1.ForgetRequest"> & {
@@ -1049,7 +1309,7 @@ export type ForgetRequest = Message<"memevo.v1.ForgetRequest"> & {
  * Use `create(ForgetRequestSchema)` to create a new message.
  */
 export const ForgetRequestSchema: GenMessage<ForgetRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 23);
+  messageDesc(file_memevo_v1_memory_service, 29);
 
 /**
  * @generated from message memevo.v1.ForgetResponse
@@ -1075,7 +1335,7 @@ export type ForgetResponse = Message<"memevo.v1.ForgetResponse"> & {
  * Use `create(ForgetResponseSchema)` to create a new message.
  */
 export const ForgetResponseSchema: GenMessage<ForgetResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 24);
+  messageDesc(file_memevo_v1_memory_service, 30);
 
 /**
  * @generated from message memevo.v1.SupersedeRequest
@@ -1138,7 +1398,7 @@ export type SupersedeRequest = Message<"memevo.v1.SupersedeRequest"> & {
  * Use `create(SupersedeRequestSchema)` to create a new message.
  */
 export const SupersedeRequestSchema: GenMessage<SupersedeRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 25);
+  messageDesc(file_memevo_v1_memory_service, 31);
 
 /**
  * @generated from message memevo.v1.SupersedeResponse
@@ -1164,7 +1424,7 @@ export type SupersedeResponse = Message<"memevo.v1.SupersedeResponse"> & {
  * Use `create(SupersedeResponseSchema)` to create a new message.
  */
 export const SupersedeResponseSchema: GenMessage<SupersedeResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 26);
+  messageDesc(file_memevo_v1_memory_service, 32);
 
 /**
  * @generated from message memevo.v1.RestoreRequest
@@ -1205,7 +1465,7 @@ export type RestoreRequest = Message<"memevo.v1.RestoreRequest"> & {
  * Use `create(RestoreRequestSchema)` to create a new message.
  */
 export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 27);
+  messageDesc(file_memevo_v1_memory_service, 33);
 
 /**
  * @generated from message memevo.v1.RestoreResponse
@@ -1225,7 +1485,7 @@ export type RestoreResponse = Message<"memevo.v1.RestoreResponse"> & {
  * Use `create(RestoreResponseSchema)` to create a new message.
  */
 export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 28);
+  messageDesc(file_memevo_v1_memory_service, 34);
 
 /**
  * @generated from message memevo.v1.GovernRequest
@@ -1258,7 +1518,7 @@ export type GovernRequest = Message<"memevo.v1.GovernRequest"> & {
  * Use `create(GovernRequestSchema)` to create a new message.
  */
 export const GovernRequestSchema: GenMessage<GovernRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 29);
+  messageDesc(file_memevo_v1_memory_service, 35);
 
 /**
  * How many memories moved from one state to another.
@@ -1287,7 +1547,7 @@ export type TransitionCount = Message<"memevo.v1.TransitionCount"> & {
  * Use `create(TransitionCountSchema)` to create a new message.
  */
 export const TransitionCountSchema: GenMessage<TransitionCount> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 30);
+  messageDesc(file_memevo_v1_memory_service, 36);
 
 /**
  * Statistics of one governance sweep.
@@ -1344,7 +1604,7 @@ export type SweepStats = Message<"memevo.v1.SweepStats"> & {
  * Use `create(SweepStatsSchema)` to create a new message.
  */
 export const SweepStatsSchema: GenMessage<SweepStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 31);
+  messageDesc(file_memevo_v1_memory_service, 37);
 
 /**
  * @generated from message memevo.v1.GovernResponse
@@ -1368,7 +1628,7 @@ export type GovernResponse = Message<"memevo.v1.GovernResponse"> & {
  * Use `create(GovernResponseSchema)` to create a new message.
  */
 export const GovernResponseSchema: GenMessage<GovernResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 32);
+  messageDesc(file_memevo_v1_memory_service, 38);
 
 /**
  * What one consolidation pass looked at and did.
@@ -1424,7 +1684,7 @@ export type ConsolidationStats = Message<"memevo.v1.ConsolidationStats"> & {
  * Use `create(ConsolidationStatsSchema)` to create a new message.
  */
 export const ConsolidationStatsSchema: GenMessage<ConsolidationStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 33);
+  messageDesc(file_memevo_v1_memory_service, 39);
 
 /**
  * The review queue at a glance.
@@ -1480,7 +1740,7 @@ export type ReviewStats = Message<"memevo.v1.ReviewStats"> & {
  * Use `create(ReviewStatsSchema)` to create a new message.
  */
 export const ReviewStatsSchema: GenMessage<ReviewStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 34);
+  messageDesc(file_memevo_v1_memory_service, 40);
 
 /**
  * @generated from message memevo.v1.WatchRequest
@@ -1514,7 +1774,7 @@ export type WatchRequest = Message<"memevo.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 35);
+  messageDesc(file_memevo_v1_memory_service, 41);
 
 /**
  * @generated from message memevo.v1.WatchResponse
@@ -1531,7 +1791,7 @@ export type WatchResponse = Message<"memevo.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 36);
+  messageDesc(file_memevo_v1_memory_service, 42);
 
 /**
  * A reviewer's first message.
@@ -1569,7 +1829,7 @@ export type ReviewerHello = Message<"memevo.v1.ReviewerHello"> & {
  * Use `create(ReviewerHelloSchema)` to create a new message.
  */
 export const ReviewerHelloSchema: GenMessage<ReviewerHello> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 37);
+  messageDesc(file_memevo_v1_memory_service, 43);
 
 /**
  * @generated from message memevo.v1.ReviewRequest
@@ -1602,7 +1862,7 @@ export type ReviewRequest = Message<"memevo.v1.ReviewRequest"> & {
  * Use `create(ReviewRequestSchema)` to create a new message.
  */
 export const ReviewRequestSchema: GenMessage<ReviewRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 38);
+  messageDesc(file_memevo_v1_memory_service, 44);
 
 /**
  * @generated from message memevo.v1.ReviewResponse
@@ -1643,7 +1903,7 @@ export type ReviewResponse = Message<"memevo.v1.ReviewResponse"> & {
  * Use `create(ReviewResponseSchema)` to create a new message.
  */
 export const ReviewResponseSchema: GenMessage<ReviewResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 39);
+  messageDesc(file_memevo_v1_memory_service, 45);
 
 /**
  * @generated from message memevo.v1.UnconsolidateRequest
@@ -1669,7 +1929,7 @@ export type UnconsolidateRequest = Message<"memevo.v1.UnconsolidateRequest"> & {
  * Use `create(UnconsolidateRequestSchema)` to create a new message.
  */
 export const UnconsolidateRequestSchema: GenMessage<UnconsolidateRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 40);
+  messageDesc(file_memevo_v1_memory_service, 46);
 
 /**
  * @generated from message memevo.v1.UnconsolidateResponse
@@ -1688,7 +1948,7 @@ export type UnconsolidateResponse = Message<"memevo.v1.UnconsolidateResponse"> &
  * Use `create(UnconsolidateResponseSchema)` to create a new message.
  */
 export const UnconsolidateResponseSchema: GenMessage<UnconsolidateResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 41);
+  messageDesc(file_memevo_v1_memory_service, 47);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkRequest
@@ -1728,7 +1988,7 @@ export type DeclareFrameworkRequest = Message<"memevo.v1.DeclareFrameworkRequest
  * Use `create(DeclareFrameworkRequestSchema)` to create a new message.
  */
 export const DeclareFrameworkRequestSchema: GenMessage<DeclareFrameworkRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 42);
+  messageDesc(file_memevo_v1_memory_service, 48);
 
 /**
  * @generated from message memevo.v1.DeclareFrameworkResponse
@@ -1754,7 +2014,7 @@ export type DeclareFrameworkResponse = Message<"memevo.v1.DeclareFrameworkRespon
  * Use `create(DeclareFrameworkResponseSchema)` to create a new message.
  */
 export const DeclareFrameworkResponseSchema: GenMessage<DeclareFrameworkResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 43);
+  messageDesc(file_memevo_v1_memory_service, 49);
 
 /**
  * @generated from message memevo.v1.GetPolicyRequest
@@ -1767,7 +2027,7 @@ export type GetPolicyRequest = Message<"memevo.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 44);
+  messageDesc(file_memevo_v1_memory_service, 50);
 
 /**
  * @generated from message memevo.v1.GetPolicyResponse
@@ -1784,7 +2044,7 @@ export type GetPolicyResponse = Message<"memevo.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 45);
+  messageDesc(file_memevo_v1_memory_service, 51);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyRequest
@@ -1810,7 +2070,7 @@ export type UpdatePolicyRequest = Message<"memevo.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 46);
+  messageDesc(file_memevo_v1_memory_service, 52);
 
 /**
  * @generated from message memevo.v1.UpdatePolicyResponse
@@ -1829,7 +2089,7 @@ export type UpdatePolicyResponse = Message<"memevo.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 47);
+  messageDesc(file_memevo_v1_memory_service, 53);
 
 /**
  * @generated from message memevo.v1.GetStatsRequest
@@ -1842,7 +2102,7 @@ export type GetStatsRequest = Message<"memevo.v1.GetStatsRequest"> & {
  * Use `create(GetStatsRequestSchema)` to create a new message.
  */
 export const GetStatsRequestSchema: GenMessage<GetStatsRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 48);
+  messageDesc(file_memevo_v1_memory_service, 54);
 
 /**
  * Memories in one (state, kind) cell.
@@ -1871,7 +2131,7 @@ export type StateKindCount = Message<"memevo.v1.StateKindCount"> & {
  * Use `create(StateKindCountSchema)` to create a new message.
  */
 export const StateKindCountSchema: GenMessage<StateKindCount> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 49);
+  messageDesc(file_memevo_v1_memory_service, 55);
 
 /**
  * The ANN index's status.
@@ -1943,7 +2203,7 @@ export type IndexStats = Message<"memevo.v1.IndexStats"> & {
  * Use `create(IndexStatsSchema)` to create a new message.
  */
 export const IndexStatsSchema: GenMessage<IndexStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 50);
+  messageDesc(file_memevo_v1_memory_service, 56);
 
 /**
  * @generated from message memevo.v1.GetStatsResponse
@@ -2035,7 +2295,7 @@ export type GetStatsResponse = Message<"memevo.v1.GetStatsResponse"> & {
  * Use `create(GetStatsResponseSchema)` to create a new message.
  */
 export const GetStatsResponseSchema: GenMessage<GetStatsResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 51);
+  messageDesc(file_memevo_v1_memory_service, 57);
 
 /**
  * Whether the sidecar takes writes (GetStats.writes). The health service's entry
@@ -2089,7 +2349,7 @@ export type WriteStats = Message<"memevo.v1.WriteStats"> & {
  * Use `create(WriteStatsSchema)` to create a new message.
  */
 export const WriteStatsSchema: GenMessage<WriteStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 52);
+  messageDesc(file_memevo_v1_memory_service, 58);
 
 /**
  * @generated from message memevo.v1.SetExperimentRequest
@@ -2116,7 +2376,7 @@ export type SetExperimentRequest = Message<"memevo.v1.SetExperimentRequest"> & {
  * Use `create(SetExperimentRequestSchema)` to create a new message.
  */
 export const SetExperimentRequestSchema: GenMessage<SetExperimentRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 53);
+  messageDesc(file_memevo_v1_memory_service, 59);
 
 /**
  * @generated from message memevo.v1.SetExperimentResponse
@@ -2135,7 +2395,7 @@ export type SetExperimentResponse = Message<"memevo.v1.SetExperimentResponse"> &
  * Use `create(SetExperimentResponseSchema)` to create a new message.
  */
 export const SetExperimentResponseSchema: GenMessage<SetExperimentResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 54);
+  messageDesc(file_memevo_v1_memory_service, 60);
 
 /**
  * @generated from message memevo.v1.PromoteArmRequest
@@ -2161,7 +2421,7 @@ export type PromoteArmRequest = Message<"memevo.v1.PromoteArmRequest"> & {
  * Use `create(PromoteArmRequestSchema)` to create a new message.
  */
 export const PromoteArmRequestSchema: GenMessage<PromoteArmRequest> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 55);
+  messageDesc(file_memevo_v1_memory_service, 61);
 
 /**
  * @generated from message memevo.v1.PromoteArmResponse
@@ -2187,7 +2447,7 @@ export type PromoteArmResponse = Message<"memevo.v1.PromoteArmResponse"> & {
  * Use `create(PromoteArmResponseSchema)` to create a new message.
  */
 export const PromoteArmResponseSchema: GenMessage<PromoteArmResponse> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_memory_service, 56);
+  messageDesc(file_memevo_v1_memory_service, 62);
 
 /**
  * How a write was applied.
@@ -2445,6 +2705,26 @@ export const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof HistoryRequestSchema;
     output: typeof HistoryResponseSchema;
+  },
+  /**
+   * The entities of a namespace, each with its memory counts and last change, most recently changed first.
+   *
+   * @generated from rpc memevo.v1.MemoryService.ListEntities
+   */
+  listEntities: {
+    methodKind: "unary";
+    input: typeof ListEntitiesRequestSchema;
+    output: typeof ListEntitiesResponseSchema;
+  },
+  /**
+   * What the agent believes about an entity now: each attribute's current value, keyed or read from prose.
+   *
+   * @generated from rpc memevo.v1.MemoryService.Beliefs
+   */
+  beliefs: {
+    methodKind: "unary";
+    input: typeof BeliefsRequestSchema;
+    output: typeof BeliefsResponseSchema;
   },
   /**
    * Delete memories (or mark them OBSOLETE, keeping them as history).
