@@ -24,14 +24,16 @@ import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from ..config import SidecarConfig
 from ..errors import FailedPrecondition, MemevoError, Unauthenticated
-from ..store.columns import NO_CODE, MemoryColumns
 from .validation import NAMESPACE_PATTERN
+
+if TYPE_CHECKING:
+    from ..store.columns import MemoryColumns
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +186,10 @@ def authorize(
                 f"{field}: namespace {namespace!r} is not allowed for this token (allowed: {scope.describe()})",
                 metadata={"field": field, "namespace": namespace, "allowed_namespaces": scope.describe()},
             )
+    # Imported here, not above: the columns import the numeric kernels, which the CLI must not load (and compile,
+    # after an install) to build its parser; this module is on that path through the console's flags.
+    from ..store.columns import NO_CODE
+
     size = columns.size
     for field, memory_id in ids:
         code = int(columns.namespace[memory_id]) if 0 < memory_id < size else NO_CODE

@@ -105,6 +105,20 @@ def assert_fact_changed_in_prose(stdout: str) -> None:
     assert f"supersede #{old} by #{new} -> OBSOLETE" in section
 
 
+def test_help_loads_no_numeric_kernels() -> None:
+    """``memevo --help`` answers before anything compiles: building the parser must not import Numba (issue 42: it
+    took 18 s after an install, compiling the kernels it does not need, before printing a word)."""
+    probe = (
+        "import sys\n"
+        "from memevo.sidecar import cli, demo\n"
+        "cli.build_parser()\n"
+        "print(sorted(m for m in sys.modules if m == 'numba' or m.startswith('memevo.kernels')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
+
+
 # ---- newcomer friction: every mistake gets a message, never a traceback --------------------------
 
 
