@@ -548,7 +548,7 @@ def demo(args: argparse.Namespace) -> int:
     if not args.verbose:
         logging.getLogger().setLevel(logging.WARNING)  # the demo prints its own story
     _say_if_kernels_compile()
-    return int(run_demo(embedder=args.embedder))
+    return int(run_demo(embedder=args.embedder, judge=args.judge))
 
 
 def export(args: argparse.Namespace) -> int:
@@ -763,6 +763,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="local",
         help="local: the bundled offline text embedder; none: the demo sends its own vectors, as an agent "
         "with its own embeddings does (default: %(default)s)",
+    )
+    demo_parser.add_argument(
+        "--judge",
+        choices=("local", "none"),
+        default="local",
+        help="local: the bundled pair model reads the demo's change said in prose, as `memevo serve --judge local` "
+        "does; none: as `memevo serve` does by default (default: %(default)s)",
     )
     demo_parser.set_defaults(run=demo)
     inspect_parser = commands.add_parser("inspect", help="print what a data directory holds (sidecar stopped)")

@@ -6,8 +6,10 @@ agent would: through the Python client, over a unix socket.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memevo.client import ChangeEventType, FactKey, MemoryClient, MemoryKind, MemorySource, MemoryState
+from memevo.client.errors import DeadlineExceededError
 
 from .config import SidecarConfig
 from .embedding import EmbedderConfig
@@ -30,17 +33,17 @@ SESSION = [
     ("Alice's dog is called Pixel.", MemoryKind.FACT, "user:alice", ("dog_name", "Pixel")),
 ]
 
-# A fact that changes in prose: the old value written with a key, the new one as plain text (no key), which
-# perception reads as the same fact (the keyed fact's wording, learnt from it, among other words) and lets retire
-# the old one. Read with the bundled embedder and with the demo's hashed words alike; "Ana's employer is Canva
-# now." is read with the embedder only, "Ana now works at Canva." not yet at all (issue 40).
+# A fact that changes in prose: the old value written with a key, the new one as plain text (no key). The bundled
+# pair judge (``--judge local``, on for the demo's sidecar) reads the pair off the write path and retires the keyed
+# fact. The wording is one the shipped judge reads (P(replaces) 0.98); "Ana now works at Canva." after "Ana works at
+# Shopify." it reads as an addition (0.01), and no template learnt from one keyed fact matches it either.
 CHANGE = (
     ("Ana works at Shopify.", ("employer", "Shopify")),
-    ("These days Ana works at Canva.", None),
+    ("Ana left Shopify and now works at Canva.", None),
 )
 CHANGE_ENTITY = "person:ana"
-CHANGE_QUESTION = "Where does Ana work?"
-
+CHANGE_WAIT_S = 20.0
+"""How long the demo waits on the change log for the judge's verdict (milliseconds on an idle machine)."""
 QUESTIONS = [
     "Which programming language does Alice like?",
     "Where is the sales data stored?",
@@ -71,8 +74,12 @@ def _word_vector(text: str) -> npt.NDArray[np.float32]:
     return vector
 
 
-def run_demo(*, embedder: str = "local") -> int:
-    """Run the scripted session and print what happened; returns the exit code."""
+def run_demo(*, embedder: str = "local", judge: str = "local", stay: bool | None = None) -> int:
+    """Run the scripted session and print what happened; returns the exit code.
+
+    ``stay``: keep the sidecar and its console up until Enter after the session; None: when both stdin and stdout
+    are a terminal (a person watching), never when the output goes to a pipe or a file.
+    """
     from .service.server import Sidecar
 
     with tempfile.TemporaryDirectory(prefix="memevo-demo-") as tmp:
@@ -82,22 +89,38 @@ def run_demo(*, embedder: str = "local") -> int:
             data_dir=root / "data",
             listen=(socket,),
             embedder=EmbedderConfig(kind=embedder),
+            judge=judge,
             dimension=0 if embedder != "none" else DEMO_DIMENSION,
             grace_s=1.0,
         )
         _print(f"memevo demo: starting a sidecar on {config.data_dir} ({socket})")
-        sidecar = Sidecar(config)
+        # Port 0: a free loopback port, so a demo never fails on a port another program holds.
+        sidecar = Sidecar(config, console_listen="127.0.0.1:0")
         sidecar.start()
         try:
+            console = sidecar.console.url if sidecar.console is not None else ""
+            if console:
+                _print(f"console: {console}")
             with MemoryClient(socket) as client:
-                _session(client, own_vectors=embedder == "none")
+                _session(client, own_vectors=embedder == "none", judged=judge != "none")
+            if console:
+                _offer_console(console, stay=sys.stdin.isatty() and sys.stdout.isatty() if stay is None else stay)
         finally:
             sidecar.stop()
         _print("sidecar stopped cleanly; the temporary data directory is removed.")
     return 0
 
 
-def _session(client: MemoryClient, *, own_vectors: bool) -> None:
+def _offer_console(url: str, *, stay: bool) -> None:
+    if not stay:
+        _print("\nThe console closes with the demo (run in a terminal, the demo waits for Enter first).")
+        return
+    _print(f"\nThe console is open until you press Enter: {url}")
+    with contextlib.suppress(EOFError, KeyboardInterrupt):
+        input()
+
+
+def _session(client: MemoryClient, *, own_vectors: bool, judged: bool) -> None:
     stats = client.stats()
     _print(f"embedder: {stats.embedder} ({stats.dimension}-d)\n")
     if own_vectors:
@@ -129,7 +152,7 @@ def _session(client: MemoryClient, *, own_vectors: bool) -> None:
         for hit in found:
             _print(f"      {hit.similarity:.2f}  #{hit.memory.id} {hit.memory.content}  ({hit.hint})")
 
-    _fact_changes_in_prose(client, vector, turn=len(SESSION) + 1)
+    _fact_changes_in_prose(client, vector, turn=len(SESSION) + 1, wait_s=CHANGE_WAIT_S if judged else 1.0)
 
     forgotten = ids[-1]
     _print(f"\n4. The user asks the agent to forget #{forgotten}:")
@@ -142,7 +165,7 @@ def _session(client: MemoryClient, *, own_vectors: bool) -> None:
     _print("\n5. The change log (every change is an event with a sequence number):")
     last = client.stats().last_sequence
     for event in client.watch(after_sequence=0):
-        _print(f"   seq {event.sequence:>2}  {event.type.name:<8} memory #{event.memory_id}  ({event.reason})")
+        _print(f"   seq {event.sequence:>2}  {event.type.name:<13} memory #{event.memory_id}  ({event.reason})")
         if event.sequence >= last:
             break
 
@@ -151,11 +174,12 @@ def _session(client: MemoryClient, *, own_vectors: bool) -> None:
 
 
 def _fact_changes_in_prose(
-    client: MemoryClient, vector: Callable[[str], npt.NDArray[np.float32] | None], *, turn: int
+    client: MemoryClient, vector: Callable[[str], npt.NDArray[np.float32] | None], *, turn: int, wait_s: float
 ) -> None:
     """A keyed fact retired by a statement in plain words, the fact's history, and ``restore`` undoing it."""
-    _print("\n3. A fact changes, said in plain words (no fact key):")
+    _print("\n3. A fact changes: written with a key, then said in plain words (the pair judge reads them):")
     written = []
+    after = client.stats().last_sequence
     for offset, (text, fact) in enumerate(CHANGE):
         result = client.remember(
             text,
@@ -170,28 +194,38 @@ def _fact_changes_in_prose(
         key = f"key {CHANGE_ENTITY}.{fact[0]} = {fact[1]}" if fact else "no key"
         _print(f"   #{result.id} [fact] {text}  ({key})")
     old, new = written[0].memory, written[1].memory
-    retired = client.get_one(old.id)
-    if retired.superseded_by != new.id:
+    reason = _wait_until_superseded(client, old.id, after=after, wait_s=wait_s)
+    if reason is None:
         _print(f"   the sidecar did not read #{new.id} as replacing #{old.id}; both stay current")
         return
-    slot = new.inferred
-    if slot is not None:
-        read = f"{slot.entity}.{slot.attribute} ({slot.method}, confidence {slot.confidence:.2f})"
-        _print(f"   the sidecar read #{new.id} as {read}")
-    events = client.history(old.id).events
-    reasons = [e.reason for e in events if e.type == ChangeEventType.SUPERSEDED and e.memory_id == old.id]
-    _print(f"   #{old.id} is now {retired.state.name}, superseded by #{new.id}: {reasons[-1] if reasons else ''}")
-    found = client.recall(CHANGE_QUESTION, vector=vector(CHANGE_QUESTION), k=2)
-    _print(f"   Q: {CHANGE_QUESTION}")
+    retired = client.get_one(old.id)
+    _print(f"   #{old.id} is now {retired.state.name}, superseded by #{new.id}: {reason}")
+    question = "Where does Ana work?"
+    found = client.recall(question, vector=vector(question), k=2)
+    _print(f"   Q: {question}")
     for hit in found:
         _print(f"      {hit.similarity:.2f}  #{hit.memory.id} {hit.memory.content}  ({hit.hint})")
     _print_history(client, (CHANGE_ENTITY, "employer"))
 
-    _print(f"   Had it misread #{new.id}, restore would undo the retirement:")
     restored = client.restore(old.id, reason="demo: undo")
-    _print(f"   restore #{old.id} -> {restored.state.name} again; #{new.id} stays {client.get_one(new.id).state.name}")
+    _print(f"   Had it misread #{new.id}: restore #{old.id} -> {restored.state.name}")
     client.supersede(old.id, new.id, reason="the user confirmed the new employer")
     _print(f"   the user confirms the change: supersede #{old.id} by #{new.id} -> {client.get_one(old.id).state.name}")
+
+
+def _wait_until_superseded(client: MemoryClient, memory_id: int, *, after: int, wait_s: float) -> str | None:
+    """The reason of ``memory_id``'s retirement once the change log has it (the judge settles off the write path, so
+    the write returned before it), or None when it did not come within ``wait_s``."""
+    stream = client.watch(after, types=[ChangeEventType.SUPERSEDED], timeout_s=wait_s)
+    try:
+        for event in stream:
+            if event.memory_id == memory_id:
+                return event.reason
+    except DeadlineExceededError:
+        return None
+    finally:
+        stream.cancel()
+    return None
 
 
 def _print_history(client: MemoryClient, key: tuple[str, str]) -> None:

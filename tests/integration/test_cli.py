@@ -83,25 +83,26 @@ def test_demo_runs_a_session_and_stops_cleanly() -> None:
     assert_fact_changed_in_prose(result.stdout)
     assert "recall for the dog's name now returns it: False" in result.stdout
     assert "EVICTED" in result.stdout
+    assert re.search(r"^console: http://127\.0\.0\.1:\d+/\?token=\S+$", result.stdout, re.MULTILINE), result.stdout
     assert "sidecar stopped cleanly" in result.stdout
 
 
 def assert_fact_changed_in_prose(stdout: str) -> None:
-    """The demo's keyed fact is retired by a statement without a key, shown in its history, restored (issue 40)."""
+    """The demo's keyed fact is retired by a statement without a key, which the pair judge read (issue 42); shown in
+    its history, restored."""
     section = stdout[stdout.index("3. A fact changes") : stdout.index("4. The user asks")]
     match = re.search(r"#(\d+) \[fact\] Ana works at Shopify\.  \(key person:ana\.employer = Shopify\)", section)
     assert match, section
     old = int(match.group(1))
     new = old + 1
-    assert f"#{new} [fact] These days Ana works at Canva.  (no key)" in section
-    assert f"the sidecar read #{new} as person:ana.employer (" in section
-    assert f"#{old} is now OBSOLETE, superseded by #{new}: superseded by memory {new} (inferred: " in section
+    assert f"#{new} [fact] Ana left Shopify and now works at Canva.  (no key)" in section
+    assert f"#{old} is now OBSOLETE, superseded by #{new}: superseded by memory {new} (judged: replaces" in section
     lines = section.splitlines()
     answer = lines[lines.index("   Q: Where does Ana work?") + 1]
-    assert f"#{new} These days Ana works at Canva." in answer, section
+    assert f"#{new} Ana left Shopify and now works at Canva." in answer, section
     assert f"#{old} OBSOLETE Ana works at Shopify.  (keyed)" in section
-    assert f"#{new} ACTIVE   These days Ana works at Canva.  (read from the text)  <- current" in section
-    assert f"restore #{old} -> ACTIVE again; #{new} stays ACTIVE" in section
+    assert re.search(rf"#{new} ACTIVE +Ana left Shopify and now works at Canva\.  \(.*\)  <- current", section)
+    assert f"restore #{old} -> ACTIVE" in section
     assert f"supersede #{old} by #{new} -> OBSOLETE" in section
 
 
