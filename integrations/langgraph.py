@@ -303,7 +303,14 @@ class MemevoStore(BaseStore):
             raise NotImplementedError("MemevoStore does not support TTLs: memevo governs how long memories live")
         if not op.namespace or op.namespace[0] == "langgraph":
             raise ValueError(f"namespace {op.namespace}: must be non-empty and not start with 'langgraph'")
-        content = _dump(op.value or {})
+        if not isinstance(op.value, dict):
+            # Stored as JSON, a list or a string would come back from get and search as an Item whose value is not
+            # the dict LangGraph promises; refused before anything is written.
+            raise TypeError(
+                f"put {op.namespace} {op.key!r}: the value must be a dict (LangGraph's Item.value), not "
+                f"{type(op.value).__name__}; wrap it, e.g. {{'value': ...}}"
+            )
+        content = _dump(op.value)
         current = _current((yield from self._versions(op.namespace, op.key)), op.namespace, op.key)
         created_at = current.metadata.get(CREATED_META) if current is not None else None
         fact_value = content if len(content.encode()) <= MAX_FACT_VALUE_BYTES else "sha256:" + _digest(content, 64)

@@ -222,6 +222,10 @@ def test_bad_input_raises_what_langgraph_raises(store: MemevoStore) -> None:
     with pytest.raises(NotImplementedError):
         store.put(("users",), "k", {"text": "x"}, ttl=5)
     assert store.search(("users",)) == []
+    for value in (["a list"], "a string", 3, ("a", "tuple")):
+        with pytest.raises(TypeError, match=f"the value must be a dict .*not {type(value).__name__}"):
+            store.put(("users",), "k", value)  # type: ignore[arg-type]
+    assert store.search(("users",)) == [], "nothing written"
     store.put(("users",), "k", {"priority": 1})
     with pytest.raises(ValueError, match="not supported"):
         store.search(("users",), filter={"priority": {"$in": [1]}})
