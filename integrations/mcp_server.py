@@ -7,17 +7,19 @@ fixed when it starts: tools take no namespace argument, and ids that name a
 memory of another namespace are treated as unknown, so MCP clients given
 different namespaces stay apart even on a sidecar without scoped tokens.
 
-Tools: ``remember``, ``recall``, ``build_context``, ``history``, ``forget`` and
-``report_outcome``, each with a JSON Schema for its arguments and one for its
+Tools: ``remember``, ``recall``, ``build_context``, ``history``, ``beliefs``, ``forget``
+and ``report_outcome``, each with a JSON Schema for its arguments and one for its
 structured result. Every result is compact text a model can read (with the
 sidecar's hint for every memory) plus the same data as structured content.
 Bad arguments and sidecar errors come back as tool errors (``isError``) whose
 text names the field and the reason; the server keeps serving. A stdio line that is not
 JSON-RPC (not JSON, too deeply nested, a lone surrogate) gets a JSON-RPC error with id null.
 
-Resources: ``memevo://memory/{id}`` (one memory) and
+Resources: ``memevo://memory/{id}`` (one memory),
 ``memevo://fact/{entity}/{attribute}`` (the versions of a fact key, oldest
-first, those written in prose included), both as JSON.
+first, those written in prose included), ``memevo://entities`` (the namespace's
+entities) and ``memevo://beliefs/{entity}`` (what the agent believes about one
+now), all as JSON.
 
 Needs the ``mcp`` extra: ``pip install 'memevo[mcp]'``.
 """
@@ -47,7 +49,10 @@ from mcp.shared.message import SessionMessage
 import memevo
 from memevo.client import (
     AsyncMemoryClient,
+    Belief,
+    BeliefsResult,
     ContextResult,
+    EntityList,
     FactKey,
     HistoryResult,
     Memory,
@@ -75,6 +80,11 @@ MAX_TOKEN_BUDGET = 200_000
 """The sidecar's limit on a context's token budget."""
 MEMORY_URI = "memevo://memory/{id}"
 FACT_URI = "memevo://fact/{entity}/{attribute}"
+ENTITIES_URI = "memevo://entities"
+BELIEFS_URI = "memevo://beliefs/{entity}"
+DEFAULT_ENTITY_LIMIT = 50
+"""Entities one ``beliefs`` call lists when it names none: a model reads them all, so fewer than the console."""
+MAX_ENTITY_LIMIT = 1000
 
 KINDS: Mapping[str, MemoryKind] = {
     "fact": MemoryKind.FACT,
@@ -232,6 +242,39 @@ _VERSION_OUT: JsonObject = {
     },
     "required": [*_MEMORY_OUT["required"], "current"],
 }
+
+_BELIEF_OUT: JsonObject = _object(
+    {
+        "attribute": {"type": "string"},
+        "value": {"type": "string", "description": "Empty when the text says it but no value was isolated."},
+        "read_from_text": {
+            "type": "boolean",
+            "description": "True when the value was read from a statement written without a fact (see inferred).",
+        },
+        "memory": _MEMORY_OUT,
+        "possibly_outdated_by": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "description": "Open doubts: newer memories that may replace this value.",
+        },
+        "also_current": {"type": "array", "items": _MEMORY_OUT},
+        "version_count": {"type": "integer"},
+        "history_uri": {"type": "string", "description": "The attribute's history as a resource."},
+    },
+    required=("attribute", "value", "read_from_text", "memory", "possibly_outdated_by", "also_current"),
+)
+_ENTITY_OUT: JsonObject = _object(
+    {
+        "entity": {"type": "string"},
+        "memory_count": {"type": "integer"},
+        "current_count": {"type": "integer"},
+        "belief_count": {"type": "integer"},
+        "doubted_count": {"type": "integer"},
+        "last_changed_at": _NULLABLE_STRING,
+        "beliefs_uri": {"type": "string"},
+    },
+    required=("entity", "memory_count", "current_count", "belief_count", "doubted_count"),
+)
 
 
 def _tool(
@@ -456,6 +499,45 @@ TOOLS: tuple[types.Tool, ...] = (
         read_only=True,
     ),
     _tool(
+        "beliefs",
+        "Beliefs",
+        "What you believe now, without a query: give entity for every attribute's current value about it (each "
+        "with when it became true, its source and confidence, open doubts, and whether it was remembered as a "
+        "fact or read from a plain statement); leave entity out to list the entities known, most recently "
+        "changed first, optionally those whose id contains query. For how a value changed, call history with "
+        "the entity and attribute.",
+        _object(
+            {
+                "entity": _string("The entity, e.g. 'user:alice'.", max_length=256),
+                "query": _string(
+                    "Without entity: only entities whose id contains this text, ignoring case.", max_length=256
+                ),
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_ENTITY_LIMIT,
+                    "default": DEFAULT_ENTITY_LIMIT,
+                    "description": "Without entity: how many entities to list.",
+                },
+            }
+        ),
+        _object(
+            {
+                "entity": _NULLABLE_STRING,
+                "beliefs": {"type": "array", "items": _BELIEF_OUT},
+                "last_changed_at": _NULLABLE_STRING,
+                "unattributed_count": {
+                    "type": "integer",
+                    "description": "Current memories about the entity that state no attribute (recall finds them).",
+                },
+                "entities": {"type": "array", "items": _ENTITY_OUT},
+                "total_count": {"type": "integer", "description": "Entities matching query."},
+            },
+            required=("entity",),
+        ),
+        read_only=True,
+    ),
+    _tool(
         "forget",
         "Forget",
         "Delete memories by id (a tombstone stays in the change log), or with keep_history keep them as "
@@ -527,6 +609,22 @@ RESOURCE_TEMPLATES: tuple[types.ResourceTemplate, ...] = (
         "version; the current one has current: true. Percent-encode the entity and the attribute.",
         mime_type="application/json",
     ),
+    types.ResourceTemplate(
+        name="beliefs",
+        title="What the agent believes about an entity",
+        uri_template=BELIEFS_URI,
+        description="Every attribute's current value about an entity, keyed or read from prose, with when it "
+        "became true, its source and confidence, open doubts and its history's URI. Percent-encode the entity.",
+        mime_type="application/json",
+    ),
+)
+ENTITIES_RESOURCE = types.Resource(
+    name="entities",
+    title="Entities",
+    uri=ENTITIES_URI,
+    description=f"The entities of this server's namespace, most recently changed first (at most "
+    f"{DEFAULT_ENTITY_LIMIT}), with their memory counts and beliefs URIs.",
+    mime_type="application/json",
 )
 
 _VALIDATORS = {tool.name: jsonschema.Draft202012Validator(tool.input_schema) for tool in TOOLS}
@@ -557,6 +655,11 @@ def memory_uri(memory_id: int) -> str:
 def fact_uri(entity: str, attribute: str) -> str:
     """The resource URI of a fact key's history (entity and attribute percent-encoded)."""
     return f"memevo://fact/{quote(entity, safe='')}/{quote(attribute, safe='')}"
+
+
+def beliefs_uri(entity: str) -> str:
+    """The resource URI of an entity's beliefs (the entity percent-encoded)."""
+    return f"memevo://beliefs/{quote(entity, safe='')}"
 
 
 def _time_arg(arguments: Mapping[str, Any], name: str) -> datetime | None:
@@ -687,6 +790,83 @@ def _history_text(result: HistoryResult, subject: str) -> str:
     return "\n".join(lines)
 
 
+def _belief_json(belief: Belief) -> JsonObject:
+    key = belief.history_key
+    return {
+        "attribute": belief.attribute,
+        "value": belief.value,
+        "read_from_text": belief.read_from_text,
+        "memory": memory_json(belief.memory),
+        "possibly_outdated_by": list(belief.possibly_outdated_by),
+        "also_current": [memory_json(m) for m in belief.also_current],
+        "version_count": belief.version_count,
+        "history_uri": fact_uri(key.entity, key.attribute),
+    }
+
+
+def _beliefs_json(result: BeliefsResult) -> JsonObject:
+    return {
+        "entity": result.entity,
+        "beliefs": [_belief_json(b) for b in result.beliefs],
+        "unattributed_count": result.unattributed_count,
+        "last_changed_at": _iso(result.last_changed_at),
+    }
+
+
+def _beliefs_text(result: BeliefsResult) -> str:
+    if not result.beliefs:
+        lines = [f"no current beliefs about {result.entity}"]
+    else:
+        lines = [f"what is believed about {result.entity} now, by attribute:"]
+    for b in result.beliefs:
+        m = b.memory
+        how = f"read from: {m.content!r}" if b.read_from_text else "remembered as a fact"
+        value = b.value or "(see the statement)"
+        versions = f"; {b.version_count} versions" if b.version_count > 1 else ""
+        lines.append(
+            f"- {b.attribute} = {value} [#{m.id}, since {_seconds(m.valid_from) or '?'}; {how}; "
+            f"{_name(m.source)}, confidence {m.confidence:.2f}{versions}]"
+        )
+        lines += [f"  may be outdated by #{i}" for i in b.possibly_outdated_by]
+        for other in b.also_current:
+            doubt = f", may be outdated by #{other.possibly_outdated_by}" if other.possibly_outdated_by else ""
+            lines.append(f"  also current: #{other.id}{doubt}: {other.content}")
+    if result.unattributed_count:
+        lines.append(f"{result.unattributed_count} other current memories about it state no attribute (recall them)")
+    return "\n".join(lines)
+
+
+def _entity_json(listed: EntityList) -> JsonObject:
+    return {
+        "entities": [
+            {
+                "entity": e.entity,
+                "memory_count": e.memory_count,
+                "current_count": e.current_count,
+                "belief_count": e.belief_count,
+                "doubted_count": e.doubted_count,
+                "last_changed_at": _iso(e.last_changed_at),
+                "beliefs_uri": beliefs_uri(e.entity),
+            }
+            for e in listed.entities
+        ],
+        "total_count": listed.total_count,
+    }
+
+
+def _entities_text(listed: EntityList) -> str:
+    if not listed.entities:
+        return "no entities match"
+    lines = [f"{len(listed.entities)} of {listed.total_count} entities, most recently changed first:"]
+    for e in listed.entities:
+        doubted = f", {e.doubted_count} doubted" if e.doubted_count else ""
+        lines.append(
+            f"- {e.entity}: {e.belief_count} beliefs, {e.current_count} current of {e.memory_count} memories"
+            f"{doubted}; changed {_seconds(e.last_changed_at) or '?'}"
+        )
+    return "\n".join(lines)
+
+
 # ---- the server ---------------------------------------------------------------------------------
 
 ToolResult = tuple[str, JsonObject]
@@ -704,6 +884,7 @@ class MemevoMcp:
             "recall": self._recall,
             "build_context": self._build_context,
             "history": self._history,
+            "beliefs": self._beliefs,
             "forget": self._forget,
             "report_outcome": self._report_outcome,
         }
@@ -722,7 +903,8 @@ class MemevoMcp:
             instructions=(
                 f"Long-term memory of this agent (namespace {self._namespace!r}), governed by a memevo sidecar: "
                 "it keeps only current facts current. recall or build_context before a task, remember what "
-                "you learn (with entity and fact for facts that can change), report_outcome after the task."
+                "you learn (with entity and fact for facts that can change), report_outcome after the task; "
+                "beliefs shows what you hold true about an entity now."
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
@@ -771,8 +953,9 @@ class MemevoMcp:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        # Memories are many and change all the time: they are reached through the templates.
-        return types.ListResourcesResult(resources=[])
+        # Memories are many and change all the time: they are reached through the templates, and from the
+        # entities, the one listing that stays small.
+        return types.ListResourcesResult(resources=[ENTITIES_RESOURCE])
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
@@ -800,7 +983,14 @@ class MemevoMcp:
         if parts.scheme == "memevo" and parts.netloc == "fact" and len(segments) == 2 and all(segments):
             key = FactKey(entity=segments[0], attribute=segments[1], namespace=self._namespace)
             return _history_json(await self._client.history(key))
-        raise ToolInputError("uri", f"not a memevo resource; use {MEMORY_URI} or {FACT_URI}")
+        if parts.scheme == "memevo" and parts.netloc == "beliefs" and len(segments) == 1 and segments[0]:
+            return _beliefs_json(await self._client.beliefs(segments[0], namespace=self._namespace))
+        if parts.scheme == "memevo" and uri.rstrip("/") == ENTITIES_URI:
+            listed = await self._client.list_entities(self._namespace, limit=DEFAULT_ENTITY_LIMIT)
+            return _entity_json(listed)
+        raise ToolInputError(
+            "uri", f"not a memevo resource; use {MEMORY_URI}, {FACT_URI}, {BELIEFS_URI} or {ENTITIES_URI}"
+        )
 
     # --- namespace confinement ---
 
@@ -913,6 +1103,19 @@ class MemevoMcp:
             field = "attribute" if entity is not None else "entity" if attribute is not None else "memory_id"
             raise ToolInputError(field, "required: give memory_id, or entity and attribute")
         return _history_text(result, subject), _history_json(result)
+
+    async def _beliefs(self, arguments: Mapping[str, Any]) -> ToolResult:
+        entity = arguments.get("entity")
+        if entity is not None:
+            if "query" in arguments or "limit" in arguments:
+                field = "query" if "query" in arguments else "limit"
+                raise ToolInputError(field, "lists entities: leave entity out, or leave this out")
+            result = await self._client.beliefs(entity, namespace=self._namespace)
+            return _beliefs_text(result), _beliefs_json(result)
+        listed = await self._client.list_entities(
+            self._namespace, query=arguments.get("query", ""), limit=arguments.get("limit", DEFAULT_ENTITY_LIMIT)
+        )
+        return _entities_text(listed), {"entity": None} | _entity_json(listed)
 
     async def _forget(self, arguments: Mapping[str, Any]) -> ToolResult:
         ids: list[int] = list(arguments["ids"])
@@ -1073,12 +1276,15 @@ def run(config: McpConfig) -> None:
 
 
 __all__ = [
+    "BELIEFS_URI",
+    "ENTITIES_URI",
     "FACT_URI",
     "MEMORY_URI",
     "RESOURCE_TEMPLATES",
     "TOOLS",
     "McpConfig",
     "MemevoMcp",
+    "beliefs_uri",
     "fact_uri",
     "memory_uri",
     "run",

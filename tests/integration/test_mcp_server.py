@@ -27,13 +27,13 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from memevo.client import MemoryClient, MemoryState
-from memevo.integrations.mcp_server import fact_uri, memory_uri
+from memevo.integrations.mcp_server import ENTITIES_URI, beliefs_uri, fact_uri, memory_uri
 
 pytestmark = pytest.mark.integration
 
 BODY_LIMIT_S = 180.0
 """Upper bound of one test's MCP conversation, seconds."""
-TOOLS = {"remember", "recall", "build_context", "history", "forget", "report_outcome"}
+TOOLS = {"remember", "recall", "build_context", "history", "beliefs", "forget", "report_outcome"}
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,9 @@ def test_tools_and_resource_templates_are_listed_with_schemas(text_sidecar: Side
             assert {t.uri_template for t in templates} == {
                 "memevo://memory/{id}",
                 "memevo://fact/{entity}/{attribute}",
+                "memevo://beliefs/{entity}",
             }
+            assert [r.uri for r in (await client.list_resources()).resources] == [ENTITIES_URI]
 
     run(body)
 
@@ -277,6 +279,72 @@ def test_a_fact_changed_in_prose_without_a_kind_retires_the_old_one_and_its_hist
             text, found = await call_ok(client, "recall", {"query": "Where does Ana work?", "k": 3})
             assert found["memories"][0]["id"] == new["id"], text
             assert old["id"] not in [m["id"] for m in found["memories"]]
+
+    run(body)
+
+
+def test_beliefs_show_a_value_read_from_prose_and_the_entities_list_them(text_sidecar: Sidecar) -> None:
+    async def body() -> None:
+        async with mcp_client(text_sidecar.unix_target, "mcp-beliefs") as client:
+            employer = {"attribute": "employer", "value": "Shopify"}
+            _, old = await call_ok(
+                client, "remember", {"content": "Ana works at Shopify.", "entity": "person:ana", "fact": employer}
+            )
+            city = {"attribute": "city", "value": "Lisbon"}
+            _, lives = await call_ok(
+                client,
+                "remember",
+                {"content": "Ana lives in Lisbon.", "entity": "person:ana", "fact": city, "source": "tool_result"},
+            )
+            text, new = await call_ok(
+                client, "remember", {"content": "These days Ana works at Canva.", "entity": "person:ana"}
+            )
+            assert new["outcome"] == "superseded_previous", text
+            await call_ok(client, "remember", {"content": "Bo likes tea.", "entity": "person:bo", "kind": "episode"})
+
+            text, found = await call_ok(client, "beliefs", {"entity": "person:ana"})
+            assert found["entity"] == "person:ana"
+            assert [b["attribute"] for b in found["beliefs"]] == ["city", "employer"]
+            keyed, read = found["beliefs"]
+            assert (keyed["value"], keyed["read_from_text"], keyed["memory"]["id"]) == ("Lisbon", False, lives["id"])
+            assert keyed["memory"]["source"] == "tool_result"
+            assert (read["memory"]["id"], read["read_from_text"], read["version_count"]) == (new["id"], True, 2)
+            assert read["value"] == "canva"
+            assert read["history_uri"] == fact_uri("person:ana", "employer")
+            lines = text.splitlines()
+            assert lines[0] == "what is believed about person:ana now, by attribute:"
+            assert lines[1].startswith(f"- city = Lisbon [#{lives['id']}, since ")
+            assert "remembered as a fact; tool_result, confidence" in lines[1]
+            assert lines[2].startswith(f"- employer = canva [#{new['id']}, since ")
+            assert "read from: 'These days Ana works at Canva.'" in lines[2]
+            assert lines[2].endswith("; 2 versions]")
+            history = await read_json(client, read["history_uri"])
+            assert [v["id"] for v in history["versions"]] == [old["id"], new["id"]]
+            assert await read_json(client, beliefs_uri("person:ana")) == {
+                k: found[k] for k in ("entity", "beliefs", "unattributed_count", "last_changed_at")
+            }
+
+            text, listed = await call_ok(client, "beliefs", {})
+            assert listed["entity"] is None
+            assert [e["entity"] for e in listed["entities"]] == ["person:bo", "person:ana"]  # latest change first
+            bo, ana = listed["entities"]
+            assert (ana["belief_count"], ana["current_count"], ana["memory_count"]) == (2, 2, 3)
+            assert (bo["belief_count"], bo["current_count"]) == (0, 1)
+            assert ana["beliefs_uri"] == beliefs_uri("person:ana")
+            assert text.splitlines()[0] == "2 of 2 entities, most recently changed first:"
+            _, searched = await call_ok(client, "beliefs", {"query": "ANA", "limit": 5})
+            assert [e["entity"] for e in searched["entities"]] == ["person:ana"]
+            document = await read_json(client, ENTITIES_URI)
+            assert [e["entity"] for e in document["entities"]] == ["person:bo", "person:ana"]
+
+            text, nothing = await call_ok(client, "beliefs", {"entity": "person:nobody"})
+            assert (text, nothing["beliefs"]) == ("no current beliefs about person:nobody", [])
+            text = await call_error(client, "beliefs", {"entity": "person:ana", "query": "x"})
+            assert text.startswith("beliefs: query: ")
+            assert (await call_error(client, "beliefs", {"entity": ""})).startswith("beliefs: entity: ")
+            assert (await call_error(client, "beliefs", {"limit": 0})).startswith("beliefs: limit: ")
+            text = await call_error(client, "beliefs", {"entity": "bad\nentity"})
+            assert text.startswith("beliefs: INVALID_ARGUMENT: entity: ")
 
     run(body)
 
