@@ -14,7 +14,7 @@ import java.util.stream.Stream;
 
 /**
  * A real memevo sidecar for the tests, run as the Go and TypeScript tests run it: {@code python -m
- * memevo.sidecar.cli serve} ($MEMEVO_PYTHON overrides python) with {@code --embedder none
+ * memevo.sidecar.cli serve} (the interpreter: see {@link #python}) with {@code --embedder none
  * --dimension 8}, on a unix socket and a loopback TCP port, ready once its ready file names them;
  * stopped with SIGTERM.
  */
@@ -23,6 +23,7 @@ final class Sidecar implements AutoCloseable {
   private static final long READY_TIMEOUT_MS = 60_000;
   private static final long STOP_TIMEOUT_S = 15;
   private static final Pattern ADDRESS = Pattern.compile("\"([^\"]+)\"");
+  private static String interpreter;
 
   final String unix;
   final String tcp;
@@ -36,6 +37,37 @@ final class Sidecar implements AutoCloseable {
     this.ownsRunDir = ownsRunDir;
     this.unix = unix;
     this.tcp = tcp;
+  }
+
+  /**
+   * The interpreter that runs the sidecar: $MEMEVO_PYTHON, else the first of {@code python3} and {@code
+   * python} on PATH that imports memevo. Many systems have no {@code python}, and the first one on PATH
+   * is not always the one memevo was installed into.
+   */
+  static synchronized String python() throws IOException, InterruptedException {
+    if (interpreter != null) {
+      return interpreter;
+    }
+    String chosen = System.getenv("MEMEVO_PYTHON");
+    if (chosen != null && !chosen.isEmpty()) {
+      return interpreter = chosen;
+    }
+    for (String candidate : List.of("python3", "python")) {
+      try {
+        Process probe = new ProcessBuilder(candidate, "-c", "import memevo.sidecar.cli")
+            .redirectErrorStream(true)
+            .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+            .start();
+        if (probe.waitFor() == 0) {
+          return interpreter = candidate;
+        }
+      } catch (IOException notOnPath) {
+        // the next candidate
+      }
+    }
+    throw new IllegalStateException("the tests run a memevo sidecar, but neither python3 nor python on PATH "
+        + "imports memevo: install it (pip install -e . in the checkout, or a built wheel) or set "
+        + "MEMEVO_PYTHON to the interpreter that has it");
   }
 
   /** A sidecar on a new temporary directory, deleted by {@link #close}. */
@@ -52,7 +84,7 @@ final class Sidecar implements AutoCloseable {
   }
 
   private static Sidecar start(Path runDir, boolean ownsRunDir, String... extra) throws IOException, InterruptedException {
-    String python = System.getenv().getOrDefault("MEMEVO_PYTHON", "python");
+    String python = python();
     Path ready = runDir.resolve("ready.json");
     Files.deleteIfExists(ready);
     List<String> command = new ArrayList<>(List.of(python, "-m", "memevo.sidecar.cli", "serve",
