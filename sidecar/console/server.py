@@ -45,7 +45,7 @@ from .source import ConsoleSource, SourceError
 
 log = logging.getLogger(__name__)
 
-PAGES = ("/", "/search", "/life", "/review", "/live")
+PAGES = ("/", "/beliefs", "/overview", "/search", "/life", "/review", "/live")
 STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
 SECURITY_HEADERS = (
     ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
@@ -61,6 +61,8 @@ LIFE_VERSIONS = 200
 """Newest versions of a fact key the life page shows, with their events: a key rewritten thousands of times
 would otherwise cost seconds of JSON (2,013 versions: ~450 ms, nearly all of it MessageToDict)."""
 """Ids per Get call (the sidecar's default max_k)."""
+ENTITIES_SHOWN = 200
+"""Entities the first page lists for one search: a page a person scans; a narrower search finds the rest."""
 LIVE_HEARTBEAT_S = 5.0
 """A live stream with nothing to send writes an empty line this often, to notice a closed tab."""
 LIVE_BACKLOG = 50
@@ -402,6 +404,23 @@ class Console:
             "events_total": len(response.events),
         }
 
+    def entities(self, query: dict[str, list[str]], token: str | None) -> dict[str, Any]:
+        request = memory_service_pb2.ListEntitiesRequest(
+            namespace=query.get("ns", ["default"])[0].strip() or "default",
+            query=query.get("q", [""])[0].strip(),
+            limit=ENTITIES_SHOWN,
+        )
+        return to_json(self.source.entities(request, token))
+
+    def beliefs(self, query: dict[str, list[str]], token: str | None) -> dict[str, Any]:
+        entity = query.get("entity", [""])[0].strip()
+        if not entity:
+            raise ConsoleError(400, "entity: required, e.g. entity=user:alice")
+        request = memory_service_pb2.BeliefsRequest(
+            namespace=query.get("ns", ["default"])[0].strip() or "default", entity=entity
+        )
+        return to_json(self.source.beliefs(request, token))
+
     def review(self, token: str | None) -> dict[str, Any]:
         proposals = self.source.open_proposals(token)
         decided = [dict(to_json(e), reason_class=reason_class(e.type, e.reason)) for e in self.digest.decisions]
@@ -534,6 +553,8 @@ class _Handler(BaseHTTPRequestHandler):
         routes: dict[str, Callable[[], Any]] = {
             "/api/about": lambda: self.app.about(self._token()),
             "/api/overview": lambda: self.app.overview(self._token()),
+            "/api/entities": lambda: self.app.entities(query, self._token()),
+            "/api/beliefs": lambda: self.app.beliefs(query, self._token()),
             "/api/search": lambda: self.app.search(query, self._token()),
             "/api/life": lambda: self.app.life(query, self._token()),
             "/api/review": lambda: self.app.review(self._token()),

@@ -141,6 +141,18 @@ class ConsoleSource:
         response: memory_service_pb2.HistoryResponse = self._unary(self._stub.History, request, token)
         return response
 
+    def entities(
+        self, request: memory_service_pb2.ListEntitiesRequest, token: str | None
+    ) -> memory_service_pb2.ListEntitiesResponse:
+        response: memory_service_pb2.ListEntitiesResponse = self._unary(self._stub.ListEntities, request, token)
+        return response
+
+    def beliefs(
+        self, request: memory_service_pb2.BeliefsRequest, token: str | None
+    ) -> memory_service_pb2.BeliefsResponse:
+        response: memory_service_pb2.BeliefsResponse = self._unary(self._stub.Beliefs, request, token)
+        return response
+
     def get(self, ids: list[int], token: str | None) -> memory_service_pb2.GetResponse:
         response: memory_service_pb2.GetResponse = self._unary(
             self._stub.Get, memory_service_pb2.GetRequest(ids=ids), token

@@ -246,7 +246,7 @@ def test_every_page_in_a_browser(console_sidecar: tuple[Sidecar, str, dict[str, 
 
     # Overview: its counts are GetStats'.
     wait_until(lambda: _http(f"{url}/api/overview", ADMIN)[1]["log"]["cursor"] > 0, "the log digest", timeout_s=30)
-    driver.get(f"{url}/#token={ADMIN}")
+    driver.get(f"{url}/overview#token={ADMIN}")
     total = _wait_css(driver, "#total-count")[0]
     stats = service.GetStats(memory_service_pb2.GetStatsRequest())
     assert int(total.text) == stats.total_count
@@ -330,6 +330,105 @@ def test_every_page_in_a_browser(console_sidecar: tuple[Sidecar, str, dict[str, 
     _wait_css(driver, f"#live-list a[data-memory='{written}']")
     _no_console_errors(driver, "live")
     _shot(driver, "live")
+
+
+def _shot_at(driver: Any, name: str, width: int) -> None:
+    """Save a screenshot ``width`` px wide (the page's full height) when MEMEVO_CONSOLE_SCREENSHOTS is set."""
+    folder = os.environ.get("MEMEVO_CONSOLE_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        height = driver.execute_script("return document.body.scrollHeight")
+        driver.set_window_size(width, min(max(int(height) + 40, 600), 2400))
+        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+def _fits(driver: Any, page: str) -> None:
+    """Nothing on the page is wider than the window: a phone never scrolls sideways."""
+    wide, inner = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert wide <= inner, f"{page}: {wide} px wide in a {inner} px window"
+
+
+def test_entities_then_beliefs_then_a_facts_life_in_a_browser(
+    console_sidecar: tuple[Sidecar, str, dict[str, Any]], browser: Any
+) -> None:
+    """The first page: entities (search, counts, last change) -> an entity's beliefs -> a fact's life (issue 42)."""
+    from selenium.webdriver.common.by import By
+
+    process, url, history = console_sidecar
+    service = stub(process.unix_target, ADMIN)
+    driver = browser
+    listed = service.ListEntities(memory_service_pb2.ListEntitiesRequest(namespace="default"))
+    for width, suffix in ((1440, ""), (390, "-390")):
+        driver.set_window_size(width, 1000)
+        driver.get(f"{url}/#token={ADMIN}")
+        rows = _wait_css(driver, "#entities tr[data-entity]")
+        assert [r.get_attribute("data-entity") for r in rows] == [e.entity for e in listed.entities]
+        bo = driver.find_element(By.CSS_SELECTOR, "#entities tr[data-entity='user:bo']")
+        (summary,) = [e for e in listed.entities if e.entity == "user:bo"]
+        cells = [c.text for c in bo.find_elements(By.CSS_SELECTOR, "td.num")]
+        assert [int(c.split()[-1]) for c in cells[:3]] == [summary.belief_count, summary.current_count, summary.memory_count]
+        _fits(driver, f"entities at {width} px")
+        _no_console_errors(driver, "entities")
+        _shot_at(driver, f"entities{suffix}", width)
+
+        # Search narrows the list; the entity opens its beliefs.
+        box = driver.find_element(By.CSS_SELECTOR, "#entities-form input[name='q']")
+        box.send_keys("BO")
+        driver.find_element(By.CSS_SELECTOR, "#entities-form button[type=submit]").click()
+        wait_until(
+            lambda: (
+                [r.get_attribute("data-entity") for r in driver.find_elements(By.CSS_SELECTOR, "#entities tr")[1:]]
+                == ["user:bo"]
+            ),
+            "the search",
+            timeout_s=PAGE_WAIT_S,
+        )
+        driver.find_element(By.CSS_SELECTOR, "#entities a[href*='entity=user%3Abo']").click()
+        employer = _wait_css(driver, "#beliefs tr[data-belief='employer']")[0]
+        # Bo's employer was changed in prose: the statement without a key is the belief, marked as read.
+        assert employer.get_attribute("data-read") == "1"
+        assert employer.get_attribute("data-memory-id") == str(history["prose"])
+        assert "read from text" in employer.text
+        assert "Bo's employer is Canva now." in employer.text
+        assert "2 versions" in employer.text
+        _fits(driver, f"beliefs at {width} px")
+        _no_console_errors(driver, "beliefs")
+        _shot_at(driver, f"beliefs{suffix}", width)
+
+        # Its life: the keyed version it retired and the prose one, current.
+        employer.find_element(By.CSS_SELECTOR, "a[data-life]").click()
+        versions = _wait_css(driver, "#versions tr[data-version]")
+        assert [v.get_attribute("data-version") for v in versions] == [str(history["keyed"]), str(history["prose"])]
+        _no_console_errors(driver, "a fact's life from the beliefs page")
+    driver.set_window_size(1400, 1000)
+
+    # A keyed change: Ana's city is Porto, the Lisbon version is history.
+    driver.get(f"{url}/beliefs?ns=default&entity=user%3Aana")
+    city = _wait_css(driver, "#beliefs tr[data-belief='city']")[0]
+    assert city.get_attribute("data-read") is None
+    assert city.get_attribute("data-memory-id") == str(history["new"])
+    assert "Porto" in city.text
+    assert "keyed" in city.text
+    assert "user statement" in city.text
+    _no_console_errors(driver, "a keyed belief")
+
+
+def test_the_beliefs_api_answers_as_the_sidecar_does(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
+    _, url, history = console_sidecar
+    status, entities = _http(f"{url}/api/entities?ns=default&q=bo", ADMIN)
+    assert status == 200, entities
+    assert [e["entity"] for e in entities["entities"]] == ["user:bo"]
+    status, beliefs = _http(f"{url}/api/beliefs?ns=default&entity=user%3Abo", ADMIN)
+    assert status == 200, beliefs
+    (employer,) = [b for b in beliefs["beliefs"] if b["attribute"] == "employer"]
+    assert (int(employer["memory"]["id"]), employer["read_from_text"]) == (history["prose"], True)
+    assert employer["history_key"] == {"namespace": "default", "entity": "user:bo", "attribute": "employer"}
+    assert _http(f"{url}/api/beliefs?ns=default", ADMIN)[1]["error"].startswith("entity: required")
+    # A token of another namespace: the sidecar refuses, the page shows why.
+    assert _http(f"{url}/api/entities?ns=default", TEAM)[0] == 403
+    assert _http(f"{url}/api/beliefs?ns=default&entity=user%3Abo", TEAM)[0] == 403
+    assert _http(f"{url}/api/entities?ns=team-b", TEAM)[0] == 200
+    assert _http(f"{url}/api/entities?ns=bad%20ns", ADMIN)[0] == 400
 
 
 # ---- tokens, loopback and the write path, over plain HTTP ------------------------------------------
@@ -671,6 +770,8 @@ def test_the_printed_url_opens_the_console_in_a_browser(
 
     driver.get(ready["console_url"])
     assert "token=" not in driver.current_url
+    assert "no entities yet" in _wait_css(driver, "#entities-status")[0].text  # the first page: what is believed
+    driver.get(f"{url}/overview")
     assert int(_wait_css(driver, "#total-count")[0].text) == 1
     assert not driver.execute_script("return document.cookie")  # HttpOnly: no script on the page can read it
     driver.get(f"{url}/search?q=anything")
@@ -689,6 +790,6 @@ def test_the_printed_url_opens_the_console_in_a_browser(
         .result.memory.id
     )
     _wait_css(driver, f"#live-list a[data-memory='{written}']")
-    driver.get(f"{url}/")
+    driver.get(f"{url}/overview")
     _wait_css(driver, "#total-count")
     _no_console_errors(driver, "the console of a sidecar without tokens")

@@ -162,6 +162,96 @@ function bars(labels, values, { width = 560, height = 160, unit = "" } = {}) {
 
 // ---- pages --------------------------------------------------------------------------------------
 
+// The first page: what the agent believes. Entities (search, counts, last change) -> an entity's beliefs -> a
+// fact's life (the Life page, by fact key).
+
+const nsOf = (q) => q.get("ns") || "default";
+const beliefsHref = (ns, entity) => `/beliefs?${new URLSearchParams({ ns, entity })}`;
+const lifeHref = (key) => `/life?${new URLSearchParams({ ns: key.namespace, entity: key.entity, attribute: key.attribute })}`;
+const sourceOf = (v) => short(v, "MEMORY_SOURCE_").toLowerCase().replace("_", " ");
+// One wrapper a cell, so that on a phone (table.stack) a cell is its label beside its content.
+const cell = (label, attrs, ...children) => h("td", Object.assign({ "data-label": label }, attrs || {}), h("div", {}, ...children));
+
+function entitiesPage() {
+  const q = new URLSearchParams(location.search);
+  const form = h("form", { class: "query", id: "entities-form" },
+    h("label", {}, "namespace", h("input", { name: "ns", value: q.get("ns") || "", placeholder: "default" })),
+    h("label", {}, "entity contains", h("input", { name: "q", value: q.get("q") || "", placeholder: "e.g. alice", type: "search" })),
+    h("button", { type: "submit" }, "Find"));
+  const out = h("div", { id: "entities-out" });
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const params = new URLSearchParams([...new FormData(form)].filter(([, v]) => v));
+    history.replaceState(null, "", `/?${params}`);
+    runEntities(params, out);
+  });
+  show(h("h1", {}, "What the agent believes"), form, out);
+  runEntities(q, out);
+}
+
+async function runEntities(params, out) {
+  out.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  let data;
+  try { data = await getJSON(`/api/entities?${params}`); } catch (err) { out.replaceChildren(errorBox(err)); return; }
+  const ns = nsOf(params);
+  const total = Number(data.total_count);
+  if (!data.entities.length) {
+    out.replaceChildren(h("p", { class: "muted", id: "entities-status" },
+      params.get("q") ? `No entity of namespace ${ns} contains “${params.get("q")}”.` : `Namespace ${ns} has no entities yet.`));
+    return;
+  }
+  const status = h("p", { class: "muted", id: "entities-status" },
+    `${data.entities.length === total ? total : `${data.entities.length} of ${total}`} entit${total === 1 ? "y" : "ies"} of namespace ${ns}, most recently changed first.`);
+  const table = h("table", { id: "entities", class: "stack" },
+    h("thead", {}, h("tr", {}, ["entity", "beliefs", "current", "memories", "doubted", "last change (system)"]
+      .map((x, i) => h("th", { class: i && i < 5 ? "num" : "" }, x)))),
+    h("tbody", {}, data.entities.map((e) => h("tr", { "data-entity": e.entity },
+      cell("entity", {}, h("a", { href: beliefsHref(ns, e.entity) }, e.entity)),
+      cell("beliefs", { class: "num" }, e.belief_count),
+      cell("current", { class: "num" }, e.current_count),
+      cell("memories", { class: "num" }, e.memory_count),
+      cell("doubted", { class: "num" }, Number(e.doubted_count) ? h("span", { class: "tag doubt" }, e.doubted_count) : "0"),
+      cell("last change", {}, when(e.last_changed_at))))));
+  out.replaceChildren(status, h("div", { class: "panel" }, table));
+}
+
+async function beliefsPage() {
+  const q = new URLSearchParams(location.search);
+  const ns = nsOf(q), entity = q.get("entity") || "";
+  const back = h("p", {}, h("a", { href: `/?${new URLSearchParams({ ns })}` }, `← entities of ${ns}`));
+  let data;
+  try { data = await getJSON(`/api/beliefs?${q}`); } catch (err) { show(back, h("h1", {}, entity || "Beliefs"), errorBox(err)); return; }
+  const others = Number(data.unattributed_count);
+  const summary = h("p", { class: "muted", id: "beliefs-status" },
+    `${data.beliefs.length} attribute${data.beliefs.length === 1 ? "" : "s"} with a current value`,
+    data.last_changed_at ? `, last change ${when(data.last_changed_at)}` : "",
+    others ? [". ", h("a", { href: `/search?${new URLSearchParams({ ns, entity, q: entity })}` },
+      `${others} other current memor${others === 1 ? "y" : "ies"}`), " about it state no attribute (episodes, notes)."] : ".");
+  if (!data.beliefs.length) { show(back, h("h1", {}, entity), summary); return; }
+  const doubtLinks = (ids) => ids.filter((i) => Number(i)).map((i) => h("div", { class: "doubt-note" }, h("span", { class: "tag doubt" }, "doubt"), " may be outdated by ", memLink(i)));
+  const table = h("table", { id: "beliefs", class: "stack" },
+    h("thead", {}, h("tr", {}, ["attribute", "value", "since (world)", "source", "confidence", "open doubts", "life"].map((x) => h("th", {}, x)))),
+    h("tbody", {}, data.beliefs.map((b) => {
+      const m = b.memory;
+      const how = b.read_from_text
+        ? h("span", { class: "tag read", title: `read ${m.inferred ? `by ${m.inferred.method}, ${fmt(m.inferred.confidence, 2)} sure` : ""}` }, "read from text")
+        : h("span", { class: "tag keyed" }, "keyed");
+      const also = (b.also_current || []).map((o) => h("div", { class: "muted also" }, "also current: ", memLink(o.id), ` ${o.content}`,
+        Number(o.possibly_outdated_by) ? [" (may be outdated by ", memLink(o.possibly_outdated_by), ")"] : ""));
+      return h("tr", { "data-belief": b.attribute, "data-read": b.read_from_text ? "1" : null, "data-memory-id": m.id },
+        cell("attribute", {}, h("b", {}, b.attribute)),
+        cell("value", {}, b.value ? h("span", { class: "value" }, b.value) : h("span", { class: "muted" }, "(said in the statement)"), " ", how, " ", memLink(m.id),
+          h("div", { class: "muted" }, m.content), also),
+        cell("since", {}, when(m.valid_from)),
+        cell("source", {}, sourceOf(m.source)),
+        cell("confidence", { class: "num" }, fmt(m.confidence, 2)),
+        cell("open doubts", {}, doubtLinks(b.possibly_outdated_by || []).length ? doubtLinks(b.possibly_outdated_by) : h("span", { class: "muted" }, "none")),
+        cell("life", {}, h("a", { href: lifeHref(b.history_key), "data-life": b.attribute },
+          `${b.version_count} version${Number(b.version_count) === 1 ? "" : "s"} →`)));
+    })));
+  show(back, h("h1", {}, entity), summary, h("div", { class: "panel" }, table));
+}
+
 async function overviewPage() {
   let data;
   try { data = await getJSON("/api/overview"); } catch (err) { show(h("h1", {}, "Overview"), errorBox(err)); return; }
@@ -466,12 +556,13 @@ async function follow(params, body, status) {
 
 // ---- routing and the token ----------------------------------------------------------------------
 
-const ROUTES = { "/": overviewPage, "/search": searchPage, "/life": lifePage, "/review": reviewPage, "/live": livePage };
+const ROUTES = { "/": entitiesPage, "/beliefs": beliefsPage, "/overview": overviewPage, "/search": searchPage, "/life": lifePage, "/review": reviewPage, "/live": livePage };
 
 function route() {
   if (liveAbort && location.pathname !== "/live") { liveAbort.abort(); liveAbort = null; }
-  const page = ROUTES[location.pathname] || overviewPage;
-  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("current", a.getAttribute("href") === location.pathname);
+  const page = ROUTES[location.pathname] || entitiesPage;
+  const tab = location.pathname === "/beliefs" ? "/" : location.pathname; // an entity's beliefs belong to the first tab
+  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("current", a.getAttribute("href") === tab);
   page();
 }
 
