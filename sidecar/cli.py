@@ -553,6 +553,7 @@ def demo(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     """Write a data directory's change log, retrievals and outcomes as a replay log (JSON lines)."""
+    _say_if_kernels_compile()
     from .replay.export import export_log
 
     summary = export_log(args.data, args.out)
@@ -605,6 +606,7 @@ def _add_replay_options(parser: argparse.ArgumentParser) -> None:
 
 def replay_command(args: argparse.Namespace) -> int:
     """Replay a log under a policy and print what it would have done."""
+    _say_if_kernels_compile()
     from .replay.replay import load_log, replay
 
     log = load_log(args.log)
@@ -621,6 +623,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
 def tune_command(args: argparse.Namespace) -> int:
     """Search policies over replays of a log; print and write the best one."""
+    _say_if_kernels_compile()
     from .replay.export import policy_to_json
     from .replay.tune import describe, tune
 
