@@ -104,11 +104,16 @@ def run_demo(*, embedder: str = "local", judge: str = "local", stay: bool | None
             with MemoryClient(socket) as client:
                 _session(client, own_vectors=embedder == "none", judged=judge != "none")
             if console:
-                _offer_console(console, stay=sys.stdin.isatty() and sys.stdout.isatty() if stay is None else stay)
+                _offer_console(console, stay=_watched() if stay is None else stay)
         finally:
             sidecar.stop()
         _print("sidecar stopped cleanly; the temporary data directory is removed.")
     return 0
+
+
+def _watched() -> bool:
+    """Whether a person runs the demo: stdin and stdout are a terminal (a daemon may have no stdin at all)."""
+    return sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _offer_console(url: str, *, stay: bool) -> None:
