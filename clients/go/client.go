@@ -21,10 +21,12 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -43,7 +45,26 @@ const (
 	WatchBackoffMax = 5 * time.Second
 	// WatchMaxAttempts is the number of consecutive failed reconnects after which a resuming Watch gives up.
 	WatchMaxAttempts = 10
+	// ReconnectBackoffInitial is the first delay before the connection reconnects to a sidecar it lost.
+	ReconnectBackoffInitial = 100 * time.Millisecond
+	// ReconnectBackoffMax is the longest delay between reconnect attempts: a restarted sidecar is
+	// answered at most this long after it serves again.
+	ReconnectBackoffMax = time.Second
 )
+
+// DefaultTarget is the address NewClient("") talks to: $MEMEVO_ADDRESS when set, else the socket
+// `memevo serve` listens on by default (unix://$XDG_RUNTIME_DIR/memevo-UID.sock, /tmp without
+// $XDG_RUNTIME_DIR).
+func DefaultTarget() string {
+	if address := os.Getenv("MEMEVO_ADDRESS"); address != "" {
+		return address
+	}
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if base == "" {
+		base = "/tmp"
+	}
+	return fmt.Sprintf("unix://%s/memevo-%d.sock", base, os.Getuid())
+}
 
 // Ptr returns a pointer to v, for the optional fields (Turn, AfterSequence, Confidence).
 func Ptr[T any](v T) *T { return &v }
@@ -82,9 +103,12 @@ type Client struct {
 	callOpts []grpc.CallOption
 }
 
-// NewClient creates a client of the sidecar at target: "unix:///absolute/path.sock" or "host:port".
-// It does not connect until the first call.
+// NewClient creates a client of the sidecar at target: "unix:///absolute/path.sock" or "host:port";
+// "" means DefaultTarget(). It does not connect until the first call.
 func NewClient(target string, opts ...Option) (*Client, error) {
+	if target == "" {
+		target = DefaultTarget()
+	}
 	if strings.TrimSpace(target) == "" {
 		return nil, errors.New("memevo: target must be 'unix:///absolute/path.sock' or 'host:port'")
 	}
@@ -105,6 +129,19 @@ func NewClient(target string, opts ...Option) (*Client, error) {
 		// Pings find a peer that vanished without closing the socket, which would otherwise leave a
 		// Watch hanging forever; 6 minutes stays above the 5-minute minimum a default server enforces.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 6 * time.Minute, Timeout: 20 * time.Second}),
+		// gRPC's reconnect backoff starts at 1 s and grows x1.6 per failed attempt up to 2 minutes, so a
+		// client that kept calling through a sidecar restart failed on for seconds after the sidecar was
+		// back. An attempt at a local sidecar costs one refused connect; 0.1 s growing to at most 1 s
+		// keeps that cheap. MinConnectTimeout stays gRPC's: it bounds one attempt, not the wait between.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{
+				BaseDelay:  ReconnectBackoffInitial,
+				Multiplier: grpcbackoff.DefaultConfig.Multiplier,
+				Jitter:     grpcbackoff.DefaultConfig.Jitter,
+				MaxDelay:   ReconnectBackoffMax,
+			},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 	}
 	if s.token != "" {
 		if strings.ContainsAny(s.token, "\r\n") {

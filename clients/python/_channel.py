@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import operator
+import os
 import random
 from collections.abc import Iterable
 from typing import Any
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest message the client sends or accepts: 64 MiB (a batch of 10,000 memories with 1,536-d vectors)."""
+
+RECONNECT_BACKOFF_INITIAL_MS = 100
+"""First delay before the channel reconnects to a sidecar it lost, milliseconds."""
+RECONNECT_BACKOFF_MAX_MS = 1000
+"""Longest delay between the channel's reconnect attempts, milliseconds: a restarted sidecar is answered
+at most this long after it is serving again."""
 
 DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     # gRPC's 4 MiB default receive limit is smaller than one large RememberBatch or a Recall with vectors.
@@ -25,6 +32,14 @@ DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     # A Watch may see no data for hours; without this the client stops pinging after two pings.
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.primary_user_agent", "memevo-python"),
+    # gRPC's reconnect backoff starts at 1 s and grows x1.6 per failed attempt up to 2 minutes, so a client
+    # that kept calling through a sidecar restart failed on for seconds after the sidecar was back. An
+    # attempt at a local sidecar costs one refused connect; 0.1 s growing to at most 1 s keeps that cheap.
+    ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_INITIAL_MS),
+    ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
+    # By default every channel to one address in the process shares a subchannel, and with it a failing
+    # sibling's backoff: a client made after the restart waited out the old client's delay.
+    ("grpc.use_local_subchannel_pool", 1),
 )
 """Channel options every client sets; the constructor's ``options`` override them key by key."""
 
@@ -41,6 +56,18 @@ def channel_options(extra: Iterable[tuple[str, Any]] = ()) -> list[tuple[str, An
     merged = dict(DEFAULT_CHANNEL_OPTIONS)
     merged.update(dict(extra))
     return list(merged.items())
+
+
+def default_target() -> str:
+    """``$MEMEVO_ADDRESS`` when set, else the socket ``memevo serve`` listens on by default.
+
+    The default mirrors the sidecar's (``memevo.sidecar.config.default_listen``) rather than importing it:
+    the client must not load the server's packages.
+    """
+    address = os.environ.get("MEMEVO_ADDRESS")
+    if address:
+        return address
+    return f"unix://{os.environ.get('XDG_RUNTIME_DIR') or '/tmp'}/memevo-{os.getuid()}.sock"
 
 
 def check_target(target: str) -> str:

@@ -25,6 +25,7 @@ from ._channel import (
     channel_options,
     check_target,
     check_timeout,
+    default_target,
 )
 from .errors import NotFoundError, from_rpc_error
 from .types import (
@@ -147,14 +148,14 @@ class AsyncMemoryClient:
 
     def __init__(
         self,
-        target: str,
+        target: str | None = None,
         *,
         token: str | None = None,
         timeout_s: float = 10.0,
         options: Sequence[tuple[str, Any]] = (),
         wait_for_ready: bool = False,
     ) -> None:
-        self._target = check_target(target)
+        self._target = check_target(default_target() if target is None else target)
         self._timeout_s = check_timeout(timeout_s)
         self._metadata = auth_metadata(token)
         self._wait_for_ready = wait_for_ready

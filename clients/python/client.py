@@ -23,6 +23,7 @@ from ._channel import (
     channel_options,
     check_target,
     check_timeout,
+    default_target,
 )
 from .errors import NotFoundError, from_rpc_error
 from .review import ReviewSession
@@ -143,18 +144,18 @@ class MemoryClient:
 
     def __init__(
         self,
-        target: str,
+        target: str | None = None,
         *,
         token: str | None = None,
         timeout_s: float = 10.0,
         options: Sequence[tuple[str, Any]] = (),
         wait_for_ready: bool = False,
     ) -> None:
-        self._target = check_target(target)
+        self._target = check_target(default_target() if target is None else target)
         self._timeout_s = check_timeout(timeout_s)
         self._metadata = auth_metadata(token)
         self._wait_for_ready = wait_for_ready
-        self._channel = grpc.insecure_channel(target, options=channel_options(options))
+        self._channel = grpc.insecure_channel(self._target, options=channel_options(options))
         self._stub = pb_grpc.MemoryServiceStub(self._channel)
 
     @property

@@ -58,6 +58,24 @@ export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 /** Deadline of unary and client-streaming calls unless the client or the call sets another. */
 export const DEFAULT_TIMEOUT_MS = 10_000;
 
+/** First delay before the channel reconnects to a sidecar it lost, milliseconds. */
+export const RECONNECT_BACKOFF_INITIAL_MS = 100;
+/**
+ * Longest delay between the channel's reconnect attempts, milliseconds: a restarted sidecar is answered
+ * at most this long after it serves again.
+ */
+export const RECONNECT_BACKOFF_MAX_MS = 1_000;
+
+/**
+ * The address a client without one talks to: `$MEMEVO_ADDRESS` when set, else the socket `memevo serve`
+ * listens on by default (`unix://$XDG_RUNTIME_DIR/memevo-UID.sock`, `/tmp` without `$XDG_RUNTIME_DIR`).
+ */
+export function defaultTarget(): string {
+  const address = process.env.MEMEVO_ADDRESS;
+  if (address) return address;
+  return `unix://${process.env.XDG_RUNTIME_DIR || "/tmp"}/memevo-${process.getuid?.() ?? 0}.sock`;
+}
+
 /** Channel options every client sets; {@link ClientOptions.channelOptions} override them key by key. */
 export const DEFAULT_CHANNEL_OPTIONS: Readonly<grpc.ChannelOptions> = {
   // gRPC's 4 MiB default receive limit is smaller than one large RememberBatch or a Recall with vectors.
@@ -69,6 +87,14 @@ export const DEFAULT_CHANNEL_OPTIONS: Readonly<grpc.ChannelOptions> = {
   "grpc.keepalive_timeout_ms": 20 * 1000,
   "grpc.keepalive_permit_without_calls": 0,
   "grpc.primary_user_agent": "memevo-node",
+  // gRPC's reconnect backoff starts at 1 s and grows x1.6 per failed attempt up to 2 minutes, so a client
+  // that kept calling through a sidecar restart failed on for seconds after the sidecar was back. An
+  // attempt at a local sidecar costs one refused connect; 0.1 s growing to at most 1 s keeps that cheap.
+  "grpc.initial_reconnect_backoff_ms": RECONNECT_BACKOFF_INITIAL_MS,
+  "grpc.max_reconnect_backoff_ms": RECONNECT_BACKOFF_MAX_MS,
+  // By default every channel to one address in the process shares a subchannel, and with it a failing
+  // sibling's backoff: a client made after the restart waited out the old client's delay.
+  "grpc.use_local_subchannel_pool": 1,
 };
 
 /** First delay before a resuming Watch reconnects; it doubles up to {@link WATCH_BACKOFF_MAX_MS}. */
@@ -333,9 +359,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 /**
  * A client of one memevo sidecar over one HTTP/2 channel; share one per process.
  *
- * `target` is `unix:///absolute/path.sock` or `host:port`. Every unary and client-streaming call
- * has a deadline ({@link ClientOptions.timeoutMs}, default 10 s) unless the call passes its own
- * `timeoutMs`; `watch` and `review` have none unless given. Every method rejects with a
+ * `target` is `unix:///absolute/path.sock` or `host:port`; without one, {@link defaultTarget}. Every
+ * unary and client-streaming call has a deadline ({@link ClientOptions.timeoutMs}, default 10 s)
+ * unless the call passes its own `timeoutMs`; `watch` and `review` have none unless given. Every method rejects with a
  * {@link MemevoError} subclass for a failed call, and throws `TypeError`/`RangeError` for
  * arguments the client can reject itself.
  */
@@ -346,7 +372,7 @@ export class MemoryClient {
   private readonly token: string | undefined;
   private readonly waitForReady: boolean;
 
-  constructor(target: string, options: ClientOptions = {}) {
+  constructor(target: string = defaultTarget(), options: ClientOptions = {}) {
     this.target = checkTarget(target);
     this.timeoutMs = checkTimeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     if (options.token !== undefined && (!options.token || /[\r\n]/.test(options.token))) {
@@ -354,7 +380,7 @@ export class MemoryClient {
     }
     this.token = options.token;
     this.waitForReady = options.waitForReady ?? false;
-    this.channel = new grpc.Client(target, grpc.credentials.createInsecure(), {
+    this.channel = new grpc.Client(this.target, grpc.credentials.createInsecure(), {
       ...DEFAULT_CHANNEL_OPTIONS,
       ...options.channelOptions,
     });

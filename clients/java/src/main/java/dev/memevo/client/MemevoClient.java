@@ -1,5 +1,6 @@
 package dev.memevo.client;
 
+import com.sun.security.auth.module.UnixSystem;
 import dev.memevo.v1.BuildContextRequest;
 import dev.memevo.v1.BuildContextResponse;
 import dev.memevo.v1.DeclareFrameworkRequest;
@@ -48,6 +49,7 @@ import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
 import io.grpc.ClientInterceptor;
+import io.grpc.ConnectivityState;
 import io.grpc.Context;
 import io.grpc.ForwardingClientCall;
 import io.grpc.Grpc;
@@ -68,7 +70,10 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 
 /**
@@ -101,6 +106,10 @@ public final class MemevoClient implements AutoCloseable {
   public static final Duration WATCH_BACKOFF_MAX = Duration.ofSeconds(5);
   /** Consecutive failed reconnects after which a resuming watch gives up. */
   public static final int WATCH_MAX_ATTEMPTS = 10;
+  /** The first delay before the channel reconnects to a sidecar it lost; it doubles up to {@link #RECONNECT_BACKOFF_MAX}. */
+  public static final Duration RECONNECT_BACKOFF_INITIAL = Duration.ofMillis(100);
+  /** The longest delay between reconnect attempts: a restarted sidecar is answered at most this long after it serves again. */
+  public static final Duration RECONNECT_BACKOFF_MAX = Duration.ofSeconds(1);
 
   private static final Metadata.Key<String> AUTHORIZATION =
       Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
@@ -125,12 +134,39 @@ public final class MemevoClient implements AutoCloseable {
     return builder(target).build();
   }
 
+  /** A client of the sidecar at {@link #defaultTarget()} with the defaults. */
+  public static MemevoClient connect() {
+    return builder().build();
+  }
+
   /**
    * Configures a client of the sidecar at {@code target}: {@code unix:///absolute/path.sock} or
    * {@code host:port}. The channel connects on the first call.
    */
   public static Builder builder(String target) {
     return new Builder(target);
+  }
+
+  /** Configures a client of the sidecar at {@link #defaultTarget()}. */
+  public static Builder builder() {
+    return new Builder(defaultTarget());
+  }
+
+  /**
+   * The address a client without one talks to: {@code $MEMEVO_ADDRESS} when set, else the socket
+   * {@code memevo serve} listens on by default ({@code unix://$XDG_RUNTIME_DIR/memevo-UID.sock},
+   * {@code /tmp} without {@code $XDG_RUNTIME_DIR}).
+   */
+  public static String defaultTarget() {
+    return defaultTarget(System.getenv("MEMEVO_ADDRESS"), System.getenv("XDG_RUNTIME_DIR"));
+  }
+
+  static String defaultTarget(String address, String runtimeDir) {
+    if (address != null && !address.isEmpty()) {
+      return address;
+    }
+    String base = runtimeDir == null || runtimeDir.isEmpty() ? "/tmp" : runtimeDir;
+    return "unix://" + base + "/memevo-" + new UnixSystem().getUid() + ".sock";
   }
 
   /** Options of a {@link MemevoClient}. */
@@ -206,6 +242,7 @@ public final class MemevoClient implements AutoCloseable {
         netty.withOption(ChannelOption.SO_KEEPALIVE, null);
       }
       ManagedChannel channel = builder.build();
+      new ReconnectPacer(channel).watch();
       // withInterceptors runs the last one first: reversed, the token goes first as documented.
       ClientInterceptor[] ordered = all.toArray(new ClientInterceptor[0]);
       java.util.Collections.reverse(Arrays.asList(ordered));
@@ -216,6 +253,52 @@ public final class MemevoClient implements AutoCloseable {
         async = async.withWaitForReady();
       }
       return new MemevoClient(channel, true, blocking, async, timeout);
+    }
+  }
+
+  /**
+   * Keeps a failing channel's reconnect attempts at most {@link #RECONNECT_BACKOFF_MAX} apart.
+   *
+   * <p>grpc-java's own backoff starts at 1 s and grows x1.6 per failed attempt up to 2 minutes, so a
+   * client that kept calling through a sidecar restart failed on for seconds after the sidecar was
+   * back, and the channel builder has no setting for it. While the channel is in TRANSIENT_FAILURE
+   * this cuts the backoff short after 0.1 s, then after doubling delays up to 1 s: an attempt at a
+   * local sidecar costs one refused connect.
+   */
+  private static final class ReconnectPacer {
+    private static final ScheduledExecutorService TIMER = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread thread = new Thread(r, "memevo-reconnect");
+      thread.setDaemon(true); // never keeps a finished program alive
+      return thread;
+    });
+
+    private final ManagedChannel channel;
+    private final AtomicBoolean pacing = new AtomicBoolean();
+
+    ReconnectPacer(ManagedChannel channel) {
+      this.channel = channel;
+    }
+
+    void watch() {
+      ConnectivityState state = channel.getState(false);
+      if (state == ConnectivityState.SHUTDOWN) {
+        return;
+      }
+      if (state == ConnectivityState.TRANSIENT_FAILURE && pacing.compareAndSet(false, true)) {
+        schedule(RECONNECT_BACKOFF_INITIAL.toMillis());
+      }
+      channel.notifyWhenStateChanged(state, this::watch);
+    }
+
+    private void schedule(long delayMs) {
+      TIMER.schedule(() -> {
+        if (channel.getState(false) != ConnectivityState.TRANSIENT_FAILURE) {
+          pacing.set(false);
+          return;
+        }
+        channel.resetConnectBackoff();
+        schedule(Math.min(2 * delayMs, RECONNECT_BACKOFF_MAX.toMillis()));
+      }, delayMs, TimeUnit.MILLISECONDS);
     }
   }
 

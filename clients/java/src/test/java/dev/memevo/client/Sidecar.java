@@ -150,6 +150,11 @@ final class Sidecar implements AutoCloseable {
     return process.exitValue();
   }
 
+  /** SIGKILL, as in a crash: nothing is flushed. */
+  void kill() throws InterruptedException {
+    process.destroyForcibly().waitFor();
+  }
+
   /** The sidecar's stderr so far, to explain a failure. */
   String log() {
     return read(runDir.resolve("sidecar.log"));
