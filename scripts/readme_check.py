@@ -9,8 +9,9 @@ What "as written" allows, and nothing else:
   users share the machine);
 - commands that install or that .ci/run runs on its own are skipped, with the reason printed (``pip install``,
   ``pytest``, the other languages' suites, the code generators), as is what needs a cluster (``--ray-address``);
-- servers (``memevo serve``, ``memevo console``) run in the background until a later command needs the data
-  directory to itself (``memevo inspect``) or the block ends, and must be serving before the next command runs;
+- servers (``memevo serve``, ``memevo console``) run in the background, as the README's ``&`` and "a running
+  sidecar" say, until another ``memevo serve`` or a command that needs the data directory to itself (``memevo
+  inspect``) comes, and must be serving before the next command runs; each must stop cleanly on SIGTERM;
 - Python blocks run each in a fresh interpreter against the sidecar; one that serves forever (the reviewer loop) is
   stopped once it did its work (see ``REVIEWER``); a JSON block is an MCP client's configuration, checked by
   running its command with ``--help`` (tests/integration/test_mcp_server.py runs it against a sidecar); a
@@ -243,8 +244,10 @@ def main() -> int:
         run.home.mkdir()
         run.work.mkdir()
         try:
+            started = time.monotonic()
             for block in blocks(readme):
-                print(f"README.md:{block.line} ({block.language or 'no language'})", flush=True)
+                at = time.monotonic() - started
+                print(f"README.md:{block.line} ({block.language or 'no language'}), at {at:.1f} s", flush=True)
                 if block.language in ("sh", "bash"):
                     for command in commands(block.text):
                         # `pip install . && memevo demo`: the install is skipped, the demo runs.
@@ -257,7 +260,6 @@ def main() -> int:
                                 run.shell(part)
                             else:
                                 print(f"  skipped: {part}  ({skip})", flush=True)
-                    run.stop()
                 elif block.language == "python":
                     run.python(block.text)
                 elif block.language == "json":
@@ -267,6 +269,7 @@ def main() -> int:
                     print("  sample output: not run", flush=True)
                 else:
                     raise SystemExit(f"README.md:{block.line}: no rule for a {block.language or 'plain'} block")
+            run.stop()
         finally:
             for _, process in run.servers:
                 if process.poll() is None:
