@@ -548,7 +548,7 @@ class Engine:
         vectors = self.vectors_for(items)
         contexts = self._context_texts(items)
         return self.store.submit(
-            lambda txn: self._remember_mutation(txn, items, vectors, contexts, None, turn, "remember")
+            lambda txn: self._remember_mutation(txn, items, vectors, contexts, None, turn, "remember"), items=len(items)
         )
 
     def _remember_mutation(
@@ -1907,20 +1907,29 @@ class Engine:
         cost_s = 0.0
         while not self._snapshot_stop.wait(SNAPSHOT_TICK_S):
             now = time.monotonic()
-            if last_at is not None and now - last_at < max(config.min_interval_s, config.cost_ratio * cost_s):
-                continue
             changes, checkpointed = self._snapshot_changed()
+            if (
+                last_at is not None
+                and now - last_at < max(config.min_interval_s, config.cost_ratio * cost_s)
+                and not behind_burst(changes, cost_s, config)
+            ):
+                continue
             age_s = now - (started if last_at is None else last_at)
             due = (config.every_changes > 0 and changes >= config.every_changes) or (
                 config.max_age_s > 0 and age_s >= config.max_age_s and (changes > 0 or checkpointed)
             )
             if not due or self.store.write_refusal is not None:  # a full disk would refuse the file as well
                 continue
+            pause = self.snapshot_pause
             try:
                 self.write_snapshot(cancellable=True)
             except Exception:  # the next start scans more; serving goes on
                 log.exception("start-up snapshot failed")
             cost_s = time.monotonic() - now
+            if self.snapshot_pause is not pause and self.snapshot_pause is not None:
+                # Waiting for the commit in progress costs nothing (the thread sleeps, writes go on): a burst's
+                # large groups made a 0.3 s snapshot look like one of seconds, and spaced the next far apart.
+                cost_s -= self.snapshot_pause.waited_s
             last_at = time.monotonic()
 
     # ---- shutdown ---------------------------------------------------------------------------
@@ -1977,6 +1986,18 @@ class Engine:
         self.store.close()
         if self.embedder is not None:
             self.embedder.close()
+
+
+def behind_burst(changes: int, cost_s: float, config: SnapshotConfig) -> bool:
+    """Whether a snapshot due by its count is written before the spacing since the last one has passed.
+
+    The spacing keeps snapshots to a small share of the time, but a write burst outran it: after 100k streamed
+    writes the newest snapshot was 40-80k changes behind, and a crash then cost the next start seconds of reading
+    them again. Once reading the changes again would take a start longer than the last snapshot took to write, the
+    next one starts at once; so a burst leaves at most about that many changes, plus those of one snapshot's
+    duration, for a start to read again.
+    """
+    return 0 < config.every_changes <= changes and changes * config.catch_up_record_s >= cost_s
 
 
 def stop_abandons_snapshot(past_deadline_s: float, *, has_snapshot: bool, changes: int, every_changes: int) -> bool:

@@ -705,6 +705,20 @@ def test_a_stop_leaves_its_snapshot_only_past_its_deadline_with_an_older_one_clo
     assert not stop_abandons_snapshot(5.0, has_snapshot=True, changes=STOP_CATCH_UP_LIMIT * 100 + 1, every_changes=100)
 
 
+def test_a_snapshot_due_by_its_count_skips_the_spacing_once_the_changes_cost_a_start_more_than_it_took() -> None:
+    # After 100k streamed writes the newest snapshot was 40-80k changes behind: the spacing (10 s, ten times the
+    # last one's duration) held the next back however many changes piled up.
+    from memevo.sidecar.config import SnapshotConfig
+    from memevo.sidecar.engine import behind_burst
+
+    config = SnapshotConfig(every_changes=10_000, catch_up_record_s=50e-6)
+    assert behind_burst(10_000, 0.3, config)  # 0.5 s to read again > 0.3 s to write
+    assert not behind_burst(9_999, 0.0, config)  # not due by its count
+    assert not behind_burst(20_000, 1.5, config)  # a 1M snapshot of 1.5 s waits for 30,000
+    assert behind_burst(30_000, 1.5, config)
+    assert not behind_burst(10**9, 0.0, SnapshotConfig(every_changes=0))  # only at a clean stop
+
+
 def test_a_stop_past_its_deadline_abandons_the_snapshot_and_the_next_start_catches_up_every_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
