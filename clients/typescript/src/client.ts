@@ -22,6 +22,7 @@ import {
   RecallFilterSchema,
   RememberStreamItemSchema,
   type RememberStreamItem,
+  type BeliefsResponse,
   type BuildContextResponse,
   type BuildContextRequestSchema,
   type DeclareFrameworkResponse,
@@ -33,6 +34,7 @@ import {
   type GovernRequestSchema,
   type GovernResponse,
   type HistoryResponse,
+  type ListEntitiesResponse,
   type RecallFilter,
   type RecallRequestSchema,
   type RecallResponse,
@@ -673,6 +675,28 @@ export class MemoryClient {
         ? ({ case: "memoryId", value: toId(subject, "subject") } as const)
         : ({ case: "factKey", value: subject } as const);
     return this.unary(MemoryService.method.history, { subject: choice }, options);
+  }
+
+  /**
+   * What the agent believes about `entity` now (namespace default "default"): one belief per attribute with
+   * a current value, keyed or read from prose (`readFromText`), each with the memory holding it (validFrom,
+   * source, confidence), open doubts (`possiblyOutdatedBy`), other current values and the `historyKey` to pass
+   * to {@link history}. An unknown entity has no beliefs (not an error).
+   */
+  beliefs(entity: string, options: CallOptions & { namespace?: string } = {}): Promise<BeliefsResponse> {
+    return this.unary(MemoryService.method.beliefs, { entity, namespace: options.namespace }, options);
+  }
+
+  /**
+   * The entities of a namespace, most recently changed first, with their counts and last change: `query` keeps
+   * the ids that contain it (any case), `limit` is 1 to the sidecar's max_k (default 100); `totalCount` says how
+   * many matched.
+   */
+  listEntities(
+    options: CallOptions & { namespace?: string; query?: string; limit?: number } = {},
+  ): Promise<ListEntitiesResponse> {
+    const { namespace, query, limit } = options;
+    return this.unary(MemoryService.method.listEntities, { namespace, query, limit }, options);
   }
 
   /** Counts, index status, the last change-log sequence and the last sweeps. */

@@ -1,6 +1,8 @@
 package dev.memevo.client;
 
 import com.sun.security.auth.module.UnixSystem;
+import dev.memevo.v1.BeliefsRequest;
+import dev.memevo.v1.BeliefsResponse;
 import dev.memevo.v1.BuildContextRequest;
 import dev.memevo.v1.BuildContextResponse;
 import dev.memevo.v1.DeclareFrameworkRequest;
@@ -18,6 +20,8 @@ import dev.memevo.v1.GovernRequest;
 import dev.memevo.v1.GovernResponse;
 import dev.memevo.v1.HistoryRequest;
 import dev.memevo.v1.HistoryResponse;
+import dev.memevo.v1.ListEntitiesRequest;
+import dev.memevo.v1.ListEntitiesResponse;
 import dev.memevo.v1.Memory;
 import dev.memevo.v1.MemoryInput;
 import dev.memevo.v1.MemoryServiceGrpc;
@@ -595,6 +599,29 @@ public final class MemevoClient implements AutoCloseable {
   /** The lineage of a memory: what it replaced and what replaced it. */
   public HistoryResponse history(long memoryId) {
     return history(HistoryRequest.newBuilder().setMemoryId(memoryId).build());
+  }
+
+  /**
+   * What the agent believes about an entity now: one belief per attribute with a current value, keyed or read
+   * from prose ({@code getReadFromText()}), each with the memory holding it (valid from, source, confidence),
+   * open doubts, other current values and the fact key to pass to {@link #history(FactKey)}. An unknown entity
+   * has no beliefs (not an error).
+   */
+  public BeliefsResponse beliefs(BeliefsRequest request) {
+    return unary(s -> s.beliefs(request));
+  }
+
+  /** The beliefs about {@code entity} in {@code namespace} (empty: "default"). */
+  public BeliefsResponse beliefs(String namespace, String entity) {
+    return beliefs(BeliefsRequest.newBuilder().setNamespace(namespace).setEntity(entity).build());
+  }
+
+  /**
+   * The entities of a namespace, most recently changed first, with their counts and last change; the request's
+   * query keeps the ids that contain it (any case), and {@code getTotalCount()} says how many matched.
+   */
+  public ListEntitiesResponse listEntities(ListEntitiesRequest request) {
+    return unary(s -> s.listEntities(request));
   }
 
   /** Counts, index status, the last change-log sequence, the last sweeps and the running experiment. */

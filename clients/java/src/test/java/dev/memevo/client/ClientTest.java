@@ -7,12 +7,21 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.google.protobuf.Timestamp;
+import dev.memevo.v1.Belief;
+import dev.memevo.v1.BeliefsResponse;
 import dev.memevo.v1.ChangeEvent;
 import dev.memevo.v1.ChangeEventType;
+import dev.memevo.v1.EntitySummary;
+import dev.memevo.v1.Fact;
 import dev.memevo.v1.GetRequest;
+import dev.memevo.v1.ListEntitiesRequest;
+import dev.memevo.v1.ListEntitiesResponse;
 import dev.memevo.v1.Memory;
 import dev.memevo.v1.MemoryInput;
+import dev.memevo.v1.MemoryKind;
 import dev.memevo.v1.MemoryServiceGrpc;
+import dev.memevo.v1.MemorySource;
 import dev.memevo.v1.MemoryState;
 import dev.memevo.v1.RecallResponse;
 import dev.memevo.v1.RecalledMemory;
@@ -22,6 +31,7 @@ import dev.memevo.v1.RememberStreamItem;
 import dev.memevo.v1.RememberStreamResponse;
 import dev.memevo.v1.WatchRequest;
 import dev.memevo.v1.WriteOutcome;
+import dev.memevo.v1.WriteResult;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
@@ -353,5 +363,54 @@ class ClientTest {
       }
       Sidecar.delete(dir);
     }
+  }
+
+  private static final String BELIEFS_NS = "java-beliefs";
+
+  private static WriteResult rememberAna(String content, float jitter, long validFromS, Fact fact) {
+    MemoryInput.Builder item = MemoryInput.newBuilder()
+        .setContent(content)
+        .setVector(Vectors.encode(axis(3, jitter)))
+        .setNamespace(BELIEFS_NS)
+        .setKind(MemoryKind.MEMORY_KIND_FACT)
+        .setEntity("person:ana")
+        .setValidFrom(Timestamp.newBuilder().setSeconds(validFromS));
+    if (fact != null) {
+      item.setFact(fact);
+    }
+    return client.remember(RememberRequest.newBuilder().setMemory(item).build()).getResult();
+  }
+
+  @Test
+  void anEntitysBeliefsIncludeAValueReadFromProse() {
+    Memory keyed = rememberAna("Ana works at Shopify.", 0.1f, 1_000,
+        Fact.newBuilder().setAttribute("employer").setValue("Shopify").build()).getMemory();
+    WriteResult prose = rememberAna("These days Ana works at Canva.", 0.12f, 2_000, null);
+    assertEquals(WriteOutcome.WRITE_OUTCOME_SUPERSEDED_PREVIOUS, prose.getOutcome(),
+        "perception no longer reads this change: pick a wording it reads");
+
+    BeliefsResponse found = client.beliefs(BELIEFS_NS, "person:ana");
+    assertEquals("person:ana", found.getEntity());
+    assertEquals(1, found.getBeliefsCount());
+    Belief belief = found.getBeliefs(0);
+    assertEquals(List.of("employer", "canva"), List.of(belief.getAttribute(), belief.getValue()));
+    assertTrue(belief.getReadFromText());
+    assertEquals(2, belief.getVersionCount());
+    assertEquals(prose.getMemory().getId(), belief.getMemory().getId());
+    assertEquals(MemorySource.MEMORY_SOURCE_AGENT_INFERENCE, belief.getMemory().getSource());
+    assertEquals(2_000, belief.getMemory().getValidFrom().getSeconds());
+    assertEquals(List.of(keyed.getId(), prose.getMemory().getId()),
+        client.history(belief.getHistoryKey()).getVersionsList().stream().map(Memory::getId).toList());
+
+    ListEntitiesResponse listed = client.listEntities(
+        ListEntitiesRequest.newBuilder().setNamespace(BELIEFS_NS).setQuery("ANA").build());
+    assertEquals(1, listed.getTotalCount());
+    EntitySummary ana = listed.getEntities(0);
+    assertEquals(List.of("person:ana", 2L, 1L, 1L),
+        List.of(ana.getEntity(), ana.getMemoryCount(), ana.getCurrentCount(), ana.getBeliefCount()));
+    assertTrue(ana.hasLastChangedAt());
+
+    var error = assertThrows(MemevoException.InvalidArgument.class, () -> client.beliefs(BELIEFS_NS, ""));
+    assertEquals(List.of("entity"), error.fieldViolations().stream().map(MemevoException.FieldViolation::field).toList());
   }
 }
