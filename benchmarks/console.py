@@ -12,7 +12,9 @@ overview's history charts fill in as it reads), then times each page's HTML and 
 loopback HTTP, one after another, as a browser loading the page would: the HTML (static), then
 ``/api/overview`` (GetStats, GetPolicy, the digest's time series aggregated in NumPy, values of a sample of
 400 memories per kind read by Get), ``/api/search`` (a Recall), ``/api/life`` (History of the first written
-memory's fact key, superseded many times) and ``/api/review`` (an observing Review stream). Reported: median
+memory's fact key, superseded many times), ``/api/review`` (an observing Review stream), ``/api/entities`` (the
+first page: ListEntities of that memory's namespace) and ``/api/beliefs`` (that memory's entity: Beliefs, its
+keyed city among the entity's facts in the namespace, most superseded). Reported: median
 and p95 per request. A page's load is its HTML plus its API call (the browser's rendering, a few ms for these
 pages, is not included). Every API call carries the console's own token (from the ready file's ``console_url``): a
 sidecar without tokens gets one since issue 41, and checking it is part of each timed request.
@@ -176,6 +178,8 @@ def main() -> int:
             "search": f"{console}/api/search?q=retry+the+deploy+on+vega&ns=default&k=10",
             "life": f"{console}/api/life?ns={key.namespace}&entity={key.entity.replace(':', '%3A')}&attribute=city",
             "review": f"{console}/api/review",
+            "entities": f"{console}/api/entities?ns={key.namespace}",
+            "beliefs": f"{console}/api/beliefs?ns={key.namespace}&entity={key.entity.replace(':', '%3A')}",
         }
         timings: dict[str, list[float]] = {name: [] for name in pages}
         for _ in range(args.repeats):
