@@ -53,6 +53,18 @@ says how many memories the start read again after its snapshot, the
 index's share of the start, and how many of the vectors the graph lacked it
 copied from the fresh-tail files and how many it read from RocksDB.
 
+A crash after a write burst (``--burst 100000``, instead of the trials): the
+agent's long-lived client (``memevo.client.MemoryClient``) is made on a fresh
+store, then BURST_WRITERS streams write that many memories as fast as the
+sidecar takes them; right after the last acknowledgement the sidecar is
+SIGKILLed and at once started again on the same socket, as a supervisor
+would, while the agent's client calls Recall every AGENT_POLL_S from the kill
+on. Per burst: memories/s, the start-up snapshots the burst saw and how far the
+last durable one was behind, how many memories the restart read again and in
+how long, seconds from spawning the new process to its ready file and to the
+agent's first answered Recall, and the load average. ``--client-backoff grpc``
+gives the client gRPC's own reconnect settings (a client without its fix).
+
 Not a test (``tests/integration/test_crash.py`` runs a few short trials in
 CI); nothing here asserts on time, the timings in the table are for reading.
 """
@@ -63,6 +75,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import random
 import re
 import shutil
@@ -76,12 +89,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import grpc
 import numpy as np
 import numpy.typing as npt
 
+from memevo.client import MemevoError, MemoryClient
 from memevo.v1 import memory_pb2, memory_service_pb2, memory_service_pb2_grpc, policy_pb2
 
 try:
@@ -147,18 +161,21 @@ def serve(
     *,
     dimension: int = DIMENSION,
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
+    run_dir: Path | None = None,
 ) -> Served:
-    """Start ``memevo serve`` on ``data_dir`` and a fresh unix socket; return once its ready file exists."""
-    run_dir = Path(tempfile.mkdtemp(prefix="memevo-crash-run-"))
+    """Start ``memevo serve`` on ``data_dir`` and a unix socket in ``run_dir`` (default: a fresh folder); return once
+    its ready file exists. The same ``run_dir`` again serves on the same address, as a supervisor's restart does."""
+    run_dir = run_dir or Path(tempfile.mkdtemp(prefix="memevo-crash-run-"))
     socket_path = run_dir / "memevo.sock"
     ready = run_dir / "ready.json"
+    ready.unlink(missing_ok=True)
     log_path = run_dir / "sidecar.log"
     args = [
         sys.executable, "-m", "memevo.sidecar.cli", "serve", "--data", str(data_dir),
         "--listen", f"unix://{socket_path}", "--embedder", "none", "--dimension", str(dimension),
         "--ready-file", str(ready), "--grace-s", "1", *extra_args,
     ]  # fmt: skip
-    with log_path.open("wb") as log:
+    with log_path.open("ab") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + startup_timeout_s
     while not ready.exists():
@@ -1062,6 +1079,207 @@ def availability_table(results: dict[int, tuple[list[Availability], float]]) -> 
     return "\n".join(lines)
 
 
+# ---- a crash right after a write burst, seen from the agent's long-lived client ------------------------------
+
+BURST_WRITERS = 2
+"""Concurrent RememberStream writers of a burst."""
+BURST_STREAM_ITEMS = 5_000
+"""Items per RememberStream call of a burst (each commits as it goes; a call is one unit of acknowledgement)."""
+BURST_MESSAGE_ITEMS = 64
+"""Items per stream message, as the Python client groups them."""
+AGENT_POLL_S = 0.05
+"""How often the agent's long-lived client calls Recall while the sidecar is away."""
+GRPC_DEFAULT_BACKOFF = (
+    ("grpc.initial_reconnect_backoff_ms", 1_000),
+    ("grpc.max_reconnect_backoff_ms", 120_000),
+    ("grpc.use_local_subchannel_pool", 0),
+)
+"""gRPC's own reconnect settings, which the client overrides: ``--client-backoff grpc`` measures a client without
+its fix."""
+
+
+@dataclass
+class Burst:
+    """One write burst at full speed, a SIGKILL right after its last acknowledgement, and the restart."""
+
+    memories: int
+    written_per_s: float
+    """Acknowledged memories per second during the burst."""
+    last_sequence: int
+    """The change log's last sequence when the sidecar was killed."""
+    snapshot_sequence: int
+    """The sequence of the newest start-up snapshot written before the kill (0: none)."""
+    snapshots: int
+    """Start-up snapshots the sidecar wrote during the burst."""
+    caught_up: int
+    """Memories the restart read again after its snapshot (-1: no snapshot, every record scanned)."""
+    restore_s: float
+    """Seconds the restart spent loading the snapshot and reading those again (its log line; NaN: not logged)."""
+    ready_s: float
+    """Seconds from spawning the new process to its ready file."""
+    first_answer_s: float
+    """Seconds from spawning the new process to the first Recall the agent's long-lived client got answered."""
+    failed_calls: int
+    """Recalls of that client that failed between the kill and the first answer."""
+    load_average: tuple[float, float, float]
+
+
+class _AgentLoop(threading.Thread):
+    """The agent's long-lived client calling Recall every AGENT_POLL_S until one is answered."""
+
+    def __init__(self, client: MemoryClient, query: npt.NDArray[np.float32]) -> None:
+        super().__init__(name="agent")
+        self._client = client
+        self._query = query
+        self.failed = 0
+        """Calls that failed before the first answer."""
+        self.answered_at = math.nan
+        """``time.monotonic()`` of the first answer."""
+
+    def run(self) -> None:
+        while True:
+            try:
+                self._client.recall(vector=self._query, k=1, timeout_s=CALL_TIMEOUT_S)
+                self.answered_at = time.monotonic()
+                return
+            except MemevoError:
+                self.failed += 1
+                time.sleep(AGENT_POLL_S)
+
+
+def _burst_requests(
+    items: int, dimension: int, rng: np.random.Generator, prefix: str
+) -> Iterator[memory_service_pb2.RememberStreamRequest]:
+    for start in range(0, items, BURST_MESSAGE_ITEMS):
+        rows = rng.standard_normal((min(BURST_MESSAGE_ITEMS, items - start), dimension)).astype("<f4")
+        yield memory_service_pb2.RememberStreamRequest(
+            items=[
+                memory_service_pb2.RememberStreamItem(
+                    memory=memory_pb2.MemoryInput(content=f"{prefix}{start + i}", vector=row.tobytes())
+                )
+                for i, row in enumerate(rows)
+            ]
+        )
+
+
+def _burst(target: str, count: int, dimension: int, seed: int) -> float:
+    """Write ``count`` memories with BURST_WRITERS concurrent streams as fast as the sidecar takes them; seconds."""
+    share = -(-count // BURST_WRITERS)
+
+    def writer(number: int) -> None:
+        channel, service = stub(target)
+        rng = np.random.default_rng((seed, number))
+        try:
+            mine = min(share, count - number * share)
+            for start in range(0, mine, BURST_STREAM_ITEMS):
+                items = min(BURST_STREAM_ITEMS, mine - start)
+                service.RememberStream(
+                    _burst_requests(items, dimension, rng, f"burst-{seed}-{number}-{start}-"), timeout=600
+                )
+        finally:
+            channel.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(BURST_WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.monotonic() - started
+
+
+def crash_after_burst(
+    count: int,
+    *,
+    dimension: int,
+    repeats: int,
+    seed: int,
+    log: Callable[[str], None],
+    client_options: Sequence[tuple[str, Any]] = (),
+) -> list[Burst]:
+    """``repeats`` times: a fresh store takes ``count`` memories in a burst at full speed, is SIGKILLed as soon as
+    the last one is acknowledged and restarted at once on the same socket (as a supervisor would), while the agent's
+    long-lived client (:class:`memevo.client.MemoryClient`, made before the burst) calls Recall every
+    AGENT_POLL_S. Measures the snapshot's lag behind the burst and the seconds until that client is answered."""
+    rows: list[Burst] = []
+    # The fresh tail's bound above the burst: writes never wait for the graph (issue 41 item 7 is that wait).
+    serve_args = ("--max-fresh-tail", str(max(2 * count, 200_000)))
+    for repeat in range(repeats):
+        data_dir = Path(tempfile.mkdtemp(prefix="memevo-burst-"))
+        run_dir = Path(tempfile.mkdtemp(prefix="memevo-burst-run-"))
+        try:
+            served = serve(data_dir, serve_args, dimension=dimension, run_dir=run_dir)
+            query = np.ones(dimension, dtype=np.float32)
+            with MemoryClient(served.target, options=client_options, timeout_s=CALL_TIMEOUT_S) as agent:
+                agent.recall(vector=query, k=1)
+                took_s = _burst(served.target, count, dimension, seed + repeat)
+                last_sequence = agent.stats().last_sequence
+                served.kill()
+                text = served.log()
+                # Durable ones only: the line "writes paused" comes before the file is written, which a kill can stop.
+                snapshots = [int(m) for m in re.findall(r"start-up snapshot of sequence (\d+) written in", text)]
+                offset = len(text)
+                # The agent keeps calling from the kill on, as an agent loop would: its failures are what grow
+                # gRPC's reconnect backoff.
+                polling = _AgentLoop(agent, query)
+                polling.start()
+                spawned = time.monotonic()
+                restarted = serve(
+                    data_dir, serve_args, dimension=dimension, run_dir=run_dir,
+                    startup_timeout_s=AVAILABILITY_STARTUP_TIMEOUT_S,
+                )  # fmt: skip
+                ready_s = time.monotonic() - spawned
+                polling.join()
+                first_s = polling.answered_at - spawned
+            restored = re.search(
+                r"(\d+) memories changed after it read again \(sequence \d+\), in ([\d.]+) s", restarted.log()[offset:]
+            )
+            row = Burst(
+                memories=count,
+                written_per_s=count / took_s,
+                last_sequence=last_sequence,
+                snapshot_sequence=snapshots[-1] if snapshots else 0,
+                snapshots=len(snapshots),
+                caught_up=int(restored.group(1)) if restored else -1,
+                restore_s=float(restored.group(2)) if restored else math.nan,
+                ready_s=ready_s,
+                first_answer_s=first_s,
+                failed_calls=polling.failed,
+                load_average=cast(tuple[float, float, float], tuple(round(x, 2) for x in os.getloadavg())),
+            )
+            rows.append(row)
+            log(f"  burst {repeat + 1}: {row}")
+            restarted.stop()
+        finally:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return rows
+
+
+def burst_table(results: dict[int, list[Burst]]) -> str:
+    """Medians per size (Markdown) and each repeat's figures."""
+    lines = [
+        "| memories | bursts | written/s (median) | snapshots in the burst (each) | snapshot behind at the kill (each) "
+        "| read again at restart, s (each) "
+        "| ready s (median; each) | first answer to the long-lived client s (median; each) | calls failed (each) "
+        "| load (1 min, each) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for count, rows in results.items():
+        lines.append(
+            f"| {count:,} | {len(rows)} | {float(np.median([r.written_per_s for r in rows])):,.0f} "
+            f"| {', '.join(str(r.snapshots) for r in rows)} "
+            f"| {', '.join(f'{r.last_sequence - r.snapshot_sequence:,}' for r in rows)} "
+            f"| {', '.join('scan' if r.caught_up < 0 else f'{r.caught_up:,} in {r.restore_s:.1f}' for r in rows)} "
+            f"| {float(np.median([r.ready_s for r in rows])):.1f} ({', '.join(f'{r.ready_s:.1f}' for r in rows)}) "
+            f"| {float(np.median([r.first_answer_s for r in rows])):.1f} "
+            f"({', '.join(f'{r.first_answer_s:.1f}' for r in rows)}) "
+            f"| {', '.join(str(r.failed_calls) for r in rows)} "
+            f"| {', '.join(f'{r.load_average[0]:.1f}' for r in rows)} |"
+        )
+    return "\n".join(lines)
+
+
 def machine() -> dict[str, Any]:
     """CPU, cores, memory, versions, revision and load average, for the record."""
     return machine_info.machine(("grpcio", "protobuf", "rocksdict", "usearch", "numpy"))
@@ -1128,10 +1346,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated store sizes: measure restart availability after SIGKILL instead of the trials",
     )
     parser.add_argument("--repeats", type=int, default=3, help="SIGKILLs per size with --availability")
-    parser.add_argument("--dimension", type=int, default=384, help="vector dimension with --availability")
+    parser.add_argument("--dimension", type=int, default=384, help="vector dimension with --availability and --burst")
+    parser.add_argument(
+        "--burst",
+        default="",
+        help="comma-separated store sizes: a write burst of that many memories at full speed, a SIGKILL right after "
+        "it and an immediate restart, timed from the agent's long-lived client, instead of the trials",
+    )
+    parser.add_argument(
+        "--client-backoff",
+        choices=("memevo", "grpc"),
+        default="memevo",
+        help="with --burst: the client's reconnect settings, or gRPC's own (a client without the fix)",
+    )
     args = parser.parse_args(argv)
     if args.availability:
         return _main_availability(args, argv)
+    if args.burst:
+        return _main_burst(args, argv)
     phases = [p for p in args.phases.split(",") if p]
     unknown = [p for p in phases if p not in PHASES]
     if unknown:
@@ -1182,32 +1414,70 @@ def _write_json(
     path.write_text(json.dumps(record, indent=2))
 
 
-def _main_availability(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+_Row = TypeVar("_Row")
+
+
+def _per_size(
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    sizes: str,
+    measure: Callable[[int], _Row],
+    table: Callable[[dict[int, _Row]], str],
+    payload: Callable[[dict[int, _Row]], dict[str, Any]],
+) -> dict[int, _Row]:
+    """``measure`` each of the comma-separated ``sizes``; print ``table`` and the load, write the JSON if asked."""
     started = datetime.datetime.now(datetime.timezone.utc)
     before = machine()
-    results: dict[int, tuple[list[Availability], float]] = {}
-    for count in (int(size) for size in args.availability.split(",") if size):
-        results[count] = restart_availability(
-            count,
-            dimension=args.dimension,
-            repeats=args.repeats,
-            seed=args.seed,
-            log=lambda line: print(line, file=sys.stderr, flush=True),
-            keep=args.data,
-        )
+    results = {count: measure(count) for count in (int(size) for size in sizes.split(",") if size)}
     after = machine()
-    print(availability_table(results))
+    print(table(results))
     print(f"\nload average before {before['load_average']}, after {after['load_average']}")
     if args.json is not None:
-        payload = {
+        _write_json(args.json, argv, started, before, after, payload(results))
+    return results
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _main_availability(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    results = _per_size(
+        args,
+        argv,
+        args.availability,
+        lambda count: restart_availability(
+            count, dimension=args.dimension, repeats=args.repeats, seed=args.seed, log=_log, keep=args.data
+        ),
+        availability_table,
+        lambda results: {
             "availability": {
                 str(count): {"restarts": [r.__dict__ for r in rows], "clean_stop_s": stop_s}
                 for count, (rows, stop_s) in results.items()
             }
-        }
-        _write_json(args.json, argv, started, before, after, payload)
+        },
+    )
     lost = sum(r.probed - r.found for rows, _ in results.values() for r in rows)
     return 1 if lost else 0
+
+
+def _main_burst(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    _per_size(
+        args,
+        argv,
+        args.burst,
+        lambda count: crash_after_burst(
+            count,
+            dimension=args.dimension,
+            repeats=args.repeats,
+            seed=args.seed,
+            log=_log,
+            client_options=GRPC_DEFAULT_BACKOFF if args.client_backoff == "grpc" else (),
+        ),
+        burst_table,
+        lambda results: {"burst": {str(count): [r.__dict__ for r in rows] for count, rows in results.items()}},
+    )
+    return 0
 
 
 if __name__ == "__main__":
