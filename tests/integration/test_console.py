@@ -366,7 +366,8 @@ def test_entities_then_beliefs_then_a_facts_life_in_a_browser(
         bo = driver.find_element(By.CSS_SELECTOR, "#entities tr[data-entity='user:bo']")
         (summary,) = [e for e in listed.entities if e.entity == "user:bo"]
         cells = [c.text for c in bo.find_elements(By.CSS_SELECTOR, "td.num")]
-        assert [int(c.split()[-1]) for c in cells[:3]] == [summary.belief_count, summary.current_count, summary.memory_count]
+        counts = [summary.belief_count, summary.current_count, summary.memory_count]
+        assert [int(c.split()[-1]) for c in cells[:3]] == counts
         _fits(driver, f"entities at {width} px")
         _no_console_errors(driver, "entities")
         _shot_at(driver, f"entities{suffix}", width)
