@@ -52,6 +52,8 @@ from memevo.sidecar.embedding import LocalEmbedder  # noqa: E402
 from memevo.sidecar.perception import judge  # noqa: E402
 
 EPOCHS = 5
+FROZEN = 0
+"""Lower layers (and the embeddings) kept as pretrained (a cheaper backward pass); the shipped judge tunes all."""
 BATCH = 16
 LEARNING_RATE = 8e-5
 SEED = 20261206
@@ -133,7 +135,8 @@ def situatedqa_pairs(folder: Path, pairs: Pairs, embedder: LocalEmbedder) -> Non
 
 
 PAIR_FILES = ROOT / "scripts" / "judge_data"
-"""Hand-written labelled pairs (``pairs_<lang>_<writer>.jsonl``: older, newer, label), tuning domains only."""
+"""Hand-written labelled pairs (``pairs_<lang>_<writer>.jsonl``: older, newer, label, optionally the contrastive
+group a pair belongs to), tuning domains only."""
 
 
 def written_pairs(pairs: Pairs, folder: Path = PAIR_FILES) -> None:
@@ -144,7 +147,9 @@ def written_pairs(pairs: Pairs, folder: Path = PAIR_FILES) -> None:
             if line.strip():
                 item = json.loads(line)
                 label = int(item["label"] == "replaces")
-                pairs.add(item["older"], item["newer"], label, f"{path.stem}-{number}", f"pairs-{language}")
+                # A contrastive group (one older statement, several newer ones) stays whole in a fold.
+                group = f"{path.stem}-{item.get('group', number)}"
+                pairs.add(item["older"], item["newer"], label, group, f"pairs-{language}")
 
 
 def world_pairs(pairs: Pairs) -> None:
@@ -271,21 +276,27 @@ def balanced(y: npt.NDArray[np.float32], sources: Sequence[str]) -> npt.NDArray[
     return weight
 
 
-def train(pairs: Pairs, rows: npt.NDArray[np.int64]) -> Bert:
-    """Fine-tune on ``rows`` of ``pairs``: AdamW, linear warm-up and decay, class- and source-balanced loss."""
+def train(pairs: Pairs, rows: npt.NDArray[np.int64], *, epochs: int = EPOCHS, frozen: int = FROZEN) -> Bert:
+    """Fine-tune on ``rows`` of ``pairs``: AdamW, linear warm-up and decay, class- and source-balanced loss.
+
+    ``frozen``: the embeddings and this many lower layers keep the pretrained weights (a cheaper backward pass)."""
     torch.manual_seed(SEED)
     model = pretrained()
+    if frozen:
+        for module in (model.word, model.position, model.token_type, model.norm, *model.layers[:frozen]):
+            module.requires_grad_(False)
     y = np.asarray(pairs.label, np.float32)
     weight = balanced(y[rows], [pairs.source[i] for i in rows])
-    optimiser = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
-    steps = EPOCHS * math.ceil(len(rows) / BATCH)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimiser = torch.optim.AdamW(trained, lr=LEARNING_RATE, weight_decay=0.01)
+    steps = epochs * math.ceil(len(rows) / BATCH)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda step: min(1.0, step / (0.1 * steps)) * max(0.0, (steps - step) / steps)
     )
     rng = np.random.default_rng(SEED)
     model.train()
     started = time.monotonic()
-    for epoch in range(EPOCHS):
+    for epoch in range(epochs):
         order = rng.permutation(len(rows))
         total = 0.0
         for start in range(0, len(order), BATCH):
@@ -300,7 +311,7 @@ def train(pairs: Pairs, rows: npt.NDArray[np.int64]) -> Bert:
             optimiser.step()
             schedule.step()
             total += float(loss.detach()) * len(batch)
-        print(f"epoch {epoch + 1}/{EPOCHS}: loss {total / len(rows):.4f} ({time.monotonic() - started:.0f} s)")
+        print(f"epoch {epoch + 1}/{epochs}: loss {total / len(rows):.4f} ({time.monotonic() - started:.0f} s)")
     model.eval()
     return model
 

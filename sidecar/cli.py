@@ -66,6 +66,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: %(default)s)",
     )
     parser.add_argument(
+        "--rerank",
+        choices=("local", "none"),
+        default="none",
+        help="local: the bundled reranker reads a text Recall's best few candidates with the question and orders "
+        "them by whether they answer it (a few ms a candidate); none: the ranking formula alone (default: %(default)s)",
+    )
+    parser.add_argument(
         "--openai-url",
         default="",
         help="base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1 (required by --embedder openai)",
@@ -318,6 +325,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         listen=tuple(_checked_listen(args.listen or [default_listen()])),
         embedder=embedder,
         judge=args.judge,
+        rerank=args.rerank,
         dimension=args.dimension,
         limits=limits,
         index=IndexConfig(

@@ -238,6 +238,9 @@ class SidecarConfig:
     """Allow listen addresses beyond loopback (then TLS and caller authentication are required too)."""
     metrics_listen: str = ""
     """Loopback ``host:port`` of the Prometheus text endpoint (``/metrics``); empty = off."""
+    rerank: str = "none"
+    """Who orders the best few candidates of a text Recall by whether they answer the question: "local", the
+    bundled reranker (a cross-encoder, a few ms a candidate); "none", the ranking formula alone."""
     judge: str = "none"
     """Who judges whether a prose statement replaces an older one that no key or template settles: "local", the
     bundled pair model (off the write path); "none", vector likeness alone. Off by default while the model retires

@@ -47,6 +47,8 @@ from .perception.judge import JudgeError, PairJudge, shipped
 from .perception.judging import Judgement, JudgeQueue
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
 from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context_text, searchable_text
+from .retrieval.rerank import Reranker
+from .retrieval.rerank import shipped as shipped_reranker
 from .store import snapshot
 from .store.columns import NO_CODE, STATE_EVICTED, STATE_UNSPECIFIED, MemoryColumns, field_attribute
 from .store.files import private_directory
@@ -218,6 +220,8 @@ class Engine:
         self.policy = policy_pb2.Policy.FromString(raw_policy) if raw_policy else default_policy()
         self.judge: PairJudge | None = shipped() if config.judge == "local" else None
         """The pair model that settles prose statements no key or template settles (see ``judge_pending``)."""
+        self.reranker: Reranker | None = shipped_reranker() if config.rerank == "local" else None
+        """The cross-encoder that orders a text Recall's best few (see ``Recaller._rerank``)."""
         self.judgements: JudgeQueue | None = JudgeQueue() if self.judge is not None else None
         """Pairs perception queued for the judge."""
         self.perceiver = Perceiver(

@@ -310,7 +310,7 @@ def write_json(path: Path, rows: Sequence[Row], *, command: str, extra: dict[str
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, limit_help: str) -> None:
-    """``--data``, ``--json``, ``--limit`` and ``--sweep-interval-s``."""
+    """``--data``, ``--json``, ``--limit``, ``--sweep-interval-s`` and ``--rerank``."""
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="benchmark data folder (default %(default)s)")
     parser.add_argument("--json", type=Path, help="write the table and the run's details here as JSON")
     parser.add_argument("--limit", type=int, default=None, help=limit_help)
@@ -320,6 +320,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, limit_help: str) ->
         default=None,
         help="the sidecar's seconds between governance sweeps, 0 for none (default: the sidecar's default)",
     )
+    parser.add_argument("--rerank", choices=("local", "none"), default="none", help="the sidecar's --rerank")
 
 
 class Log:

@@ -725,6 +725,10 @@ class MemevoRun:
     """See :func:`classify_retirements`."""
 
 
+SERVE_EXTRA: list[str] = []
+"""Further ``memevo serve`` arguments of this run (``--rerank``)."""
+
+
 @contextlib.contextmanager
 def sidecar(regime: str, data: Path | None) -> Iterator[mc.MemoryClient]:
     """A ``memevo serve`` process on a unix socket in a temporary directory, and a client of it.
@@ -740,7 +744,7 @@ def sidecar(regime: str, data: Path | None) -> Iterator[mc.MemoryClient]:
     args = [
         sys.executable, "-m", "memevo.sidecar.cli", "serve", "--data", str(data or root / "data"),
         "--listen", f"unix://{root / 'memevo.sock'}", *embedder, "--ready-file", str(ready),
-        "--sweep-interval-s", "0",
+        "--sweep-interval-s", "0", *SERVE_EXTRA,
     ]  # fmt: skip
     with log_path.open("wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -1304,6 +1308,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="share of fact changes, restatements and late facts written as text only (no fact key)",
     )
     parser.add_argument("--json", type=Path, help="write the rows and run details here")
+    parser.add_argument("--rerank", choices=("local", "none"), default="none", help="the sidecar's --rerank")
     parser.add_argument(
         "--real-max", type=int, default=100_000, help="largest size embedded with the real model (above: synthetic)"
     )
@@ -1349,6 +1354,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; prints the table and writes JSON with ``--json``."""
     args = parse_args(argv)
+    SERVE_EXTRA[:] = ["--rerank", args.rerank]
     if args.fit_synthetic:
         worlds = []
         for n in args.sizes:  # fitted on the tuning phrasing: the held-out half stays unseen

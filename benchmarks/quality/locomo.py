@@ -242,7 +242,7 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
     }
     latencies_ms: list[float] = []
     embedder = common.QueryEmbedder()
-    with common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log) as running:
+    with common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log, extra=["--rerank", args.rerank]) as running:
         client = running.client
         started = time.perf_counter()
         ids_by_conversation: list[list[int]] = []

@@ -287,7 +287,7 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
     perceptions: dict[str, list[Perception]] = defaultdict(list)
     failures: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
-        serve_args = ["--judge", args.judge]
+        serve_args = ["--judge", args.judge, "--rerank", args.rerank]
         second: scripted_judge.ScriptedJudge | None = None
         if args.llm_judge is not None:
             truth = scripted_judge.truth_of(ground_truth(scenarios))
@@ -332,6 +332,7 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
         "failures": failures,
         "govern": args.govern,
         "judge": args.judge,
+        "rerank": args.rerank,
         "llm_judge": args.llm_judge,
     }
     if second is not None:
@@ -413,6 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="recall at once, without first running Govern on the namespace (which waits for the judge)",
     )
     parser.add_argument("--judge", choices=("local", "none"), default="local", help="the sidecar's --judge")
+    parser.add_argument("--rerank", choices=("local", "none"), default="none", help="the sidecar's --rerank")
     parser.add_argument(
         "--llm-judge",
         type=float,

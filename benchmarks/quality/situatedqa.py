@@ -444,7 +444,7 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
     scores = {s: Scores([], [], []) for s in SYSTEMS}
     latencies_ms: list[float] = []
     embedder = common.QueryEmbedder()
-    with common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log) as running:
+    with common.sidecar(sweep_interval_s=args.sweep_interval_s, log=log, extra=["--rerank", args.rerank]) as running:
         client = running.client
         started = time.perf_counter()
         # The sidecar embeds the text once (memevo-text); the other namespaces get the same vectors.

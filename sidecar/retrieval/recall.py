@@ -142,6 +142,11 @@ REPLACED_LESSON_FACTOR = 0.85
 Enough to put the leader first among its task's strategies whatever their outcome records (their trust differs by
 at most ~15 % of the score), not enough to push the older ones under unrelated memories.
 """
+RERANK_DEPTH = 8
+"""With a reranker (``memevo serve --rerank local``): the best this many candidates of a text Recall are read
+together with the question and ordered by P(answers); a pair costs a few milliseconds of CPU."""
+RERANK_NEWEST_FIRST = False
+"""Among the statements the reranker says answer, the one that became true last first (else the formula's order)."""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -507,6 +512,9 @@ class Recaller:
         factor, trust, scores, ranked, demoted = self._rank(ids, match, scored)
         if query.diversity > 0.0 and ranked.size > 1:
             ranked = ranked[self._diversify(ids[ranked], scores[ranked], query)]
+        if query.text and self.engine.reranker is not None and ranked.size > 1:
+            ranked = self._rerank(query.text, ids, ranked)
+        ranked = self._doubted_after_doubters(ids, ranked, max(query.k, RERANK_DEPTH))
         terms_of = _Breakdowns(word_share, fields, match, trust, factor)
         hits = self._read_hits(query, ids, sims, scores, ranked, scored, terms_of)
         returned = np.asarray([h.memory.id for h in hits], dtype=np.int64)
@@ -550,6 +558,61 @@ class Recaller:
             memory_pb2.MEMORY_KIND_EPISODE,
         )
         return factor, trust, scores, ranked, demoted
+
+    def _rerank(self, question: str, ids: IdArray, ranked: IdArray) -> IdArray:
+        """``ranked`` with those of its first RERANK_DEPTH the reranker says answer ``question`` moved ahead.
+
+        The reranker decides only whether a statement answers (P >= 0.5); among those that do, and among those
+        that do not, the formula's order stands, so what it knows and the reranker cannot (which of two answers
+        is newer, doubted, trusted) still decides between them.
+        """
+        reranker = self.engine.reranker
+        assert reranker is not None
+        top = ranked[:RERANK_DEPTH]
+        raws = self.engine.store.multi_get(CF_MEMORIES, [u64_key(int(i)) for i in ids[top]])
+        texts = [memory_pb2.Memory.FromString(raw).content if raw is not None else "" for raw in raws]
+        answers = np.asarray(reranker.relevance([question] * len(texts), texts), dtype=np.float64) >= 0.5
+        first = top[answers]
+        if RERANK_NEWEST_FIRST and first.size > 1:
+            became_true = np.nan_to_num(self.engine.columns.valid_from[ids[first]], nan=-np.inf)
+            first = first[np.argsort(-became_true, kind="stable")]
+        return np.concatenate([first, top[~answers], ranked[RERANK_DEPTH:]])
+
+    def _doubted_after_doubters(self, ids: IdArray, ranked: IdArray, depth: int) -> IdArray:
+        """``ranked`` with every doubted memory of its first ``depth`` placed after the newer memory that doubts it.
+
+        A doubt says the newer statement may replace the older (``possibly_outdated_by``); ranking the older first
+        would answer with what is probably stale. Retired memories never reach here; a doubter outside the pool
+        leaves the order alone.
+        """
+        columns = self.engine.columns
+        head = ranked[:depth]
+        doubted = np.flatnonzero(columns.doubted[ids[head]])
+        if doubted.size == 0:
+            return ranked
+        raws = self.engine.store.multi_get(CF_MEMORIES, [u64_key(int(ids[head[p]])) for p in doubted.tolist()])
+        doubter_of = {
+            int(ids[head[p]]): memory_pb2.Memory.FromString(raw).possibly_outdated_by
+            for p, raw in zip(doubted.tolist(), raws, strict=True)
+            if raw is not None
+        }
+        order = [int(i) for i in ids[ranked]]
+        position_of = {memory: p for p, memory in enumerate(order)}
+        # Each move puts a doubter before its doubted memory; a memory moves at most once per doubt, so a chain
+        # of doubts (a -> b -> c) settles in as many passes as it is long.
+        for _ in range(len(doubter_of)):
+            moved = False
+            for older, newer in doubter_of.items():
+                at, doubter_at = position_of.get(older), position_of.get(newer)
+                if at is None or doubter_at is None or doubter_at < at:
+                    continue
+                order.insert(at, order.pop(doubter_at))
+                position_of = {memory: p for p, memory in enumerate(order)}
+                moved = True
+            if not moved:
+                break
+        index_of = {int(memory): p for p, memory in enumerate(ids.tolist())}
+        return np.asarray([index_of[memory] for memory in order], dtype=ranked.dtype)
 
     def _field_match(
         self, query: RecallQuery, terms: list[str], codes: npt.NDArray[np.int32]

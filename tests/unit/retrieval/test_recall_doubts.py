@@ -1,0 +1,93 @@
+"""Recall never ranks a doubted memory above the newer memory that doubts it; a reranker orders the best few."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import recall_engine
+from recall_engine import DIMENSION, near, write
+
+from memevo.sidecar.domain import NewMemory, RecallQuery
+from memevo.sidecar.engine import Engine
+from memevo.sidecar.retrieval import recall as recall_module
+from memevo.sidecar.retrieval.recall import Recaller
+from memevo.v1 import memory_pb2
+
+engine = recall_engine.engine  # the fixture
+
+
+def _ranked(engine: Engine, text: str = "", k: int = 10) -> list[int]:
+    query_vector = np.zeros(DIMENSION, dtype=np.float32)
+    query_vector[0] = 1.0
+    return [hit.memory.id for hit in Recaller(engine).recall(RecallQuery(vector=query_vector, text=text, k=k))]
+
+
+def _fact(content: str, vector: np.ndarray, entity: str) -> NewMemory:
+    return NewMemory(content=content, vector=vector, kind=memory_pb2.MEMORY_KIND_FACT, entity=entity)
+
+
+def test_a_doubted_memory_ranks_after_its_doubter_however_near_the_question(engine: Engine) -> None:
+    # The older statement is the question's own direction, rated important and worded as the question is; the
+    # newer one is unsure of itself: by the formula alone, the older (halved by its doubt) still ranks first.
+    older, newer = write(
+        engine,
+        NewMemory(content="Kai lives in Lyon.", vector=near(1, 0.0), kind=memory_pb2.MEMORY_KIND_FACT,
+                  entity="person:kai", importance=10),
+        NewMemory(content="Kai is in Oslo these days.", vector=near(2, 0.8), kind=memory_pb2.MEMORY_KIND_FACT,
+                  entity="person:kai", importance=1, confidence=0.3),
+    )  # fmt: skip
+    assert engine.columns.doubted[older]
+    assert not engine.columns.doubted[newer]
+    ranked = _ranked(engine, "where does Kai live, Lyon")
+    assert ranked.index(newer) < ranked.index(older)
+
+
+def test_a_chain_of_doubts_ranks_newest_first(engine: Engine) -> None:
+    first, second, third = write(
+        engine,
+        _fact("Kai lives in Lyon.", near(1, 0.0), "person:kai"),
+        _fact("Kai moved to Oslo.", near(2, 0.6), "person:kai"),
+        _fact("Kai is in Porto now.", near(3, 1.0), "person:kai"),
+    )
+    if not engine.columns.doubted[second]:  # perception may doubt the first by the third instead
+        assert engine.columns.doubted[first]
+    ranked = _ranked(engine)
+    for older in (first, second):
+        if engine.columns.doubted[older]:
+            assert ranked.index(older) > min(ranked.index(second), ranked.index(third))
+    assert ranked.index(third) < ranked.index(first)
+
+
+def test_undoubted_memories_keep_the_formula_order(engine: Engine) -> None:
+    close, far = write(
+        engine,
+        _fact("Kai lives in Lyon.", near(1, 0.1), "person:kai"),
+        _fact("Ana works at Canva.", near(2, 0.9), "person:ana"),
+    )
+    assert not engine.columns.doubted[close]
+    assert _ranked(engine) == [close, far]
+
+
+class _Holding:
+    """A reranker that deems a statement an answer when it is one of ``answers``."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = answers
+
+    def relevance(self, questions: Sequence[str], statements: Sequence[str]) -> list[float]:
+        return [0.9 if s in self.answers else 0.1 for s in statements]
+
+
+def test_a_reranker_moves_answers_ahead_and_keeps_the_order_otherwise(engine: Engine) -> None:
+    depth = recall_module.RERANK_DEPTH
+    count = depth + 3
+    ids = write(engine, *(NewMemory(content=f"note {i}", vector=near(1, 0.05 * (i + 1))) for i in range(count)))
+    plain = _ranked(engine, "when is the key rotated", k=count)
+    assert plain == ids  # nearest first: the formula's order
+    # Two answers inside the depth the reranker reads (not first), one beyond it, which it never sees.
+    engine.reranker = _Holding("note 3", "note 5", f"note {depth + 1}")  # type: ignore[assignment]
+    reranked = _ranked(engine, "when is the key rotated", k=count)
+    assert reranked[:2] == [ids[3], ids[5]]
+    assert reranked[2:depth] == [m for m in ids[:depth] if m not in (ids[3], ids[5])]
+    assert reranked[depth:] == ids[depth:]
