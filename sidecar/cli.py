@@ -108,6 +108,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds one abstraction request may take (default: %(default)s)",
     )
     parser.add_argument(
+        "--llm-judgements-per-write",
+        type=_non_negative_float,
+        default=1.0,
+        help="budget of --llm-url's supersession judgements: this many per memory written since the start, after "
+        "a first 20; a doubt past it waits for later writes (default: %(default)s)",
+    )
+    parser.add_argument(
         "--dimension",
         type=int,
         default=0,
@@ -338,7 +345,12 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         max_streams_per_caller=args.max_streams_per_caller,
         max_unauthenticated_streams=args.max_unauthenticated_streams,
         max_unauthenticated_streams_per_peer=args.max_unauthenticated_streams_per_peer,
-        llm=LlmConfig(url=args.llm_url, model=args.llm_model, timeout_s=args.llm_timeout_s),
+        llm=LlmConfig(
+            url=args.llm_url,
+            model=args.llm_model,
+            timeout_s=args.llm_timeout_s,
+            judgements_per_write=args.llm_judgements_per_write,
+        ),
         governance=GovernanceConfig(
             sweep_interval_s=args.sweep_interval_s,
             checkpoint_interval_s=args.checkpoint_interval_s,
@@ -354,6 +366,16 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         allow_remote=args.allow_remote,
         metrics_listen=args.metrics_listen,
     )
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0.0:  # also NaN
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; pass 0 or more")
+    return value
 
 
 def _checked_listen(addresses: list[str]) -> list[str]:

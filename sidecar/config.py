@@ -181,6 +181,10 @@ class LlmConfig:
     """Seconds one request may take before the consolidation or judgement is left for later."""
     max_output_tokens: int = 300
     """Upper bound on the abstraction's length, in the model's tokens."""
+    judgements_per_write: float = 1.0
+    """Budget of the chat endpoint's supersession judgements: this many per memory written since the start, after
+    a first 20; a doubt past it stays a doubt (a ranking signal) until later writes earn the call. Held-out prose
+    asked ~0.3 a write (RESULTS.md). 0 = the first 20 only."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -55,6 +55,8 @@ MAX_REINTERPRET_PROPOSALS = 20
 MAX_SUPERSEDE_PROPOSALS = 100
 """Most soft conflicts one pass offers to reviewers or puts to the chat endpoint (the next pass offers more)."""
 LLM_RETRY_S = 60.0
+LLM_JUDGEMENT_BURST = 20
+"""Supersessions the chat endpoint may judge before any write has earned a call (``LlmConfig.judgements_per_write``)."""
 """After a failed LLM call, the proposal waits this long before the next try."""
 
 ALL_KINDS = frozenset(
@@ -107,6 +109,11 @@ class ReviewBroker:
         self._open: dict[str, OpenProposal] = {}
         self._deciding: set[str] = set()
         self._judging_paused_until = 0.0
+        self._written_at_start = engine.columns.size
+        self.llm_judgements = 0
+        """Supersessions put to the chat endpoint since the start (each one call)."""
+        self.llm_judgements_deferred = 0
+        """Doubts a pass left for later because the budget (``LlmConfig.judgements_per_write``) was spent."""
         """After a failed judgement no other one is asked before then: a pass of many soft conflicts against an
         endpoint that is down would otherwise wait for one timeout per conflict."""
         self.last_pass = memory_service_pb2.ConsolidationStats()
@@ -301,6 +308,10 @@ class ReviewBroker:
             reviewed = self.takes(review_pb2.PROPOSAL_KIND_SUPERSEDE)
             if not reviewed and llm is None:  # the reviewer left, and the policy would only drop the proposal
                 break
+            if not reviewed and not self._llm_budget_left():
+                # The doubts stay as they are (a ranking signal) until more writes earn more calls.
+                self.llm_judgements_deferred += 1
+                continue
             open_proposal = self._propose(
                 review_pb2.PROPOSAL_KIND_SUPERSEDE,
                 [record.id, newer],
@@ -310,6 +321,12 @@ class ReviewBroker:
             if not reviewed:
                 self._decide_by_policy(open_proposal.proposal.id)
         return opened
+
+    def _llm_budget_left(self) -> bool:
+        """Whether the chat endpoint may judge one more supersession: LLM_JUDGEMENT_BURST, plus
+        ``judgements_per_write`` for each memory written since the start."""
+        earned = self.engine.config.llm.judgements_per_write * (self.engine.columns.size - self._written_at_start)
+        return self.llm_judgements < LLM_JUDGEMENT_BURST + earned
 
     def escalates(self) -> bool:
         """Whether a doubt is decided by someone other than the pair judge: a reviewer that takes supersessions, or
@@ -508,6 +525,7 @@ class ReviewBroker:
             with self._lock:
                 self._drop(proposal_id)
             return 1
+        self.llm_judgements += 1
         try:
             replaces = llm.judge(*records)
         except AbstractionError as error:
