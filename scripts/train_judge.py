@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -394,10 +394,21 @@ def evaluate(split: str, path: Path) -> None:
     print(f"{len(pairs)} pairs judged in {cpu:.1f} s of CPU ({1000 * cpu / max(len(pairs), 1):.2f} ms a pair)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def command_line(
+    argv: Sequence[str] | None,
+    *,
+    out: Path,
+    load: Callable[[Path], Pairs],
+    evaluate: Callable[[str, Path], None],
+    report_fold: Callable[[str, npt.NDArray[np.float64], Pairs, list[int]], None],
+    epochs: int,
+    frozen: int,
+    positive: str,
+) -> int:
+    """The training scripts' command line: ``--fold``, ``--evaluate`` or a fit of everything written to ``--out``."""
+    parser = argparse.ArgumentParser(description=(sys.modules["__main__"].__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=judge.MODEL_PATH)
+    parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--fold", type=int, help=f"fit without part FOLD of {FOLDS} and report on it; writes nothing")
     parser.add_argument("--evaluate", choices=("tuning", "heldout"), help="only report the model at --out")
     args = parser.parse_args(argv)
@@ -405,19 +416,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.evaluate:
         evaluate(args.evaluate, args.out)
         return 0
-    pairs = load_pairs(args.data)
+    pairs = load(args.data)
     y = np.asarray(pairs.label, np.float32)
     counts = Counter(pairs.source)
-    print(f"{len(pairs)} pairs ({int(y.sum())} replace): " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    sources = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    print(f"{len(pairs)} pairs ({int(y.sum())} {positive}): {sources}")
     if args.fold is not None:
         rows, held = fold_rows(pairs, args.fold)
-        model = train(pairs, rows)
-        report(f"fold {args.fold}", predict(model, pairs, held.tolist()), y[held], [pairs.source[i] for i in held])
+        model = train(pairs, rows, epochs=epochs, frozen=frozen)
+        report_fold(f"fold {args.fold}", predict(model, pairs, held.tolist()), pairs, held.tolist())
         return 0
-    model = train(pairs, np.arange(len(pairs)))
+    model = train(pairs, np.arange(len(pairs)), epochs=epochs, frozen=frozen)
     export(model, args.out)
     print(f"wrote {args.out}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def report_fold(name: str, p: npt.NDArray[np.float64], pairs: Pairs, rows: list[int]) -> None:
+        report(name, p, np.asarray(pairs.label, np.float32)[rows], [pairs.source[i] for i in rows])
+
+    return command_line(
+        argv,
+        out=judge.MODEL_PATH,
+        load=load_pairs,
+        evaluate=evaluate,
+        report_fold=report_fold,
+        epochs=EPOCHS,
+        frozen=FROZEN,
+        positive="replace",
+    )
 
 
 if __name__ == "__main__":

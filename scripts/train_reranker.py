@@ -26,7 +26,6 @@ Training data, tuning domains only (the held-out half is read only by ``--evalua
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -36,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -189,29 +187,16 @@ def evaluate(split: str, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--out", type=Path, default=rerank.MODEL_PATH)
-    parser.add_argument("--fold", type=int, help=f"fit without part FOLD of {recipe.FOLDS} and report on it")
-    parser.add_argument("--evaluate", choices=("tuning", "heldout"), help="only report the model at --out")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(2)
-    if args.evaluate:
-        evaluate(args.evaluate, args.out)
-        return 0
-    pairs = load_pairs(args.data)
-    y = np.asarray(pairs.label, np.float32)
-    counts = Counter(pairs.source)
-    print(f"{len(pairs)} pairs ({int(y.sum())} answer): " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    if args.fold is not None:
-        rows, held = recipe.fold_rows(pairs, args.fold)
-        model = recipe.train(pairs, rows, epochs=EPOCHS, frozen=FROZEN)
-        report(f"fold {args.fold}", recipe.predict(model, pairs, held.tolist()), pairs, held.tolist())
-        return 0
-    model = recipe.train(pairs, np.arange(len(pairs)), epochs=EPOCHS, frozen=FROZEN)
-    recipe.export(model, args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return recipe.command_line(
+        argv,
+        out=rerank.MODEL_PATH,
+        load=load_pairs,
+        evaluate=evaluate,
+        report_fold=report,
+        epochs=EPOCHS,
+        frozen=FROZEN,
+        positive="answer",
+    )
 
 
 if __name__ == "__main__":
