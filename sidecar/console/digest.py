@@ -42,6 +42,9 @@ KIND_COUNT = 6
 def reason_class(event_type: int, reason: str) -> str:
     """What kind of transition an event records, from its type and reason (for the life and review pages)."""
     lowered = reason.lower()
+    # The console's corrections name it right after the engine's verb (see server.ACTOR): a person decided.
+    if lowered.startswith(("forget: console", "superseded: console", "restored: console")):
+        return "console"
     if lowered.startswith("superseded by memory") and "(inferred" in lowered:
         return "inferred"
     if lowered.startswith("superseded by memory") or event_type == events_pb2.CHANGE_EVENT_TYPE_SUPERSEDED:

@@ -23,6 +23,7 @@ import re
 import threading
 import time
 import urllib.request
+import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -96,6 +97,11 @@ SECRET_MISSING = (
     "(http://HOST:PORT/?token=...), or send 'Authorization: Bearer <that token>'"
 )
 SECRET_WRONG = "wrong console token: the console makes a new one each time it starts; open the URL it printed this time"
+ACTOR = "console"
+"""Who the change log says made a correction: each reason starts with it ("forget: console: ...")."""
+MAX_NOTE_CHARS = 1024
+MAX_VALUE_CHARS = 1024
+CORRECTIONS = ("/api/forget", "/api/restore", "/api/doubt", "/api/correct")
 _CALLS_LINE = re.compile(r'^memevo_rpc_calls_total\{[^}]*method="(\w+)"[^}]*\}\s+([0-9.e+]+)', re.M)
 
 
@@ -191,6 +197,33 @@ def _one_kind(name: str) -> memory_pb2.MemoryKind.ValueType:
 
 def _kinds(query: dict[str, list[str]]) -> list[memory_pb2.MemoryKind.ValueType]:
     return [_one_kind(name) for name in query.get("kind", []) if name.strip()]
+
+
+def _body_id(body: dict[str, Any], name: str) -> int:
+    """A memory id from a JSON body (a number or its digits); ConsoleError 400 naming ``name`` otherwise."""
+    raw = body.get(name)
+    memory_id = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+    if isinstance(raw, str):
+        memory_id = _whole(raw.strip(), 2**64)
+    if memory_id is None or not 0 < memory_id < 2**64:
+        raise ConsoleError(400, f"{name}: {raw!r} is not a memory id; a memory id is a whole number from 1, e.g. 42")
+    return memory_id
+
+
+def _body_text(body: dict[str, Any], name: str, limit: int, *, required: bool = False) -> str:
+    raw = body.get(name, "")
+    if not isinstance(raw, str):
+        raise ConsoleError(400, f"{name}: expected text, got {type(raw).__name__}")
+    text = raw.strip()
+    if required and not text:
+        raise ConsoleError(400, f"{name}: required")
+    if len(text) > limit:
+        raise ConsoleError(400, f"{name}: at most {limit} characters ({len(text)} given)")
+    return text
+
+
+def _said(note: str) -> str:
+    return f"{ACTOR}: {note}" if note else ACTOR
 
 
 class ConsoleError(Exception):
@@ -436,6 +469,113 @@ class Console:
         settled = self.source.decide(decision, token, reviewer="console")
         return {"proposal_id": proposal_id, "settled": settled}
 
+    # ---- corrections: each one RPC made with the browser's token, its reason naming the console ----------
+
+    def correction(self, path: str, body: dict[str, Any], token: str | None) -> dict[str, Any]:
+        """Apply one correction; the answer holds the memories as they are now and the change-log events it wrote.
+
+        A request id of the console's own marks the events (so the page can show exactly what the call recorded)
+        and makes a resent POST harmless: the sidecar replays the first answer.
+        """
+        request_id = f"{ACTOR}-{uuid.uuid4().hex}"
+        memory_id = _body_id(body, "id")
+        note = _body_text(body, "note", MAX_NOTE_CHARS)
+        if path == "/api/forget":
+            done = self._forget(memory_id, note, request_id, token)
+        elif path == "/api/restore":
+            restored = self.source.restore(
+                memory_service_pb2.RestoreRequest(memory_id=memory_id, reason=_said(note), request_id=request_id),
+                token,
+            )
+            done = {"action": "restore", "memories": [restored.memory]}
+        elif path == "/api/doubt":
+            done = self._doubt(memory_id, body, note, request_id, token)
+        else:
+            done = self._correct(memory_id, body, note, request_id, token)
+        memories = done.pop("memories")
+        lineage = self.source.history(memory_service_pb2.HistoryRequest(memory_id=memory_id), token)
+        events = [e for e in lineage.events if e.request_id == request_id]
+        return dict(
+            done,
+            memories=[dict(to_json(m), current=_is_current(m)) for m in memories],
+            events=[dict(to_json(e), reason_class=reason_class(e.type, e.reason)) for e in events],
+        )
+
+    def _forget(self, memory_id: int, note: str, request_id: str, token: str | None) -> dict[str, Any]:
+        # Kept as OBSOLETE history: a person's "this is wrong" must stay auditable and can be restored by id.
+        answer = self.source.forget(
+            memory_service_pb2.ForgetRequest(
+                ids=[memory_id], reason=_said(note), keep_history=True, request_id=request_id
+            ),
+            token,
+        )
+        if not answer.forgotten_ids:
+            raise ConsoleError(409, f"id: memory {memory_id} does not exist or is already retired (OBSOLETE)")
+        return {"action": "forget", "memories": list(self.source.get([memory_id], token).memories)}
+
+    def _doubt(
+        self, memory_id: int, body: dict[str, Any], note: str, request_id: str, token: str | None
+    ) -> dict[str, Any]:
+        verdict = body.get("verdict")
+        if verdict not in ("accept", "reject"):
+            raise ConsoleError(400, f"verdict: {verdict!r}; accept (the newer replaces it) or reject (both hold)")
+        newer = _body_id(body, "by")
+        (held,) = self.source.get([memory_id], token).memories or [None]
+        if held is None or held.possibly_outdated_by != newer:
+            doubt = f"is doubted by memory {held.possibly_outdated_by}" if held and held.possibly_outdated_by else ""
+            raise ConsoleError(
+                409, f"by: memory {memory_id} {doubt or 'has no open doubt'}, not by memory {newer}; reload the page"
+            )
+        if verdict == "accept":
+            answer = self.source.supersede(
+                memory_service_pb2.SupersedeRequest(
+                    old_id=memory_id, new_id=newer, reason=_said(note), request_id=request_id
+                ),
+                token,
+            )
+            return {"action": "accept", "memories": [answer.old_memory, answer.new_memory]}
+        restored = self.source.restore(
+            memory_service_pb2.RestoreRequest(memory_id=memory_id, reason=_said(note), request_id=request_id), token
+        )
+        return {"action": "reject", "memories": [restored.memory]}
+
+    def _correct(
+        self, memory_id: int, body: dict[str, Any], note: str, request_id: str, token: str | None
+    ) -> dict[str, Any]:
+        value = _body_text(body, "value", MAX_VALUE_CHARS, required=True)
+        (old,) = self.source.get([memory_id], token).memories or [None]
+        if old is None:
+            raise ConsoleError(404, f"id: memory {memory_id} does not exist")
+        attribute = old.fact.attribute or old.inferred.attribute
+        entity = old.entity or old.inferred.entity
+        if not attribute or not entity:
+            raise ConsoleError(
+                400, f"id: memory {memory_id} states no attribute of an entity, so it has no value to correct"
+            )
+        current = old.fact.value if old.fact.attribute else old.inferred.value
+        if value == current:
+            raise ConsoleError(400, f"value: {value!r} is already the current value")
+        # Keyed, so that the fact key holds the person's value from now on and History lists it as a version.
+        statement = memory_pb2.MemoryInput(
+            content=f"{entity} {attribute}: {value}",
+            namespace=old.namespace,
+            kind=old.kind,
+            entity=entity,
+            fact=memory_pb2.Fact(attribute=attribute, value=value),
+            source=memory_pb2.MEMORY_SOURCE_USER_STATEMENT,
+            metadata={"written_by": ACTOR},
+        )
+        answer = self.source.supersede(
+            memory_service_pb2.SupersedeRequest(
+                old_id=memory_id,
+                new_memory=statement,
+                reason=_said(note or f"corrected to {value!r}"),
+                request_id=request_id,
+            ),
+            token,
+        )
+        return {"action": "correct", "memories": [answer.old_memory, answer.new_memory]}
+
 
 class _V6Server(ThreadingHTTPServer):
     import socket
@@ -559,6 +699,9 @@ class _Handler(BaseHTTPRequestHandler):
             "/api/life": lambda: self.app.life(query, self._token()),
             "/api/review": lambda: self.app.review(self._token()),
         }
+        if path in CORRECTIONS or path == "/api/review/decide":
+            self._error(405, f"{path} changes memories: POST a JSON body from the console's page")
+            return
         route = routes.get(path)
         if route is None:
             self._error(404, f"no such page: {path}")
@@ -575,7 +718,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._admitted():
             return
-        if urlsplit(self.path).path != "/api/review/decide":
+        path = urlsplit(self.path).path
+        if path != "/api/review/decide" and path not in CORRECTIONS:
             self._error(404, "no such action")
             return
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
@@ -595,6 +739,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not isinstance(body, dict):
             self._error(400, "the body must be a JSON object")
+            return
+        if path in CORRECTIONS:
+            self._answer(lambda: self.app.correction(path, body, self._token()))
             return
         self._answer(lambda: self.app.decide(body, self._token()))
 

@@ -159,6 +159,22 @@ class ConsoleSource:
         )
         return response
 
+    def forget(self, request: memory_service_pb2.ForgetRequest, token: str | None) -> memory_service_pb2.ForgetResponse:
+        response: memory_service_pb2.ForgetResponse = self._unary(self._stub.Forget, request, token)
+        return response
+
+    def restore(
+        self, request: memory_service_pb2.RestoreRequest, token: str | None
+    ) -> memory_service_pb2.RestoreResponse:
+        response: memory_service_pb2.RestoreResponse = self._unary(self._stub.Restore, request, token)
+        return response
+
+    def supersede(
+        self, request: memory_service_pb2.SupersedeRequest, token: str | None
+    ) -> memory_service_pb2.SupersedeResponse:
+        response: memory_service_pb2.SupersedeResponse = self._unary(self._stub.Supersede, request, token)
+        return response
+
     def watch(self, request: memory_service_pb2.WatchRequest, token: str | None) -> Stream:
         """The change log from ``request.after_sequence`` on (then live), read on a helper thread."""
         return _pump(self._stub.Watch(request, metadata=auth_metadata(token)))

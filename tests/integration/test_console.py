@@ -143,10 +143,10 @@ def generate_history(target: str) -> dict[str, Any]:
     return {"old": old, "new": new, "keyed": keyed, "prose": prose.memory.id, "groups": group_ids}
 
 
-@pytest.fixture(scope="module")
-def console_sidecar() -> Iterator[tuple[Sidecar, str, dict[str, Any]]]:
+def start_console_sidecar(prefix: str) -> tuple[Sidecar, str]:
+    """A sidecar with the local embedder, tokens ADMIN (every namespace) and TEAM (team-b), and its console's URL."""
     RUN_ROOT.mkdir(exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="console-", dir=RUN_ROOT))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=RUN_ROOT))
     tokens = root / "tokens"
     tokens.write_text(f"{ADMIN} *\n{TEAM} team-b\n")
     tokens.chmod(0o600)
@@ -161,8 +161,14 @@ def console_sidecar() -> Iterator[tuple[Sidecar, str, dict[str, Any]]]:
         embedder="local",
     )
     ready = json.loads((Path(process.args[process.args.index("--ready-file") + 1])).read_text())
+    return process, f"http://{ready['console']}"
+
+
+@pytest.fixture(scope="module")
+def console_sidecar() -> Iterator[tuple[Sidecar, str, dict[str, Any]]]:
+    process, url = start_console_sidecar("console-")
     history = generate_history(process.unix_target)
-    yield process, f"http://{ready['console']}", history
+    yield process, url, history
     process.stop()
 
 
@@ -181,6 +187,15 @@ def _http(
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")
+
+
+def form_post(url: str, body: bytes) -> int:
+    """The status of a form's POST (what a page elsewhere can send without asking), with the ADMIN token."""
+    request = urllib.request.Request(url, data=body, method="POST")
+    request.add_header("Authorization", f"Bearer {ADMIN}")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    return refused.value.code
 
 
 # ---- in a real browser ----------------------------------------------------------------------------
@@ -501,11 +516,7 @@ def test_no_write_without_a_permitted_token(console_sidecar: tuple[Sidecar, str,
     assert _http(f"{url}/api/review/decide", TEAM, body=decision)[0] == 403
     # A page elsewhere cannot post through the user's browser: another origin, or no JSON, is refused.
     assert _http(f"{url}/api/review/decide", ADMIN, body=decision, headers={"Origin": "http://evil.example"})[0] == 403
-    request = urllib.request.Request(f"{url}/api/review/decide", data=b"proposal_id=x", method="POST")
-    request.add_header("Authorization", f"Bearer {ADMIN}")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=10)
-    assert refused.value.code == 415
+    assert form_post(f"{url}/api/review/decide", b"proposal_id=x") == 415
     ids = [int(m["id"]) for m in proposal["memories"]]
     states = {m.state for m in stub(process.unix_target, ADMIN).Get(memory_service_pb2.GetRequest(ids=ids)).memories}
     assert states == {memory_pb2.MEMORY_STATE_ACTIVE}

@@ -160,6 +160,76 @@ function bars(labels, values, { width = 560, height = 160, unit = "" } = {}) {
   return svg;
 }
 
+// ---- corrections --------------------------------------------------------------------------------
+
+// A person's corrections, each one sidecar call with this page's token; the change log names the console.
+const ACTIONS = {
+  forget: { path: "/api/forget", button: "Forget", title: (m) => `Forget memory #${m.id}?`,
+    explain: () => "The agent stops using it; it stays in the history as OBSOLETE, with your note in the change log." },
+  restore: { path: "/api/restore", button: "Restore", title: (m) => `Restore memory #${m.id}?`,
+    explain: () => "It becomes current again; the memory that replaced it stays as it is." },
+  accept: { path: "/api/doubt", button: "Accept", title: (m, x) => `Does memory #${x.send.by} replace #${m.id}?`,
+    explain: (m, x) => `Yes: #${x.send.by} supersedes #${m.id}, which becomes OBSOLETE (history).` },
+  reject: { path: "/api/doubt", button: "Reject", title: (m, x) => `Do #${m.id} and #${x.send.by} both hold?`,
+    explain: () => "Yes: the doubt is cleared and both stay current." },
+  correct: { path: "/api/correct", button: "Correct", title: (m, x) => `Correct ${x.what}?`,
+    explain: () => "A new statement with the right value is written and supersedes this one, which stays in the history." },
+};
+
+let doneNote = null; // the outcome of the last correction, shown once by the page that reloads after it
+
+function takeDone() { const node = doneNote; doneNote = null; return node; }
+
+function doneLine(r) {
+  const states = r.memories.map((m) => [memLink(m.id), " ", stateTag(m.state), m.current ? h("span", { class: "tag current" }, "current") : null, " "]);
+  const logged = r.events.map((e) => h("li", { "data-seq": e.sequence },
+    `change log #${e.sequence}: memory ${e.memory_id} ${short(e.type, "CHANGE_EVENT_TYPE_")}, `, h("span", { class: "tag reason" }, e.reason_class), ` “${e.reason}”`));
+  return h("div", { class: "done", id: "correction-done", role: "status", "data-done": r.action },
+    h("b", {}, `${r.action}: done.`), " Now: ", states, h("ul", {}, logged));
+}
+
+const correctionArea = () => h("div", { id: "correction" });
+
+// Asks in the page before anything changes; on success the page reloads and shows the new state.
+function ask(kind, m, extra, reload) {
+  const area = document.getElementById("correction");
+  const a = ACTIONS[kind];
+  const title = a.title(m, extra);
+  const value = kind === "correct" ? h("input", { name: "value", required: true, "aria-label": "the right value", placeholder: "the right value" }) : null;
+  const note = h("input", { name: "note", "aria-label": "why", placeholder: "why (kept in the change log)" });
+  const failed = h("div", { id: "correction-error" });
+  const confirm = h("button", { type: "submit", "data-confirm": kind }, a.button);
+  const cancel = h("button", { type: "button", class: "secondary", "data-cancel": "", onclick: () => area.replaceChildren() }, "Cancel");
+  const form = h("form", { class: "confirm", role: "dialog", "aria-label": title, "data-asking": kind },
+    h("b", {}, title), h("div", { class: "muted" }, `#${m.id}: ${m.content}`), h("p", {}, a.explain(m, extra)),
+    h("div", { class: "fields" }, value ? h("label", {}, "right value", value) : null, h("label", {}, "note", note)),
+    h("div", { class: "actions" }, confirm, cancel), failed);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    confirm.disabled = cancel.disabled = true;
+    try {
+      const body = Object.assign({ id: m.id, note: note.value }, extra.send || {}, value ? { value: value.value } : {});
+      const r = await (await api(a.path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })).json();
+      doneNote = doneLine(r);
+      await reload();
+    } catch (err) {
+      failed.replaceChildren(errorBox(err));
+      confirm.disabled = cancel.disabled = false;
+    }
+  });
+  area.replaceChildren(form);
+  form.scrollIntoView({ block: "nearest" });
+  (value || confirm).focus();
+}
+
+function actButton(kind, m, extra, reload) {
+  return h("button", { type: "button", class: "secondary small", "data-act": kind, "data-memory-id": m.id, onclick: () => ask(kind, m, extra, reload) },
+    kind === "accept" || kind === "reject" ? ACTIONS[kind].button : `${ACTIONS[kind].button}…`);
+}
+
+const doubtButtons = (m, by, reload) => [actButton("accept", m, { send: { verdict: "accept", by } }, reload), " ",
+  actButton("reject", m, { send: { verdict: "reject", by } }, reload)];
+
 // ---- pages --------------------------------------------------------------------------------------
 
 // The first page: what the agent believes. Entities (search, counts, last change) -> an entity's beliefs -> a
@@ -219,25 +289,28 @@ async function beliefsPage() {
   const q = new URLSearchParams(location.search);
   const ns = nsOf(q), entity = q.get("entity") || "";
   const back = h("p", {}, h("a", { href: `/?${new URLSearchParams({ ns })}` }, `← entities of ${ns}`));
+  const done = takeDone();
   let data;
-  try { data = await getJSON(`/api/beliefs?${q}`); } catch (err) { show(back, h("h1", {}, entity || "Beliefs"), errorBox(err)); return; }
+  try { data = await getJSON(`/api/beliefs?${q}`); } catch (err) { show(back, h("h1", {}, entity || "Beliefs"), done, errorBox(err)); return; }
   const others = Number(data.unattributed_count);
   const summary = h("p", { class: "muted", id: "beliefs-status" },
     `${data.beliefs.length} attribute${data.beliefs.length === 1 ? "" : "s"} with a current value`,
     data.last_changed_at ? `, last change ${when(data.last_changed_at)}` : "",
     others ? [". ", h("a", { href: `/search?${new URLSearchParams({ ns, entity, q: entity })}` },
       `${others} other current memor${others === 1 ? "y" : "ies"}`), " about it state no attribute (episodes, notes)."] : ".");
-  if (!data.beliefs.length) { show(back, h("h1", {}, entity), summary); return; }
-  const doubtLinks = (ids) => ids.filter((i) => Number(i)).map((i) => h("div", { class: "doubt-note" }, h("span", { class: "tag doubt" }, "doubt"), " may be outdated by ", memLink(i)));
+  if (!data.beliefs.length) { show(back, h("h1", {}, entity), done, summary); return; }
+  const doubtLinks = (m, ids) => ids.filter((i) => Number(i)).map((i) => h("div", { class: "doubt-note", "data-doubt": i },
+    h("span", { class: "tag doubt" }, "doubt"), " may be outdated by ", memLink(i), " ", doubtButtons(m, i, beliefsPage)));
   const table = h("table", { id: "beliefs", class: "stack" },
-    h("thead", {}, h("tr", {}, ["attribute", "value", "since (world)", "source", "confidence", "open doubts", "life"].map((x) => h("th", {}, x)))),
+    h("thead", {}, h("tr", {}, ["attribute", "value", "since (world)", "source", "confidence", "open doubts", "life", "correct"].map((x) => h("th", {}, x)))),
     h("tbody", {}, data.beliefs.map((b) => {
       const m = b.memory;
       const how = b.read_from_text
         ? h("span", { class: "tag read", title: `read ${m.inferred ? `by ${m.inferred.method}, ${fmt(m.inferred.confidence, 2)} sure` : ""}` }, "read from text")
         : h("span", { class: "tag keyed" }, "keyed");
       const also = (b.also_current || []).map((o) => h("div", { class: "muted also" }, "also current: ", memLink(o.id), ` ${o.content}`,
-        Number(o.possibly_outdated_by) ? [" (may be outdated by ", memLink(o.possibly_outdated_by), ")"] : ""));
+        Number(o.possibly_outdated_by) ? [" (may be outdated by ", memLink(o.possibly_outdated_by), ") ", doubtButtons(o, o.possibly_outdated_by, beliefsPage)] : ""));
+      const what = `${entity} · ${b.attribute}${b.value ? ` = ${b.value}` : ""}`;
       return h("tr", { "data-belief": b.attribute, "data-read": b.read_from_text ? "1" : null, "data-memory-id": m.id },
         cell("attribute", {}, h("b", {}, b.attribute)),
         cell("value", {}, b.value ? h("span", { class: "value" }, b.value) : h("span", { class: "muted" }, "(said in the statement)"), " ", how, " ", memLink(m.id),
@@ -245,11 +318,12 @@ async function beliefsPage() {
         cell("since", {}, when(m.valid_from)),
         cell("source", {}, sourceOf(m.source)),
         cell("confidence", { class: "num" }, fmt(m.confidence, 2)),
-        cell("open doubts", {}, doubtLinks(b.possibly_outdated_by || []).length ? doubtLinks(b.possibly_outdated_by) : h("span", { class: "muted" }, "none")),
+        cell("open doubts", {}, doubtLinks(m, b.possibly_outdated_by || []).length ? doubtLinks(m, b.possibly_outdated_by) : h("span", { class: "muted" }, "none")),
         cell("life", {}, h("a", { href: lifeHref(b.history_key), "data-life": b.attribute },
-          `${b.version_count} version${Number(b.version_count) === 1 ? "" : "s"} →`)));
+          `${b.version_count} version${Number(b.version_count) === 1 ? "" : "s"} →`)),
+        cell("correct", { class: "acts" }, actButton("correct", m, { what }, beliefsPage), " ", actButton("forget", m, {}, beliefsPage)));
     })));
-  show(back, h("h1", {}, entity), summary, h("div", { class: "panel" }, table));
+  show(back, h("h1", {}, entity), done, summary, correctionArea(), h("div", { class: "panel" }, table));
 }
 
 async function overviewPage() {
@@ -431,18 +505,33 @@ function timeline(versions, events) {
 
 async function runLife(params, out) {
   out.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  const done = takeDone();
   let data;
-  try { data = await getJSON(`/api/life?${params}`); } catch (err) { out.replaceChildren(errorBox(err)); return; }
-  if (!data.versions.length) { out.replaceChildren(h("p", { class: "muted" }, "No such fact key or memory.")); return; }
+  try { data = await getJSON(`/api/life?${params}`); } catch (err) { out.replaceChildren(...[done, errorBox(err)].filter(Boolean)); return; }
+  if (!data.versions.length) { out.replaceChildren(...[done, h("p", { class: "muted" }, "No such fact key or memory.")].filter(Boolean)); return; }
+  const reload = () => runLife(params, out);
+  const acts = (v) => {
+    const slot = v.fact && v.fact.attribute ? v.fact : v.inferred && v.inferred.attribute ? v.inferred : null;
+    const what = slot ? `${v.entity || slot.entity} · ${slot.attribute}${slot.value ? ` = ${slot.value}` : ""}` : "";
+    const state = stateOf(v.state);
+    return [
+      v.current && slot ? [actButton("correct", v, { what }, reload), " "] : null,
+      state !== "OBSOLETE" && state !== "EVICTED" ? [actButton("forget", v, {}, reload), " "] : null,
+      state === "OBSOLETE" && Number(v.superseded_by) ? actButton("restore", v, {}, reload) : null,
+      v.current && Number(v.possibly_outdated_by) ? doubtButtons(v, v.possibly_outdated_by, reload) : null,
+    ];
+  };
   const links = (label, ids) => (ids && ids.length && ids.some((i) => Number(i)) ? h("div", {}, `${label} `, ids.filter((i) => Number(i)).map((i) => [memLink(i), " "])) : null);
-  const versions = h("table", { id: "versions" },
-    h("thead", {}, h("tr", {}, ["memory", "content", "state", "world: valid from", "valid to", "system: recorded", "links"].map((x) => h("th", {}, x)))),
+  // Stacked on a phone (a card a version), so that the corrections at the row's end are in sight.
+  const versions = h("table", { id: "versions", class: "stack" },
+    h("thead", {}, h("tr", {}, ["memory", "content", "state", "world: valid from", "valid to", "system: recorded", "links", "correct"].map((x) => h("th", {}, x)))),
     h("tbody", {}, data.versions.map((v) => h("tr", { "data-version": v.id, "data-current": v.current ? "1" : null },
-      h("td", {}, memLink(v.id)), h("td", {}, v.content, factLine(v)),
-      h("td", {}, stateTag(v.state), v.current ? h("span", { class: "tag current" }, "current") : null),
-      h("td", {}, when(v.valid_from)), h("td", {}, when(v.valid_to)), h("td", {}, when(v.recorded_at)),
-      h("td", {}, links("superseded by", [v.superseded_by]), links("supersedes", v.supersedes), links("consolidated into", [v.consolidated_into]),
-        links("members", v.members), links("may be outdated by", [v.possibly_outdated_by]))))));
+      cell("memory", {}, memLink(v.id)), cell("content", {}, v.content, factLine(v)),
+      cell("state", {}, stateTag(v.state), v.current ? h("span", { class: "tag current" }, "current") : null),
+      cell("valid from", {}, when(v.valid_from)), cell("valid to", {}, when(v.valid_to)), cell("recorded", {}, when(v.recorded_at)),
+      cell("links", {}, links("superseded by", [v.superseded_by]), links("supersedes", v.supersedes), links("consolidated into", [v.consolidated_into]),
+        links("members", v.members), links("may be outdated by", [v.possibly_outdated_by])),
+      cell("correct", { class: "acts" }, acts(v))))));
   const events = h("table", { id: "transitions" },
     h("thead", {}, h("tr", {}, ["seq", "system time", "memory", "event", "from → to", "why", "other memory"].map((x) => h("th", {}, x)))),
     h("tbody", {}, data.events.map((e) => h("tr", { "data-seq": e.sequence },
@@ -451,7 +540,7 @@ async function runLife(params, out) {
       h("td", {}, e.from_state !== "MEMORY_STATE_UNSPECIFIED" ? [stateTag(e.from_state), " → "] : "", stateTag(e.to_state)),
       h("td", {}, h("span", { class: "tag reason" }, e.reason_class), " ", e.reason, e.detail ? h("div", { class: "muted" }, e.detail) : null),
       h("td", {}, (e.related_ids || []).map((i) => [memLink(i), " "]))))));
-  out.replaceChildren(h("div", { class: "panel" }, timeline(data.versions, data.events)),
+  out.replaceChildren(...[done, correctionArea()].filter(Boolean), h("div", { class: "panel" }, timeline(data.versions, data.events)),
     h("h2", {}, data.versions_total > data.versions.length ? `Versions (the newest ${data.versions.length} of ${data.versions_total})` : `Versions (${data.versions.length})`), h("div", { class: "panel" }, versions),
     h("h2", {}, "Transitions"), h("div", { class: "panel" }, events));
 }
