@@ -494,7 +494,13 @@ class Console:
             done = self._correct(memory_id, body, note, request_id, token)
         memories = done.pop("memories")
         lineage = self.source.history(memory_service_pb2.HistoryRequest(memory_id=memory_id), token)
-        events = [e for e in lineage.events if e.request_id == request_id]
+        # A Review decision carries no request id: its events are the lineage's newer ones that name the console.
+        after = done.pop("after_sequence", None)
+        events = [
+            e
+            for e in lineage.events
+            if e.request_id == request_id or (after is not None and e.sequence > after and ACTOR in e.reason)
+        ]
         return dict(
             done,
             memories=[dict(to_json(m), current=_is_current(m)) for m in memories],
@@ -526,6 +532,20 @@ class Console:
             raise ConsoleError(
                 409, f"by: memory {memory_id} {doubt or 'has no open doubt'}, not by memory {newer}; reload the page"
             )
+        proposal = self._open_supersession(memory_id, newer, token)
+        if proposal is not None:
+            # Settled through the queue, so that it leaves it and the agent's reviewer is told; the change log
+            # then reads "review (reviewer console: <note>)" or "not replaced by memory N (reviewer console: ...)".
+            decision = review_pb2.Decision(
+                proposal_id=proposal.id,
+                verdict=review_pb2.VERDICT_ACCEPT if verdict == "accept" else review_pb2.VERDICT_REJECT,
+                note=note,
+            )
+            lineage = self.source.history(memory_service_pb2.HistoryRequest(memory_id=memory_id), token)
+            after = max((e.sequence for e in lineage.events), default=0)
+            if self.source.decide(decision, token, reviewer=ACTOR):
+                found = self.source.get([memory_id, newer], token).memories
+                return {"action": verdict, "memories": list(found), "proposal_id": proposal.id, "after_sequence": after}
         if verdict == "accept":
             answer = self.source.supersede(
                 memory_service_pb2.SupersedeRequest(
@@ -538,6 +558,20 @@ class Console:
             memory_service_pb2.RestoreRequest(memory_id=memory_id, reason=_said(note), request_id=request_id), token
         )
         return {"action": "reject", "memories": [restored.memory]}
+
+    def _open_supersession(self, older: int, newer: int, token: str | None) -> review_pb2.Proposal | None:
+        """The open Review proposal asking whether ``newer`` replaces ``older``, if any and if the token may see it."""
+        try:
+            proposals = self.source.open_proposals(token)
+        except SourceError:  # the queue needs a '*' token; a namespace's token still corrects through the RPCs
+            return None
+        for proposal in proposals:
+            if proposal.kind == review_pb2.PROPOSAL_KIND_SUPERSEDE and [m.id for m in proposal.memories] == [
+                older,
+                newer,
+            ]:
+                return proposal
+        return None
 
     def _correct(
         self, memory_id: int, body: dict[str, Any], note: str, request_id: str, token: str | None

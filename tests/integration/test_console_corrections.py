@@ -9,6 +9,7 @@ namespaces.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -34,7 +35,7 @@ from test_console import (
     start_console_sidecar,
 )
 
-from memevo.v1 import memory_pb2, memory_service_pb2
+from memevo.v1 import memory_pb2, memory_service_pb2, review_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -367,3 +368,43 @@ def test_corrections_need_a_post_from_the_console_with_a_permitted_token(
     (watched,) = watch_events(service, 1, after_sequence=first - 1)
     assert watched.reason.startswith("superseded: console")
     assert watched.request_id == done["events"][0]["request_id"]
+
+
+def test_a_doubt_the_agents_reviewer_was_asked_about_is_settled_through_the_queue(
+    console_sidecar: tuple[Sidecar, str],
+) -> None:
+    """With a supersession proposal open, the console answers it (it leaves the queue, the reviewer is told)."""
+    from memevo.client import MemoryClient
+
+    process, url = console_sidecar
+    service = stub(process.unix_target, ADMIN)
+    w = write_world(service, "-queue")
+    pairs = {"accept": w["dee"], "reject": w["eve"]}
+    proposals: dict[int, review_pb2.Proposal] = {}
+    with (
+        MemoryClient(process.unix_target, token=ADMIN) as client,
+        client.reviewer("agent-llm", kinds=[review_pb2.PROPOSAL_KIND_SUPERSEDE], timeout_s=60) as session,
+    ):
+
+        def listen() -> None:  # the agent's reviewer reads proposals and leaves them open
+            for proposal in session.proposals():
+                proposals[proposal.memories[0].id] = proposal
+
+        threading.Thread(target=listen, daemon=True).start()
+        wanted = {older for older, _ in pairs.values()}
+        wait_until(lambda: client.govern() is not None and wanted <= set(proposals), "two proposals", timeout_s=30)
+        for verdict, (older, newer) in pairs.items():
+            body = {"id": older, "by": newer, "verdict": verdict, "note": f"a person said {verdict}"}
+            status, done = _http(f"{url}/api/doubt", ADMIN, body=body)
+            assert status == 200, done
+            assert done["proposal_id"] == proposals[older].id
+            reasons = [e["reason"] for e in done["events"] if int(e["memory_id"]) == older]
+            assert reasons, done["events"]
+            assert all(f"reviewer console: a person said {verdict}" in r for r in reasons), reasons
+        answered = {proposals[older].id for older in wanted}
+        wait_until(lambda: answered <= session.settled, "the reviewer told", timeout_s=30)
+    (accepted, rejected) = service.Get(memory_service_pb2.GetRequest(ids=[w["dee"][0], w["eve"][0]])).memories
+    assert (accepted.state, accepted.superseded_by) == (OBSOLETE, w["dee"][1])
+    assert (rejected.state, rejected.possibly_outdated_by) == (ACTIVE, 0)
+    still_open = {p["id"] for p in _http(f"{url}/api/review", ADMIN)[1]["proposals"]}
+    assert not answered & still_open
