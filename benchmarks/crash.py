@@ -1087,6 +1087,8 @@ BURST_STREAM_ITEMS = 5_000
 """Items per RememberStream call of a burst (each commits as it goes; a call is one unit of acknowledgement)."""
 BURST_MESSAGE_ITEMS = 64
 """Items per stream message, as the Python client groups them."""
+STARTUP_LOG_LINES = 20
+"""Lines of the restart's log a burst's row keeps."""
 AGENT_POLL_S = 0.05
 """How often the agent's long-lived client calls Recall while the sidecar is away."""
 GRPC_DEFAULT_BACKOFF = (
@@ -1122,6 +1124,8 @@ class Burst:
     failed_calls: int
     """Recalls of that client that failed between the kill and the first answer."""
     load_average: tuple[float, float, float]
+    startup_log: list[str] = field(default_factory=list)
+    """The restart's log lines up to its ready file (where its time went)."""
 
 
 class _AgentLoop(threading.Thread):
@@ -1231,9 +1235,8 @@ def crash_after_burst(
                 ready_s = time.monotonic() - spawned
                 polling.join()
                 first_s = polling.answered_at - spawned
-            restored = re.search(
-                r"(\d+) memories changed after it read again \(sequence \d+\), in ([\d.]+) s", restarted.log()[offset:]
-            )
+            startup = restarted.log()[offset:]
+            restored = re.search(r"(\d+) memories changed after it read again \(sequence \d+\), in ([\d.]+) s", startup)
             row = Burst(
                 memories=count,
                 written_per_s=count / took_s,
@@ -1246,6 +1249,7 @@ def crash_after_burst(
                 first_answer_s=first_s,
                 failed_calls=polling.failed,
                 load_average=cast(tuple[float, float, float], tuple(round(x, 2) for x in os.getloadavg())),
+                startup_log=startup.splitlines()[:STARTUP_LOG_LINES],
             )
             rows.append(row)
             log(f"  burst {repeat + 1}: {row}")
