@@ -679,8 +679,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ---- answers ----------------------------------------------------------------------------
 
-    def _send(self, status: int, body: bytes, content_type: str, *, cache: bool = False) -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str, *, cache: bool = False, allow: str | None = None
+    ) -> None:
         self.send_response(status)
+        if allow is not None:
+            self.send_header("Allow", allow)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "max-age=300" if cache else "no-store")
@@ -734,7 +738,13 @@ class _Handler(BaseHTTPRequestHandler):
             "/api/review": lambda: self.app.review(self._token()),
         }
         if path in CORRECTIONS or path == "/api/review/decide":
-            self._error(405, f"{path} changes memories: POST a JSON body from the console's page")
+            message = f"{path} changes memories: POST a JSON body from the console's page"
+            self._send(
+                405,
+                json.dumps({"error": message, "code": "Method Not Allowed"}).encode(),
+                "application/json",
+                allow="POST",
+            )
             return
         route = routes.get(path)
         if route is None:

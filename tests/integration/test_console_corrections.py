@@ -10,6 +10,8 @@ namespaces.
 from __future__ import annotations
 
 import threading
+import urllib.error
+import urllib.request
 import zlib
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -332,6 +334,11 @@ def test_corrections_need_a_post_from_the_console_with_a_permitted_token(
     for path in ("/api/forget", "/api/restore", "/api/doubt", "/api/correct"):
         status, answer = _http(f"{url}{path}?id={w['fay']}", ADMIN)  # a GET: a link or an image cannot change memory
         assert (status, "POST" in answer["error"]) == (405, True), (path, answer)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(
+            urllib.request.Request(f"{url}/api/correct", headers={"Authorization": f"Bearer {ADMIN}"})
+        )
+    assert refused.value.headers["Allow"] == "POST"
     assert _http(f"{url}/api/forget", body=forget)[0] == 401
     status, answer = _http(f"{url}/api/forget", TEAM, body=forget)  # a token of namespace team-b only
     assert (status, answer["code"]) == (403, "PERMISSION_DENIED"), answer

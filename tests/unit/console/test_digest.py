@@ -88,3 +88,10 @@ def test_reasons_are_classified() -> None:
     assert reason_class(E.CHANGE_EVENT_TYPE_EVICTED, "sweep: value below evict threshold") == "eviction"
     assert reason_class(changed, "sweep: value below archive threshold") == "governance"
     assert reason_class(E.CHANGE_EVENT_TYPE_CREATED, "remember") == "created"
+    # A person's corrections from the console (issue 42, item 2); an agent's own Forget or Supersede is not one.
+    assert reason_class(changed, "forget: console: she quit coffee") == "console"
+    assert reason_class(superseded, "superseded: console") == "console"
+    assert reason_class(E.CHANGE_EVENT_TYPE_CREATED, "superseded: console: corrected to 'Braga'") == "console"
+    assert reason_class(changed, "restored: console") == "console"
+    assert reason_class(changed, "forget: the user asked") == "forget"
+    assert reason_class(superseded, "superseded: the agent's newer plan") == "keyed"
