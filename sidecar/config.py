@@ -161,9 +161,9 @@ class SnapshotConfig:
     1.1-1.3 s held back while serving a rebuild at load 5-12: benchmarks/RESULTS.md)."""
     catch_up_record_s: float = 50e-6
     """Seconds a start spends reading one changed record again after the snapshot (0.5-0.9 s for 8,000-14,500
-    at 100k, 0.3-0.5 s per 10,000 at 1M, under load). When the changes since the last snapshot would cost more than that snapshot took to write, the
-    next is written without waiting out ``min_interval_s`` and ``cost_ratio``: a write burst does not leave the
-    snapshot far behind (see ``engine.behind_burst``)."""
+    at 100k, 0.3-0.5 s per 10,000 at 1M, under load). When the changes since the last snapshot would cost more
+    than that snapshot took to write, the next is written without waiting out ``min_interval_s`` and
+    ``cost_ratio``: a write burst does not leave the snapshot far behind (see ``engine.behind_burst``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
