@@ -545,9 +545,7 @@ class MemoryClient:
         request = rq.list_entities(namespace, query=query, limit=limit)
         return cv.entity_list_from_proto(self._unary(self._stub.ListEntities, request, timeout_s))
 
-    def beliefs(
-        self, entity: str, *, namespace: str | None = None, timeout_s: float | None = None
-    ) -> BeliefsResult:
+    def beliefs(self, entity: str, *, namespace: str | None = None, timeout_s: float | None = None) -> BeliefsResult:
         """What the agent believes about ``entity`` now: each attribute's current value, keyed or read from prose.
 
         Each belief names its memory (when it became true, source, confidence), open doubts, other current
