@@ -15,8 +15,8 @@ Brightline and started at Kinetiq"); reading question and statement together is 
 Training data, tuning domains only (the held-out half is read only by ``--evaluate``):
 
 - every question of the tuning half of the hand-written prose scenarios
-  (``benchmarks/quality/prose_scenarios/tuning_*.jsonl``) against each statement of its scenario that is not stale:
-  its answers answer, the rest (the entity's other attributes, other entities) do not;
+  (``benchmarks/quality/prose_scenarios/tuning_*.jsonl``) against each statement of its scenario: its answers and
+  its stale statements answer, the rest (the entity's other attributes, other entities) do not;
 - hand-written question sets (``scripts/judge_data/questions_*.jsonl``: statements about a subject and questions
   with the statements that answer them), by writers other than the held-out half's;
 - the generated world's tuning phrasing at a seed no quality run uses: a fact question against the statement that
@@ -66,12 +66,15 @@ SQA_NEGATIVES = 2
 
 
 def scenario_questions(scenarios: Sequence[prose.Scenario], pairs: recipe.Pairs) -> None:
-    """Each scenario's question against its statements that still hold or answer (stale ones left out)."""
+    """Each scenario's question against each of its statements: its answers and its stale statements answer.
+
+    A stale statement answered the question when it was written; whether it still holds is for the lifecycle and
+    for recency among answers to say. Labelled "does not answer", it taught the model that a plain statement
+    ("Priya works at Canva.") answers less than one worded as a change ("Priya left Atlassian and joined Canva"),
+    which is how the scenarios word their old and new facts, not what the question asks."""
     for scenario in scenarios:
         for i, memory in enumerate(scenario.memories):
-            if memory.role == "stale":
-                continue
-            label = int(i in scenario.answers)
+            label = int(i in scenario.answers or memory.role == "stale")
             pairs.add(scenario.question, memory.text, label, scenario.id, "prose-" + scenario.lang)
 
 
@@ -175,7 +178,7 @@ def report(name: str, p: npt.NDArray[np.float64], pairs: recipe.Pairs, rows: Seq
 
 
 def evaluate(split: str, path: Path) -> None:
-    """Question figures of an exported model on a split's scenarios (stale statements left out)."""
+    """Question figures of an exported model on a split's scenarios (a stale statement counts as an answer)."""
     pairs = recipe.Pairs()
     scenario_questions(prose.load(split), pairs)
     model = rerank.Reranker(path, threads=2)

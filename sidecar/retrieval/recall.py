@@ -145,8 +145,6 @@ at most ~15 % of the score), not enough to push the older ones under unrelated m
 RERANK_DEPTH = 8
 """With a reranker (``memevo serve --rerank local``): the best this many candidates of a text Recall are read
 together with the question and ordered by P(answers); a pair costs a few milliseconds of CPU."""
-RERANK_NEWEST_FIRST = False
-"""Among the statements the reranker says answer, the one that became true last first (else the formula's order)."""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -513,7 +511,7 @@ class Recaller:
         if query.diversity > 0.0 and ranked.size > 1:
             ranked = ranked[self._diversify(ids[ranked], scores[ranked], query)]
         if query.text and self.engine.reranker is not None and ranked.size > 1:
-            ranked = self._rerank(query.text, ids, ranked)
+            ranked = self._rerank(query, ids, ranked)
         ranked = self._doubted_after_doubters(ids, ranked, max(query.k, RERANK_DEPTH))
         terms_of = _Breakdowns(word_share, fields, match, trust, factor)
         hits = self._read_hits(query, ids, sims, scores, ranked, scored, terms_of)
@@ -559,23 +557,30 @@ class Recaller:
         )
         return factor, trust, scores, ranked, demoted
 
-    def _rerank(self, question: str, ids: IdArray, ranked: IdArray) -> IdArray:
-        """``ranked`` with those of its first RERANK_DEPTH the reranker says answer ``question`` moved ahead.
+    def _rerank(self, query: RecallQuery, ids: IdArray, ranked: IdArray) -> IdArray:
+        """``ranked`` with those of its first RERANK_DEPTH the reranker says answer the question moved ahead.
 
-        The reranker decides only whether a statement answers (P >= 0.5); among those that do, and among those
-        that do not, the formula's order stands, so what it knows and the reranker cannot (which of two answers
-        is newer, doubted, trusted) still decides between them.
+        The reranker decides only whether a statement answers (P >= 0.5); answers keep the formula's order, but
+        of the statements of state (facts, preferences) about one subject that answer one question, the one that
+        became true last is the likeliest to hold now (an update perception did not read is still a newer
+        answer): in CURRENT mode those about the subject of the best of them (its entity, or none) trade places
+        so that the newest in world time comes first. Lessons and events are not made current by being newer.
         """
         reranker = self.engine.reranker
         assert reranker is not None
         top = ranked[:RERANK_DEPTH]
         raws = self.engine.store.multi_get(CF_MEMORIES, [u64_key(int(i)) for i in ids[top]])
         texts = [memory_pb2.Memory.FromString(raw).content if raw is not None else "" for raw in raws]
-        answers = np.asarray(reranker.relevance([question] * len(texts), texts), dtype=np.float64) >= 0.5
+        answers = np.asarray(reranker.relevance([query.text] * len(texts), texts), dtype=np.float64) >= 0.5
         first = top[answers]
-        if RERANK_NEWEST_FIRST and first.size > 1:
-            became_true = np.nan_to_num(self.engine.columns.valid_from[ids[first]], nan=-np.inf)
-            first = first[np.argsort(-became_true, kind="stable")]
+        if query.mode == memory_service_pb2.RECALL_MODE_CURRENT and first.size > 1:
+            columns = self.engine.columns
+            states = np.flatnonzero(np.isin(columns.kind[ids[first]], SLOT_KINDS))
+            if states.size > 1:
+                entity = columns.entity[ids[first[states]]]
+                subject = states[entity == entity[0]]
+                became_true = np.nan_to_num(columns.valid_from[ids[first[subject]]], nan=-np.inf)
+                first[subject] = first[subject[np.argsort(-became_true, kind="stable")]]
         return np.concatenate([first, top[~answers], ranked[RERANK_DEPTH:]])
 
     def _doubted_after_doubters(self, ids: IdArray, ranked: IdArray, depth: int) -> IdArray:
