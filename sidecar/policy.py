@@ -16,6 +16,8 @@ import numpy.typing as npt
 from memevo.kernels import params as kp
 from memevo.v1 import memory_pb2, policy_pb2
 
+from .experiments.adaptive import tuning_bound_problems
+
 # KindPolicy field -> (kernel column, clock) : the wire names of the kernels' policy matrix.
 _KIND_FIELDS: dict[str, tuple[int, str | None]] = {
     "alpha": (kp.ALPHA, None),
@@ -139,6 +141,7 @@ def validate_policy(policy: policy_pb2.Policy, field: str = "policy") -> list[tu
         if entry.count("/") != 1 or not all(entry.split("/")):
             problems.append((f"{field}.multi_valued_attributes[{position}]", "expected 'namespace/attribute'"))
     problems += _consolidation_problems(policy.consolidation, f"{field}.consolidation")
+    problems += tuning_bound_problems(policy, field)
     return problems
 
 

@@ -24,17 +24,18 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from memevo.v1 import memory_pb2 as memevo_dot_v1_dot_memory__pb2
+from memevo.v1 import policy_pb2 as memevo_dot_v1_dot_policy__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memevo/v1/events.proto\x12\tmemevo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memevo/v1/memory.proto\"\xf2\x02\n\x0b\x43hangeEvent\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12(\n\x04type\x18\x02 \x01(\x0e\x32\x1a.memevo.v1.ChangeEventType\x12\x11\n\tmemory_id\x18\x03 \x01(\x04\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12*\n\nfrom_state\x18\x05 \x01(\x0e\x32\x16.memevo.v1.MemoryState\x12(\n\x08to_state\x18\x06 \x01(\x0e\x32\x16.memevo.v1.MemoryState\x12/\n\x0brecorded_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x13\n\x0brelated_ids\x18\t \x03(\x04\x12\x0e\n\x06\x64\x65tail\x18\n \x01(\t\x12\x12\n\nrequest_id\x18\x0b \x01(\t\x12#\n\x04kind\x18\x0c \x01(\x0e\x32\x15.memevo.v1.MemoryKind\x12\x0c\n\x04turn\x18\r \x01(\x03*\x9a\x03\n\x0f\x43hangeEventType\x12!\n\x1d\x43HANGE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43HANGE_EVENT_TYPE_CREATED\x10\x01\x12\x1d\n\x19\x43HANGE_EVENT_TYPE_UPDATED\x10\x02\x12#\n\x1f\x43HANGE_EVENT_TYPE_STATE_CHANGED\x10\x03\x12 \n\x1c\x43HANGE_EVENT_TYPE_SUPERSEDED\x10\x04\x12\x1d\n\x19\x43HANGE_EVENT_TYPE_EVICTED\x10\x05\x12\"\n\x1e\x43HANGE_EVENT_TYPE_CONSOLIDATED\x10\x06\x12$\n CHANGE_EVENT_TYPE_UNCONSOLIDATED\x10\x07\x12(\n$CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED\x10\x08\x12$\n CHANGE_EVENT_TYPE_POLICY_UPDATED\x10\t\x12&\n\"CHANGE_EVENT_TYPE_OUTCOME_REPORTED\x10\nb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16memevo/v1/events.proto\x12\tmemevo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memevo/v1/memory.proto\x1a\x16memevo/v1/policy.proto\"\xae\x03\n\x0b\x43hangeEvent\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12(\n\x04type\x18\x02 \x01(\x0e\x32\x1a.memevo.v1.ChangeEventType\x12\x11\n\tmemory_id\x18\x03 \x01(\x04\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12*\n\nfrom_state\x18\x05 \x01(\x0e\x32\x16.memevo.v1.MemoryState\x12(\n\x08to_state\x18\x06 \x01(\x0e\x32\x16.memevo.v1.MemoryState\x12/\n\x0brecorded_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x13\n\x0brelated_ids\x18\t \x03(\x04\x12\x0e\n\x06\x64\x65tail\x18\n \x01(\t\x12\x12\n\nrequest_id\x18\x0b \x01(\t\x12#\n\x04kind\x18\x0c \x01(\x0e\x32\x15.memevo.v1.MemoryKind\x12\x0c\n\x04turn\x18\r \x01(\x03\x12:\n\x13\x65xperiment_decision\x18\x0e \x01(\x0b\x32\x1d.memevo.v1.ExperimentDecision*\xc5\x03\n\x0f\x43hangeEventType\x12!\n\x1d\x43HANGE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43HANGE_EVENT_TYPE_CREATED\x10\x01\x12\x1d\n\x19\x43HANGE_EVENT_TYPE_UPDATED\x10\x02\x12#\n\x1f\x43HANGE_EVENT_TYPE_STATE_CHANGED\x10\x03\x12 \n\x1c\x43HANGE_EVENT_TYPE_SUPERSEDED\x10\x04\x12\x1d\n\x19\x43HANGE_EVENT_TYPE_EVICTED\x10\x05\x12\"\n\x1e\x43HANGE_EVENT_TYPE_CONSOLIDATED\x10\x06\x12$\n CHANGE_EVENT_TYPE_UNCONSOLIDATED\x10\x07\x12(\n$CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED\x10\x08\x12$\n CHANGE_EVENT_TYPE_POLICY_UPDATED\x10\t\x12&\n\"CHANGE_EVENT_TYPE_OUTCOME_REPORTED\x10\n\x12)\n%CHANGE_EVENT_TYPE_EXPERIMENT_DECISION\x10\x0b\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memevo.v1.events_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CHANGEEVENTTYPE']._serialized_start=468
-  _globals['_CHANGEEVENTTYPE']._serialized_end=878
-  _globals['_CHANGEEVENT']._serialized_start=95
-  _globals['_CHANGEEVENT']._serialized_end=465
+  _globals['_CHANGEEVENTTYPE']._serialized_start=552
+  _globals['_CHANGEEVENTTYPE']._serialized_end=1005
+  _globals['_CHANGEEVENT']._serialized_start=119
+  _globals['_CHANGEEVENT']._serialized_end=549
 # @@protoc_insertion_point(module_scope)

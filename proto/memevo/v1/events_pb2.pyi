@@ -10,6 +10,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from memevo.v1 import memory_pb2 as _memory_pb2
+from memevo.v1 import policy_pb2 as _policy_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -49,6 +50,10 @@ class _ChangeEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Chang
     """The governance policy changed."""
     CHANGE_EVENT_TYPE_OUTCOME_REPORTED: _ChangeEventType.ValueType  # 10
     """Outcome feedback was recorded for a retrieval."""
+    CHANGE_EVENT_TYPE_EXPERIMENT_DECISION: _ChangeEventType.ValueType  # 11
+    """An experiment promoted an arm, rolled a promotion back or held one back (evidence in
+    experiment_decision).
+    """
 
 class ChangeEventType(_ChangeEventType, metaclass=_ChangeEventTypeEnumTypeWrapper):
     """What happened to a memory (or to the sidecar's configuration)."""
@@ -75,6 +80,10 @@ CHANGE_EVENT_TYPE_POLICY_UPDATED: ChangeEventType.ValueType  # 9
 """The governance policy changed."""
 CHANGE_EVENT_TYPE_OUTCOME_REPORTED: ChangeEventType.ValueType  # 10
 """Outcome feedback was recorded for a retrieval."""
+CHANGE_EVENT_TYPE_EXPERIMENT_DECISION: ChangeEventType.ValueType  # 11
+"""An experiment promoted an arm, rolled a promotion back or held one back (evidence in
+experiment_decision).
+"""
 Global___ChangeEventType: _TypeAlias = ChangeEventType  # noqa: Y015
 
 @_typing.final
@@ -96,6 +105,7 @@ class ChangeEvent(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
+    EXPERIMENT_DECISION_FIELD_NUMBER: _builtins.int
     sequence: _builtins.int
     """Monotonically increasing, gap-free within a data directory, starting at 1."""
     type: Global___ChangeEventType.ValueType
@@ -125,6 +135,10 @@ class ChangeEvent(_message.Message):
     def related_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Other memories involved (replacement, members, abstraction)."""
 
+    @_builtins.property
+    def experiment_decision(self) -> _policy_pb2.ExperimentDecision:
+        """CHANGE_EVENT_TYPE_EXPERIMENT_DECISION: the decision and its evidence; unset otherwise."""
+
     def __init__(
         self,
         *,
@@ -141,10 +155,11 @@ class ChangeEvent(_message.Message):
         request_id: _builtins.str = ...,
         kind: _memory_pb2.MemoryKind.ValueType = ...,
         turn: _builtins.int = ...,
+        experiment_decision: _policy_pb2.ExperimentDecision | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["recorded_at", b"recorded_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["experiment_decision", b"experiment_decision", "recorded_at", b"recorded_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "from_state", b"from_state", "kind", b"kind", "memory_id", b"memory_id", "namespace", b"namespace", "reason", b"reason", "recorded_at", b"recorded_at", "related_ids", b"related_ids", "request_id", b"request_id", "sequence", b"sequence", "to_state", b"to_state", "turn", b"turn", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "experiment_decision", b"experiment_decision", "from_state", b"from_state", "kind", b"kind", "memory_id", b"memory_id", "namespace", b"namespace", "reason", b"reason", "recorded_at", b"recorded_at", "related_ids", b"related_ids", "request_id", b"request_id", "sequence", b"sequence", "to_state", b"to_state", "turn", b"turn", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -86,6 +86,102 @@ answer that is neither keeps the doubt, and the endpoint is asked again after th
 """
 Global___ConsolidationMode: _TypeAlias = ConsolidationMode  # noqa: Y015
 
+class _AllocationMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _AllocationModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_AllocationMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ALLOCATION_MODE_UNSPECIFIED: _AllocationMode.ValueType  # 0
+    """Not set: ALLOCATION_MODE_FIXED."""
+    ALLOCATION_MODE_FIXED: _AllocationMode.ValueType  # 1
+    """In proportion to the arms' weights."""
+    ALLOCATION_MODE_THOMPSON: _AllocationMode.ValueType  # 2
+    """Thompson sampling: an arm's share is the posterior probability that its success rate is the best
+    (each arm's Beta(1 + successes, 1 + failures)), raised to floor_share, recomputed from the counts every
+    snapshot_outcomes outcomes. A retrieval's arm is a hash of (experiment name, snapshot number, retrieval
+    id) into those shares: the same retrieval id under the same snapshot always gets the same arm.
+    """
+
+class AllocationMode(_AllocationMode, metaclass=_AllocationModeEnumTypeWrapper):
+    """How an experiment splits retrievals between its arms."""
+
+ALLOCATION_MODE_UNSPECIFIED: AllocationMode.ValueType  # 0
+"""Not set: ALLOCATION_MODE_FIXED."""
+ALLOCATION_MODE_FIXED: AllocationMode.ValueType  # 1
+"""In proportion to the arms' weights."""
+ALLOCATION_MODE_THOMPSON: AllocationMode.ValueType  # 2
+"""Thompson sampling: an arm's share is the posterior probability that its success rate is the best
+(each arm's Beta(1 + successes, 1 + failures)), raised to floor_share, recomputed from the counts every
+snapshot_outcomes outcomes. A retrieval's arm is a hash of (experiment name, snapshot number, retrieval
+id) into those shares: the same retrieval id under the same snapshot always gets the same arm.
+"""
+Global___AllocationMode: _TypeAlias = AllocationMode  # noqa: Y015
+
+class _ExperimentPhase:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExperimentPhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExperimentPhase.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXPERIMENT_PHASE_UNSPECIFIED: _ExperimentPhase.ValueType  # 0
+    """Not set."""
+    EXPERIMENT_PHASE_RUNNING: _ExperimentPhase.ValueType  # 1
+    """The arms share the retrievals."""
+    EXPERIMENT_PHASE_WATCHING: _ExperimentPhase.ValueType  # 2
+    """An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
+    its success rate is watched against the control's interval at promotion.
+    """
+    EXPERIMENT_PHASE_ROLLED_BACK: _ExperimentPhase.ValueType  # 3
+    """The promoted policy fell below the control's interval and the control's policy was restored; every
+    retrieval uses the policy in force.
+    """
+
+class ExperimentPhase(_ExperimentPhase, metaclass=_ExperimentPhaseEnumTypeWrapper):
+    """Where an experiment stands."""
+
+EXPERIMENT_PHASE_UNSPECIFIED: ExperimentPhase.ValueType  # 0
+"""Not set."""
+EXPERIMENT_PHASE_RUNNING: ExperimentPhase.ValueType  # 1
+"""The arms share the retrievals."""
+EXPERIMENT_PHASE_WATCHING: ExperimentPhase.ValueType  # 2
+"""An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
+its success rate is watched against the control's interval at promotion.
+"""
+EXPERIMENT_PHASE_ROLLED_BACK: ExperimentPhase.ValueType  # 3
+"""The promoted policy fell below the control's interval and the control's policy was restored; every
+retrieval uses the policy in force.
+"""
+Global___ExperimentPhase: _TypeAlias = ExperimentPhase  # noqa: Y015
+
+class _ExperimentDecisionKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExperimentDecisionKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExperimentDecisionKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXPERIMENT_DECISION_KIND_UNSPECIFIED: _ExperimentDecisionKind.ValueType  # 0
+    """Not set."""
+    EXPERIMENT_DECISION_KIND_PROMOTED: _ExperimentDecisionKind.ValueType  # 1
+    """An arm's policy became the data directory's policy."""
+    EXPERIMENT_DECISION_KIND_ROLLED_BACK: _ExperimentDecisionKind.ValueType  # 2
+    """The promoted policy did worse than the control's interval; the previous policy was restored."""
+    EXPERIMENT_DECISION_KIND_HELD: _ExperimentDecisionKind.ValueType  # 3
+    """The posterior called for a promotion but the replay check found the candidate worse; nothing changed."""
+
+class ExperimentDecisionKind(_ExperimentDecisionKind, metaclass=_ExperimentDecisionKindEnumTypeWrapper):
+    """What an automatic decision did."""
+
+EXPERIMENT_DECISION_KIND_UNSPECIFIED: ExperimentDecisionKind.ValueType  # 0
+"""Not set."""
+EXPERIMENT_DECISION_KIND_PROMOTED: ExperimentDecisionKind.ValueType  # 1
+"""An arm's policy became the data directory's policy."""
+EXPERIMENT_DECISION_KIND_ROLLED_BACK: ExperimentDecisionKind.ValueType  # 2
+"""The promoted policy did worse than the control's interval; the previous policy was restored."""
+EXPERIMENT_DECISION_KIND_HELD: ExperimentDecisionKind.ValueType  # 3
+"""The posterior called for a promotion but the replay check found the candidate worse; nothing changed."""
+Global___ExperimentDecisionKind: _TypeAlias = ExperimentDecisionKind  # noqa: Y015
+
 @_typing.final
 class KindPolicy(_message.Message):
     """Weights and thresholds that govern one memory kind (DESIGN §4).
@@ -310,6 +406,7 @@ class Policy(_message.Message):
     COST_BUDGET_BYTES_FIELD_NUMBER: _builtins.int
     MULTI_VALUED_ATTRIBUTES_FIELD_NUMBER: _builtins.int
     CONSOLIDATION_FIELD_NUMBER: _builtins.int
+    TUNING_BOUNDS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """A name for the policy, e.g. "default" or an experiment arm. At most 64 bytes."""
     time_mode: Global___TimeMode.ValueType
@@ -336,6 +433,12 @@ class Policy(_message.Message):
     def consolidation(self) -> Global___ConsolidationPolicy:
         """Consolidation and review. Default: see ConsolidationPolicy."""
 
+    @_builtins.property
+    def tuning_bounds(self) -> _containers.RepeatedCompositeFieldContainer[Global___ParameterBound]:
+        """The operator's bounds on what an experiment with automatic promotion may tune: one entry per
+        parameter, each at most once. A parameter without a bound may not move automatically. Default: none.
+        """
+
     def __init__(
         self,
         *,
@@ -349,14 +452,47 @@ class Policy(_message.Message):
         cost_budget_bytes: _builtins.float = ...,
         multi_valued_attributes: _abc.Iterable[_builtins.str] | None = ...,
         consolidation: Global___ConsolidationPolicy | None = ...,
+        tuning_bounds: _abc.Iterable[Global___ParameterBound] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["consolidation", b"consolidation", "source_confidence", b"source_confidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consolidation", b"consolidation", "cost_budget_bytes", b"cost_budget_bytes", "duplicate_similarity", b"duplicate_similarity", "kinds", b"kinds", "multi_valued_attributes", b"multi_valued_attributes", "name", b"name", "soft_conflict_similarity", b"soft_conflict_similarity", "source_confidence", b"source_confidence", "strategy_upgrade_probability", b"strategy_upgrade_probability", "time_mode", b"time_mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consolidation", b"consolidation", "cost_budget_bytes", b"cost_budget_bytes", "duplicate_similarity", b"duplicate_similarity", "kinds", b"kinds", "multi_valued_attributes", b"multi_valued_attributes", "name", b"name", "soft_conflict_similarity", b"soft_conflict_similarity", "source_confidence", b"source_confidence", "strategy_upgrade_probability", b"strategy_upgrade_probability", "time_mode", b"time_mode", "tuning_bounds", b"tuning_bounds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Policy: _TypeAlias = Policy  # noqa: Y015
+
+@_typing.final
+class ParameterBound(_message.Message):
+    """The range an experiment may give one policy parameter before its arm can be promoted automatically."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARAMETER_FIELD_NUMBER: _builtins.int
+    MIN_FIELD_NUMBER: _builtins.int
+    MAX_FIELD_NUMBER: _builtins.int
+    parameter: _builtins.str
+    """The parameter: the name of a number field of KindPolicy (e.g. "beta", "decay_half_life_s"; it covers
+    every kind's entry) or of Policy (e.g. "soft_conflict_similarity"). Required.
+    """
+    min: _builtins.float
+    """Smallest value allowed, in the parameter's own unit, finite. Default 0."""
+    max: _builtins.float
+    """Largest value allowed, in the parameter's own unit, finite and >= min. Default 0 (with min 0: pinned at 0)."""
+    def __init__(
+        self,
+        *,
+        parameter: _builtins.str = ...,
+        min: _builtins.float = ...,
+        max: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max", b"max", "min", b"min", "parameter", b"parameter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ParameterBound: _TypeAlias = ParameterBound  # noqa: Y015
 
 @_typing.final
 class ExperimentArm(_message.Message):
@@ -401,6 +537,7 @@ class Experiment(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     ARMS_FIELD_NUMBER: _builtins.int
+    ADAPTIVE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """A name for the experiment: at most 64 bytes. Default: empty. Part of the assignment hash, so
     renaming it reshuffles which retrievals go to which arm.
@@ -409,19 +546,178 @@ class Experiment(_message.Message):
     def arms(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExperimentArm]:
         """2 to 16 arms; an empty list ends the experiment (all retrievals use the policy again)."""
 
+    @_builtins.property
+    def adaptive(self) -> Global___AdaptiveSettings:
+        """Outcome-driven allocation and automatic promotion. Default: unset, a fixed split by weight and
+        promotion only by PromoteArm.
+        """
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         arms: _abc.Iterable[Global___ExperimentArm] | None = ...,
+        adaptive: Global___AdaptiveSettings | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["adaptive", b"adaptive"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arms", b"arms", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adaptive", b"adaptive", "arms", b"arms", "name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Experiment: _TypeAlias = Experiment  # noqa: Y015
+
+@_typing.final
+class AdaptiveSettings(_message.Message):
+    """Outcome-driven settings of an experiment. An unset (0) number takes its default."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALLOCATION_FIELD_NUMBER: _builtins.int
+    FLOOR_SHARE_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_OUTCOMES_FIELD_NUMBER: _builtins.int
+    CONTROL_ARM_FIELD_NUMBER: _builtins.int
+    PROMOTE_PROBABILITY_FIELD_NUMBER: _builtins.int
+    MIN_OUTCOMES_FIELD_NUMBER: _builtins.int
+    MIN_PROMOTION_INTERVAL_S_FIELD_NUMBER: _builtins.int
+    TUNABLE_PARAMETERS_FIELD_NUMBER: _builtins.int
+    REPLAY_TOLERANCE_FIELD_NUMBER: _builtins.int
+    allocation: Global___AllocationMode.ValueType
+    """How retrievals are split. Default ALLOCATION_MODE_FIXED."""
+    floor_share: _builtins.float
+    """Thompson allocation: every arm's share is at least this, in (0, 1 / number of arms). Default 0.05."""
+    snapshot_outcomes: _builtins.int
+    """Thompson allocation and automatic decisions: outcomes between two posterior snapshots (count, >= 1).
+    Default 20.
+    """
+    control_arm: _builtins.str
+    """The arm that stands for the policy in force (the baseline of promotion and rollback); its policy must
+    have the data directory policy's parameters when promote_probability is set. Default: the first arm.
+    """
+    promote_probability: _builtins.float
+    """Promote an arm automatically once the posterior probability that its success rate exceeds the
+    control's is at least this, in (0.5, 1). Default 0: never automatically (PromoteArm still works).
+    """
+    min_outcomes: _builtins.int
+    """Outcomes both that arm and the control need before a promotion, and the promoted policy needs after
+    it before a rollback (count). Default 100.
+    """
+    min_promotion_interval_s: _builtins.float
+    """Seconds (system time) that must pass between two automatic promotions of this data directory, >= 0.
+    Default 3600.
+    """
+    replay_tolerance: _builtins.float
+    """Before a promotion, the captured traffic is replayed under the candidate and under the policy in
+    force; the candidate's replay objective must be at least the current one's minus this, >= 0.
+    Default 0 (not worse).
+    """
+    @_builtins.property
+    def tunable_parameters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The policy parameters (names as in ParameterBound) in which an arm may differ from the control arm;
+        each needs a bound in the data directory policy's tuning_bounds and every arm's value must lie in it.
+        Required when promote_probability is set.
+        """
+
+    def __init__(
+        self,
+        *,
+        allocation: Global___AllocationMode.ValueType = ...,
+        floor_share: _builtins.float = ...,
+        snapshot_outcomes: _builtins.int = ...,
+        control_arm: _builtins.str = ...,
+        promote_probability: _builtins.float = ...,
+        min_outcomes: _builtins.int = ...,
+        min_promotion_interval_s: _builtins.float = ...,
+        tunable_parameters: _abc.Iterable[_builtins.str] | None = ...,
+        replay_tolerance: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "control_arm", b"control_arm", "floor_share", b"floor_share", "min_outcomes", b"min_outcomes", "min_promotion_interval_s", b"min_promotion_interval_s", "promote_probability", b"promote_probability", "replay_tolerance", b"replay_tolerance", "snapshot_outcomes", b"snapshot_outcomes", "tunable_parameters", b"tunable_parameters"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdaptiveSettings: _TypeAlias = AdaptiveSettings  # noqa: Y015
+
+@_typing.final
+class ExperimentDecision(_message.Message):
+    """One automatic decision with its evidence (also a CHANGE_EVENT_TYPE_EXPERIMENT_DECISION change event)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    ARM_FIELD_NUMBER: _builtins.int
+    CONTROL_ARM_FIELD_NUMBER: _builtins.int
+    DECIDED_AT_S_FIELD_NUMBER: _builtins.int
+    PROBABILITY_BETTER_FIELD_NUMBER: _builtins.int
+    ARM_STATS_FIELD_NUMBER: _builtins.int
+    CONTROL_STATS_FIELD_NUMBER: _builtins.int
+    PROMOTED_STATS_FIELD_NUMBER: _builtins.int
+    REPLAY_CANDIDATE_OBJECTIVE_FIELD_NUMBER: _builtins.int
+    REPLAY_CURRENT_OBJECTIVE_FIELD_NUMBER: _builtins.int
+    REPLAY_RETRIEVALS_FIELD_NUMBER: _builtins.int
+    PREVIOUS_POLICY_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    kind: Global___ExperimentDecisionKind.ValueType
+    """What was decided."""
+    arm: _builtins.str
+    """The arm promoted, held back, or (for a rollback) the promoted arm."""
+    control_arm: _builtins.str
+    """The control arm."""
+    decided_at_s: _builtins.float
+    """System time of the decision, seconds since the Unix epoch."""
+    probability_better: _builtins.float
+    """Posterior probability, in [0, 1], that the arm's success rate exceeds the control's at the decision."""
+    replay_candidate_objective: _builtins.float
+    """Replay objective (success share - stale penalty x stale share) of the captured traffic under the
+    candidate; NaN when no replay ran (rollbacks).
+    """
+    replay_current_objective: _builtins.float
+    """The same under the policy in force; NaN when no replay ran."""
+    replay_retrievals: _builtins.int
+    """Retrievals the replay scored (count); 0 when none ran."""
+    reason: _builtins.str
+    """The rule that fired, in words."""
+    @_builtins.property
+    def arm_stats(self) -> Global___ArmStats:
+        """The arm's counts at the decision."""
+
+    @_builtins.property
+    def control_stats(self) -> Global___ArmStats:
+        """The control's counts at the decision (for a rollback: at the promotion)."""
+
+    @_builtins.property
+    def promoted_stats(self) -> Global___ArmStats:
+        """The promoted policy's counts since its promotion (ROLLED_BACK only)."""
+
+    @_builtins.property
+    def previous_policy(self) -> Global___Policy:
+        """The policy in force before the decision: UpdatePolicy with it reverses a promotion or a rollback."""
+
+    def __init__(
+        self,
+        *,
+        kind: Global___ExperimentDecisionKind.ValueType = ...,
+        arm: _builtins.str = ...,
+        control_arm: _builtins.str = ...,
+        decided_at_s: _builtins.float = ...,
+        probability_better: _builtins.float = ...,
+        arm_stats: Global___ArmStats | None = ...,
+        control_stats: Global___ArmStats | None = ...,
+        promoted_stats: Global___ArmStats | None = ...,
+        replay_candidate_objective: _builtins.float = ...,
+        replay_current_objective: _builtins.float = ...,
+        replay_retrievals: _builtins.int = ...,
+        previous_policy: Global___Policy | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["arm_stats", b"arm_stats", "control_stats", b"control_stats", "previous_policy", b"previous_policy", "promoted_stats", b"promoted_stats"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arm", b"arm", "arm_stats", b"arm_stats", "control_arm", b"control_arm", "control_stats", b"control_stats", "decided_at_s", b"decided_at_s", "kind", b"kind", "previous_policy", b"previous_policy", "probability_better", b"probability_better", "promoted_stats", b"promoted_stats", "reason", b"reason", "replay_candidate_objective", b"replay_candidate_objective", "replay_current_objective", b"replay_current_objective", "replay_retrievals", b"replay_retrievals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExperimentDecision: _TypeAlias = ExperimentDecision  # noqa: Y015
 
 @_typing.final
 class ArmStats(_message.Message):
@@ -438,6 +734,8 @@ class ArmStats(_message.Message):
     SUCCESS_RATE_FIELD_NUMBER: _builtins.int
     SUCCESS_LOW_FIELD_NUMBER: _builtins.int
     SUCCESS_HIGH_FIELD_NUMBER: _builtins.int
+    PROBABILITY_BEST_FIELD_NUMBER: _builtins.int
+    PROBABILITY_BEATS_CONTROL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The arm's name."""
     share: _builtins.float
@@ -456,6 +754,12 @@ class ArmStats(_message.Message):
     """Lower bound of the 95% Wilson score interval of success_rate, in [0, 1]; 0 without outcomes."""
     success_high: _builtins.float
     """Upper bound of the 95% Wilson score interval of success_rate, in [0, 1]; 1 without outcomes."""
+    probability_best: _builtins.float
+    """Posterior probability, in [0, 1], that this arm's success rate is the best of the arms (Beta(1 +
+    successes, 1 + failures) each); the Thompson share before the floor.
+    """
+    probability_beats_control: _builtins.float
+    """Posterior probability, in [0, 1], that its success rate exceeds the control arm's (0.5 for the control)."""
     def __init__(
         self,
         *,
@@ -468,10 +772,12 @@ class ArmStats(_message.Message):
         success_rate: _builtins.float = ...,
         success_low: _builtins.float = ...,
         success_high: _builtins.float = ...,
+        probability_best: _builtins.float = ...,
+        probability_beats_control: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["failures", b"failures", "name", b"name", "outcome_count", b"outcome_count", "retrieval_count", b"retrieval_count", "share", b"share", "success_high", b"success_high", "success_low", b"success_low", "success_rate", b"success_rate", "successes", b"successes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failures", b"failures", "name", b"name", "outcome_count", b"outcome_count", "probability_beats_control", b"probability_beats_control", "probability_best", b"probability_best", "retrieval_count", b"retrieval_count", "share", b"share", "success_high", b"success_high", "success_low", b"success_low", "success_rate", b"success_rate", "successes", b"successes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -485,21 +791,53 @@ class ExperimentStats(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     ARMS_FIELD_NUMBER: _builtins.int
+    ALLOCATION_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    CONTROL_ARM_FIELD_NUMBER: _builtins.int
+    PROMOTED_ARM_FIELD_NUMBER: _builtins.int
+    PROMOTED_STATS_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    DECISIONS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The experiment's name."""
+    allocation: Global___AllocationMode.ValueType
+    """How retrievals are split. ALLOCATION_MODE_FIXED unless the experiment asked for more."""
+    phase: Global___ExperimentPhase.ValueType
+    """Where the experiment stands."""
+    control_arm: _builtins.str
+    """The control arm (the baseline of automatic decisions)."""
+    promoted_arm: _builtins.str
+    """The arm promoted automatically; empty before any promotion."""
+    snapshot: _builtins.int
+    """The posterior snapshot the Thompson shares come from (count of snapshots taken; 0 for a fixed split)."""
     @_builtins.property
     def arms(self) -> _containers.RepeatedCompositeFieldContainer[Global___ArmStats]:
         """One entry per arm, in the experiment's order."""
+
+    @_builtins.property
+    def promoted_stats(self) -> Global___ArmStats:
+        """The promoted policy's counts since its promotion (WATCHING and ROLLED_BACK); unset before."""
+
+    @_builtins.property
+    def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExperimentDecision]:
+        """The experiment's automatic decisions, oldest first."""
 
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         arms: _abc.Iterable[Global___ArmStats] | None = ...,
+        allocation: Global___AllocationMode.ValueType = ...,
+        phase: Global___ExperimentPhase.ValueType = ...,
+        control_arm: _builtins.str = ...,
+        promoted_arm: _builtins.str = ...,
+        promoted_stats: Global___ArmStats | None = ...,
+        snapshot: _builtins.int = ...,
+        decisions: _abc.Iterable[Global___ExperimentDecision] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["promoted_stats", b"promoted_stats"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arms", b"arms", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "arms", b"arms", "control_arm", b"control_arm", "decisions", b"decisions", "name", b"name", "phase", b"phase", "promoted_arm", b"promoted_arm", "promoted_stats", b"promoted_stats", "snapshot", b"snapshot"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
