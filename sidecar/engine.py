@@ -253,7 +253,7 @@ class Engine:
         """Statements stored unread that sweeps read again (see :meth:`second_look`), since the start."""
         self.second_look_reads = 0
         """Of those, the ones read as an attribute (each then settled against its slot's holders)."""
-        self.experiments = Experiments(self.store)
+        self.experiments = Experiments(self.store, engine=self)
         """The online experiment, if one runs: which policy ranks which retrieval, outcomes per arm."""
         self._scoring = threading.local()
         self._closed = False
@@ -1573,8 +1573,17 @@ class Engine:
 
     # ---- policy and framework ----------------------------------------------------------------
 
-    def update_policy(self, policy: policy_pb2.Policy, *, request: RequestKey | None = None) -> policy_pb2.Policy:
-        """Validate and store a new policy (INVALID_ARGUMENT naming every bad field); returns it."""
+    def update_policy(
+        self,
+        policy: policy_pb2.Policy,
+        *,
+        request: RequestKey | None = None,
+        also: Callable[[Txn], None] | None = None,
+    ) -> policy_pb2.Policy:
+        """Validate and store a new policy (INVALID_ARGUMENT naming every bad field); returns it.
+
+        ``also`` runs inside the same transaction (an experiment's decision lands with the policy it set).
+        """
         problems = validate_policy(policy)
         if problems:
             raise InvalidArgument(problems)
@@ -1596,6 +1605,8 @@ class Engine:
                     detail=policy.name,
                 ),
             )
+            if also is not None:
+                also(txn)
             if request is not None:
                 request.record(txn, policy.SerializeToString())
 

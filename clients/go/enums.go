@@ -9,16 +9,17 @@ type ChangeEventType = memevov1.ChangeEventType
 
 // Change-log event types (ChangeEvent.Type, WatchOptions.Types).
 const (
-	EventCreated           = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_CREATED
-	EventUpdated           = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_UPDATED
-	EventStateChanged      = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_STATE_CHANGED
-	EventSuperseded        = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_SUPERSEDED
-	EventEvicted           = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_EVICTED
-	EventConsolidated      = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_CONSOLIDATED
-	EventUnconsolidated    = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_UNCONSOLIDATED
-	EventFrameworkDeclared = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED
-	EventPolicyUpdated     = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_POLICY_UPDATED
-	EventOutcomeReported   = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_OUTCOME_REPORTED
+	EventCreated            = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_CREATED
+	EventUpdated            = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_UPDATED
+	EventStateChanged       = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_STATE_CHANGED
+	EventSuperseded         = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_SUPERSEDED
+	EventEvicted            = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_EVICTED
+	EventConsolidated       = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_CONSOLIDATED
+	EventUnconsolidated     = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_UNCONSOLIDATED
+	EventFrameworkDeclared  = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED
+	EventPolicyUpdated      = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_POLICY_UPDATED
+	EventOutcomeReported    = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_OUTCOME_REPORTED
+	EventExperimentDecision = memevov1.ChangeEventType_CHANGE_EVENT_TYPE_EXPERIMENT_DECISION
 )
 
 // MemoryState is memevov1.MemoryState.
@@ -113,6 +114,35 @@ const (
 	ConsolidationWait       = memevov1.ConsolidationMode_CONSOLIDATION_MODE_WAIT
 	ConsolidationExtractive = memevov1.ConsolidationMode_CONSOLIDATION_MODE_EXTRACTIVE
 	ConsolidationLLM        = memevov1.ConsolidationMode_CONSOLIDATION_MODE_LLM
+)
+
+// AllocationMode is memevov1.AllocationMode.
+type AllocationMode = memevov1.AllocationMode
+
+// AllocationMode values.
+const (
+	AllocationModeFixed    = memevov1.AllocationMode_ALLOCATION_MODE_FIXED
+	AllocationModeThompson = memevov1.AllocationMode_ALLOCATION_MODE_THOMPSON
+)
+
+// ExperimentPhase is memevov1.ExperimentPhase.
+type ExperimentPhase = memevov1.ExperimentPhase
+
+// ExperimentPhase values.
+const (
+	ExperimentPhaseRunning    = memevov1.ExperimentPhase_EXPERIMENT_PHASE_RUNNING
+	ExperimentPhaseWatching   = memevov1.ExperimentPhase_EXPERIMENT_PHASE_WATCHING
+	ExperimentPhaseRolledBack = memevov1.ExperimentPhase_EXPERIMENT_PHASE_ROLLED_BACK
+)
+
+// ExperimentDecisionKind is memevov1.ExperimentDecisionKind.
+type ExperimentDecisionKind = memevov1.ExperimentDecisionKind
+
+// ExperimentDecisionKind values.
+const (
+	ExperimentDecisionKindPromoted   = memevov1.ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_PROMOTED
+	ExperimentDecisionKindRolledBack = memevov1.ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_ROLLED_BACK
+	ExperimentDecisionKindHeld       = memevov1.ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_HELD
 )
 
 // ProposalKind is memevov1.ProposalKind.

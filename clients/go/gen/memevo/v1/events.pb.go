@@ -48,6 +48,9 @@ const (
 	ChangeEventType_CHANGE_EVENT_TYPE_POLICY_UPDATED ChangeEventType = 9
 	// Outcome feedback was recorded for a retrieval.
 	ChangeEventType_CHANGE_EVENT_TYPE_OUTCOME_REPORTED ChangeEventType = 10
+	// An experiment promoted an arm, rolled a promotion back or held one back (evidence in
+	// experiment_decision).
+	ChangeEventType_CHANGE_EVENT_TYPE_EXPERIMENT_DECISION ChangeEventType = 11
 )
 
 // Enum value maps for ChangeEventType.
@@ -64,19 +67,21 @@ var (
 		8:  "CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED",
 		9:  "CHANGE_EVENT_TYPE_POLICY_UPDATED",
 		10: "CHANGE_EVENT_TYPE_OUTCOME_REPORTED",
+		11: "CHANGE_EVENT_TYPE_EXPERIMENT_DECISION",
 	}
 	ChangeEventType_value = map[string]int32{
-		"CHANGE_EVENT_TYPE_UNSPECIFIED":        0,
-		"CHANGE_EVENT_TYPE_CREATED":            1,
-		"CHANGE_EVENT_TYPE_UPDATED":            2,
-		"CHANGE_EVENT_TYPE_STATE_CHANGED":      3,
-		"CHANGE_EVENT_TYPE_SUPERSEDED":         4,
-		"CHANGE_EVENT_TYPE_EVICTED":            5,
-		"CHANGE_EVENT_TYPE_CONSOLIDATED":       6,
-		"CHANGE_EVENT_TYPE_UNCONSOLIDATED":     7,
-		"CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED": 8,
-		"CHANGE_EVENT_TYPE_POLICY_UPDATED":     9,
-		"CHANGE_EVENT_TYPE_OUTCOME_REPORTED":   10,
+		"CHANGE_EVENT_TYPE_UNSPECIFIED":         0,
+		"CHANGE_EVENT_TYPE_CREATED":             1,
+		"CHANGE_EVENT_TYPE_UPDATED":             2,
+		"CHANGE_EVENT_TYPE_STATE_CHANGED":       3,
+		"CHANGE_EVENT_TYPE_SUPERSEDED":          4,
+		"CHANGE_EVENT_TYPE_EVICTED":             5,
+		"CHANGE_EVENT_TYPE_CONSOLIDATED":        6,
+		"CHANGE_EVENT_TYPE_UNCONSOLIDATED":      7,
+		"CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED":  8,
+		"CHANGE_EVENT_TYPE_POLICY_UPDATED":      9,
+		"CHANGE_EVENT_TYPE_OUTCOME_REPORTED":    10,
+		"CHANGE_EVENT_TYPE_EXPERIMENT_DECISION": 11,
 	}
 )
 
@@ -134,9 +139,11 @@ type ChangeEvent struct {
 	// The memory's kind.
 	Kind MemoryKind `protobuf:"varint,12,opt,name=kind,proto3,enum=memevo.v1.MemoryKind" json:"kind,omitempty"`
 	// The agent's turn at the change; 0 when not given.
-	Turn          int64 `protobuf:"varint,13,opt,name=turn,proto3" json:"turn,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Turn int64 `protobuf:"varint,13,opt,name=turn,proto3" json:"turn,omitempty"`
+	// CHANGE_EVENT_TYPE_EXPERIMENT_DECISION: the decision and its evidence; unset otherwise.
+	ExperimentDecision *ExperimentDecision `protobuf:"bytes,14,opt,name=experiment_decision,json=experimentDecision,proto3" json:"experiment_decision,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ChangeEvent) Reset() {
@@ -260,11 +267,18 @@ func (x *ChangeEvent) GetTurn() int64 {
 	return 0
 }
 
+func (x *ChangeEvent) GetExperimentDecision() *ExperimentDecision {
+	if x != nil {
+		return x.ExperimentDecision
+	}
+	return nil
+}
+
 var File_memevo_v1_events_proto protoreflect.FileDescriptor
 
 const file_memevo_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16memevo/v1/events.proto\x12\tmemevo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memevo/v1/memory.proto\"\xea\x03\n" +
+	"\x16memevo/v1/events.proto\x12\tmemevo.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16memevo/v1/memory.proto\x1a\x16memevo/v1/policy.proto\"\xba\x04\n" +
 	"\vChangeEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1a.memevo.v1.ChangeEventTypeR\x04type\x12\x1b\n" +
@@ -283,7 +297,8 @@ const file_memevo_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\v \x01(\tR\trequestId\x12)\n" +
 	"\x04kind\x18\f \x01(\x0e2\x15.memevo.v1.MemoryKindR\x04kind\x12\x12\n" +
-	"\x04turn\x18\r \x01(\x03R\x04turn*\x9a\x03\n" +
+	"\x04turn\x18\r \x01(\x03R\x04turn\x12N\n" +
+	"\x13experiment_decision\x18\x0e \x01(\v2\x1d.memevo.v1.ExperimentDecisionR\x12experimentDecision*\xc5\x03\n" +
 	"\x0fChangeEventType\x12!\n" +
 	"\x1dCHANGE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19CHANGE_EVENT_TYPE_CREATED\x10\x01\x12\x1d\n" +
@@ -296,7 +311,8 @@ const file_memevo_v1_events_proto_rawDesc = "" +
 	"$CHANGE_EVENT_TYPE_FRAMEWORK_DECLARED\x10\b\x12$\n" +
 	" CHANGE_EVENT_TYPE_POLICY_UPDATED\x10\t\x12&\n" +
 	"\"CHANGE_EVENT_TYPE_OUTCOME_REPORTED\x10\n" +
-	"b\x06proto3"
+	"\x12)\n" +
+	"%CHANGE_EVENT_TYPE_EXPERIMENT_DECISION\x10\vb\x06proto3"
 
 var (
 	file_memevo_v1_events_proto_rawDescOnce sync.Once
@@ -318,6 +334,7 @@ var file_memevo_v1_events_proto_goTypes = []any{
 	(MemoryState)(0),              // 2: memevo.v1.MemoryState
 	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
 	(MemoryKind)(0),               // 4: memevo.v1.MemoryKind
+	(*ExperimentDecision)(nil),    // 5: memevo.v1.ExperimentDecision
 }
 var file_memevo_v1_events_proto_depIdxs = []int32{
 	0, // 0: memevo.v1.ChangeEvent.type:type_name -> memevo.v1.ChangeEventType
@@ -325,11 +342,12 @@ var file_memevo_v1_events_proto_depIdxs = []int32{
 	2, // 2: memevo.v1.ChangeEvent.to_state:type_name -> memevo.v1.MemoryState
 	3, // 3: memevo.v1.ChangeEvent.recorded_at:type_name -> google.protobuf.Timestamp
 	4, // 4: memevo.v1.ChangeEvent.kind:type_name -> memevo.v1.MemoryKind
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	5, // 5: memevo.v1.ChangeEvent.experiment_decision:type_name -> memevo.v1.ExperimentDecision
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_events_proto_init() }
@@ -338,6 +356,7 @@ func file_memevo_v1_events_proto_init() {
 		return
 	}
 	file_memevo_v1_memory_proto_init()
+	file_memevo_v1_policy_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -136,6 +136,178 @@ func (ConsolidationMode) EnumDescriptor() ([]byte, []int) {
 	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{1}
 }
 
+// How an experiment splits retrievals between its arms.
+type AllocationMode int32
+
+const (
+	// Not set: ALLOCATION_MODE_FIXED.
+	AllocationMode_ALLOCATION_MODE_UNSPECIFIED AllocationMode = 0
+	// In proportion to the arms' weights.
+	AllocationMode_ALLOCATION_MODE_FIXED AllocationMode = 1
+	// Thompson sampling: an arm's share is the posterior probability that its success rate is the best
+	// (each arm's Beta(1 + successes, 1 + failures)), raised to floor_share, recomputed from the counts every
+	// snapshot_outcomes outcomes. A retrieval's arm is a hash of (experiment name, snapshot number, retrieval
+	// id) into those shares: the same retrieval id under the same snapshot always gets the same arm.
+	AllocationMode_ALLOCATION_MODE_THOMPSON AllocationMode = 2
+)
+
+// Enum value maps for AllocationMode.
+var (
+	AllocationMode_name = map[int32]string{
+		0: "ALLOCATION_MODE_UNSPECIFIED",
+		1: "ALLOCATION_MODE_FIXED",
+		2: "ALLOCATION_MODE_THOMPSON",
+	}
+	AllocationMode_value = map[string]int32{
+		"ALLOCATION_MODE_UNSPECIFIED": 0,
+		"ALLOCATION_MODE_FIXED":       1,
+		"ALLOCATION_MODE_THOMPSON":    2,
+	}
+)
+
+func (x AllocationMode) Enum() *AllocationMode {
+	p := new(AllocationMode)
+	*p = x
+	return p
+}
+
+func (x AllocationMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AllocationMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_memevo_v1_policy_proto_enumTypes[2].Descriptor()
+}
+
+func (AllocationMode) Type() protoreflect.EnumType {
+	return &file_memevo_v1_policy_proto_enumTypes[2]
+}
+
+func (x AllocationMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AllocationMode.Descriptor instead.
+func (AllocationMode) EnumDescriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{2}
+}
+
+// Where an experiment stands.
+type ExperimentPhase int32
+
+const (
+	// Not set.
+	ExperimentPhase_EXPERIMENT_PHASE_UNSPECIFIED ExperimentPhase = 0
+	// The arms share the retrievals.
+	ExperimentPhase_EXPERIMENT_PHASE_RUNNING ExperimentPhase = 1
+	// An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
+	// its success rate is watched against the control's interval at promotion.
+	ExperimentPhase_EXPERIMENT_PHASE_WATCHING ExperimentPhase = 2
+	// The promoted policy fell below the control's interval and the control's policy was restored; every
+	// retrieval uses the policy in force.
+	ExperimentPhase_EXPERIMENT_PHASE_ROLLED_BACK ExperimentPhase = 3
+)
+
+// Enum value maps for ExperimentPhase.
+var (
+	ExperimentPhase_name = map[int32]string{
+		0: "EXPERIMENT_PHASE_UNSPECIFIED",
+		1: "EXPERIMENT_PHASE_RUNNING",
+		2: "EXPERIMENT_PHASE_WATCHING",
+		3: "EXPERIMENT_PHASE_ROLLED_BACK",
+	}
+	ExperimentPhase_value = map[string]int32{
+		"EXPERIMENT_PHASE_UNSPECIFIED": 0,
+		"EXPERIMENT_PHASE_RUNNING":     1,
+		"EXPERIMENT_PHASE_WATCHING":    2,
+		"EXPERIMENT_PHASE_ROLLED_BACK": 3,
+	}
+)
+
+func (x ExperimentPhase) Enum() *ExperimentPhase {
+	p := new(ExperimentPhase)
+	*p = x
+	return p
+}
+
+func (x ExperimentPhase) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExperimentPhase) Descriptor() protoreflect.EnumDescriptor {
+	return file_memevo_v1_policy_proto_enumTypes[3].Descriptor()
+}
+
+func (ExperimentPhase) Type() protoreflect.EnumType {
+	return &file_memevo_v1_policy_proto_enumTypes[3]
+}
+
+func (x ExperimentPhase) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExperimentPhase.Descriptor instead.
+func (ExperimentPhase) EnumDescriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{3}
+}
+
+// What an automatic decision did.
+type ExperimentDecisionKind int32
+
+const (
+	// Not set.
+	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_UNSPECIFIED ExperimentDecisionKind = 0
+	// An arm's policy became the data directory's policy.
+	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_PROMOTED ExperimentDecisionKind = 1
+	// The promoted policy did worse than the control's interval; the previous policy was restored.
+	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_ROLLED_BACK ExperimentDecisionKind = 2
+	// The posterior called for a promotion but the replay check found the candidate worse; nothing changed.
+	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_HELD ExperimentDecisionKind = 3
+)
+
+// Enum value maps for ExperimentDecisionKind.
+var (
+	ExperimentDecisionKind_name = map[int32]string{
+		0: "EXPERIMENT_DECISION_KIND_UNSPECIFIED",
+		1: "EXPERIMENT_DECISION_KIND_PROMOTED",
+		2: "EXPERIMENT_DECISION_KIND_ROLLED_BACK",
+		3: "EXPERIMENT_DECISION_KIND_HELD",
+	}
+	ExperimentDecisionKind_value = map[string]int32{
+		"EXPERIMENT_DECISION_KIND_UNSPECIFIED": 0,
+		"EXPERIMENT_DECISION_KIND_PROMOTED":    1,
+		"EXPERIMENT_DECISION_KIND_ROLLED_BACK": 2,
+		"EXPERIMENT_DECISION_KIND_HELD":        3,
+	}
+)
+
+func (x ExperimentDecisionKind) Enum() *ExperimentDecisionKind {
+	p := new(ExperimentDecisionKind)
+	*p = x
+	return p
+}
+
+func (x ExperimentDecisionKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExperimentDecisionKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_memevo_v1_policy_proto_enumTypes[4].Descriptor()
+}
+
+func (ExperimentDecisionKind) Type() protoreflect.EnumType {
+	return &file_memevo_v1_policy_proto_enumTypes[4]
+}
+
+func (x ExperimentDecisionKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExperimentDecisionKind.Descriptor instead.
+func (ExperimentDecisionKind) EnumDescriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{4}
+}
+
 // Weights and thresholds that govern one memory kind (DESIGN §4).
 // Value V = alpha*accuracy + beta*relevance + gamma*utility - delta*cost, where
 // accuracy = confidence_weight*confidence' + feedback_weight*sigmoid(successes - failures)
@@ -580,6 +752,9 @@ type Policy struct {
 	MultiValuedAttributes []string `protobuf:"bytes,9,rep,name=multi_valued_attributes,json=multiValuedAttributes,proto3" json:"multi_valued_attributes,omitempty"`
 	// Consolidation and review. Default: see ConsolidationPolicy.
 	Consolidation *ConsolidationPolicy `protobuf:"bytes,20,opt,name=consolidation,proto3" json:"consolidation,omitempty"`
+	// The operator's bounds on what an experiment with automatic promotion may tune: one entry per
+	// parameter, each at most once. A parameter without a bound may not move automatically. Default: none.
+	TuningBounds  []*ParameterBound `protobuf:"bytes,21,rep,name=tuning_bounds,json=tuningBounds,proto3" json:"tuning_bounds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -684,6 +859,78 @@ func (x *Policy) GetConsolidation() *ConsolidationPolicy {
 	return nil
 }
 
+func (x *Policy) GetTuningBounds() []*ParameterBound {
+	if x != nil {
+		return x.TuningBounds
+	}
+	return nil
+}
+
+// The range an experiment may give one policy parameter before its arm can be promoted automatically.
+type ParameterBound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The parameter: the name of a number field of KindPolicy (e.g. "beta", "decay_half_life_s"; it covers
+	// every kind's entry) or of Policy (e.g. "soft_conflict_similarity"). Required.
+	Parameter string `protobuf:"bytes,1,opt,name=parameter,proto3" json:"parameter,omitempty"`
+	// Smallest value allowed, in the parameter's own unit, finite. Default 0.
+	Min float64 `protobuf:"fixed64,2,opt,name=min,proto3" json:"min,omitempty"`
+	// Largest value allowed, in the parameter's own unit, finite and >= min. Default 0 (with min 0: pinned at 0).
+	Max           float64 `protobuf:"fixed64,3,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParameterBound) Reset() {
+	*x = ParameterBound{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParameterBound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParameterBound) ProtoMessage() {}
+
+func (x *ParameterBound) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParameterBound.ProtoReflect.Descriptor instead.
+func (*ParameterBound) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ParameterBound) GetParameter() string {
+	if x != nil {
+		return x.Parameter
+	}
+	return ""
+}
+
+func (x *ParameterBound) GetMin() float64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *ParameterBound) GetMax() float64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
 // One arm of an online experiment: a policy that ranks the retrievals assigned to it.
 type ExperimentArm struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -699,7 +946,7 @@ type ExperimentArm struct {
 
 func (x *ExperimentArm) Reset() {
 	*x = ExperimentArm{}
-	mi := &file_memevo_v1_policy_proto_msgTypes[4]
+	mi := &file_memevo_v1_policy_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +958,7 @@ func (x *ExperimentArm) String() string {
 func (*ExperimentArm) ProtoMessage() {}
 
 func (x *ExperimentArm) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_policy_proto_msgTypes[4]
+	mi := &file_memevo_v1_policy_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +971,7 @@ func (x *ExperimentArm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExperimentArm.ProtoReflect.Descriptor instead.
 func (*ExperimentArm) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{4}
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExperimentArm) GetName() string {
@@ -757,14 +1004,17 @@ type Experiment struct {
 	// renaming it reshuffles which retrievals go to which arm.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// 2 to 16 arms; an empty list ends the experiment (all retrievals use the policy again).
-	Arms          []*ExperimentArm `protobuf:"bytes,2,rep,name=arms,proto3" json:"arms,omitempty"`
+	Arms []*ExperimentArm `protobuf:"bytes,2,rep,name=arms,proto3" json:"arms,omitempty"`
+	// Outcome-driven allocation and automatic promotion. Default: unset, a fixed split by weight and
+	// promotion only by PromoteArm.
+	Adaptive      *AdaptiveSettings `protobuf:"bytes,3,opt,name=adaptive,proto3" json:"adaptive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Experiment) Reset() {
 	*x = Experiment{}
-	mi := &file_memevo_v1_policy_proto_msgTypes[5]
+	mi := &file_memevo_v1_policy_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1026,7 @@ func (x *Experiment) String() string {
 func (*Experiment) ProtoMessage() {}
 
 func (x *Experiment) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_policy_proto_msgTypes[5]
+	mi := &file_memevo_v1_policy_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1039,7 @@ func (x *Experiment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Experiment.ProtoReflect.Descriptor instead.
 func (*Experiment) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{5}
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Experiment) GetName() string {
@@ -804,6 +1054,295 @@ func (x *Experiment) GetArms() []*ExperimentArm {
 		return x.Arms
 	}
 	return nil
+}
+
+func (x *Experiment) GetAdaptive() *AdaptiveSettings {
+	if x != nil {
+		return x.Adaptive
+	}
+	return nil
+}
+
+// Outcome-driven settings of an experiment. An unset (0) number takes its default.
+type AdaptiveSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How retrievals are split. Default ALLOCATION_MODE_FIXED.
+	Allocation AllocationMode `protobuf:"varint,1,opt,name=allocation,proto3,enum=memevo.v1.AllocationMode" json:"allocation,omitempty"`
+	// Thompson allocation: every arm's share is at least this, in (0, 1 / number of arms). Default 0.05.
+	FloorShare float64 `protobuf:"fixed64,2,opt,name=floor_share,json=floorShare,proto3" json:"floor_share,omitempty"`
+	// Thompson allocation and automatic decisions: outcomes between two posterior snapshots (count, >= 1).
+	// Default 20.
+	SnapshotOutcomes uint32 `protobuf:"varint,3,opt,name=snapshot_outcomes,json=snapshotOutcomes,proto3" json:"snapshot_outcomes,omitempty"`
+	// The arm that stands for the policy in force (the baseline of promotion and rollback); its policy must
+	// have the data directory policy's parameters when promote_probability is set. Default: the first arm.
+	ControlArm string `protobuf:"bytes,4,opt,name=control_arm,json=controlArm,proto3" json:"control_arm,omitempty"`
+	// Promote an arm automatically once the posterior probability that its success rate exceeds the
+	// control's is at least this, in (0.5, 1). Default 0: never automatically (PromoteArm still works).
+	PromoteProbability float64 `protobuf:"fixed64,5,opt,name=promote_probability,json=promoteProbability,proto3" json:"promote_probability,omitempty"`
+	// Outcomes both that arm and the control need before a promotion, and the promoted policy needs after
+	// it before a rollback (count). Default 100.
+	MinOutcomes uint32 `protobuf:"varint,6,opt,name=min_outcomes,json=minOutcomes,proto3" json:"min_outcomes,omitempty"`
+	// Seconds (system time) that must pass between two automatic promotions of this data directory, >= 0.
+	// Default 3600.
+	MinPromotionIntervalS float64 `protobuf:"fixed64,7,opt,name=min_promotion_interval_s,json=minPromotionIntervalS,proto3" json:"min_promotion_interval_s,omitempty"`
+	// The policy parameters (names as in ParameterBound) in which an arm may differ from the control arm;
+	// each needs a bound in the data directory policy's tuning_bounds and every arm's value must lie in it.
+	// Required when promote_probability is set.
+	TunableParameters []string `protobuf:"bytes,8,rep,name=tunable_parameters,json=tunableParameters,proto3" json:"tunable_parameters,omitempty"`
+	// Before a promotion, the captured traffic is replayed under the candidate and under the policy in
+	// force; the candidate's replay objective must be at least the current one's minus this, >= 0.
+	// Default 0 (not worse).
+	ReplayTolerance float64 `protobuf:"fixed64,9,opt,name=replay_tolerance,json=replayTolerance,proto3" json:"replay_tolerance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AdaptiveSettings) Reset() {
+	*x = AdaptiveSettings{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdaptiveSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdaptiveSettings) ProtoMessage() {}
+
+func (x *AdaptiveSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdaptiveSettings.ProtoReflect.Descriptor instead.
+func (*AdaptiveSettings) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AdaptiveSettings) GetAllocation() AllocationMode {
+	if x != nil {
+		return x.Allocation
+	}
+	return AllocationMode_ALLOCATION_MODE_UNSPECIFIED
+}
+
+func (x *AdaptiveSettings) GetFloorShare() float64 {
+	if x != nil {
+		return x.FloorShare
+	}
+	return 0
+}
+
+func (x *AdaptiveSettings) GetSnapshotOutcomes() uint32 {
+	if x != nil {
+		return x.SnapshotOutcomes
+	}
+	return 0
+}
+
+func (x *AdaptiveSettings) GetControlArm() string {
+	if x != nil {
+		return x.ControlArm
+	}
+	return ""
+}
+
+func (x *AdaptiveSettings) GetPromoteProbability() float64 {
+	if x != nil {
+		return x.PromoteProbability
+	}
+	return 0
+}
+
+func (x *AdaptiveSettings) GetMinOutcomes() uint32 {
+	if x != nil {
+		return x.MinOutcomes
+	}
+	return 0
+}
+
+func (x *AdaptiveSettings) GetMinPromotionIntervalS() float64 {
+	if x != nil {
+		return x.MinPromotionIntervalS
+	}
+	return 0
+}
+
+func (x *AdaptiveSettings) GetTunableParameters() []string {
+	if x != nil {
+		return x.TunableParameters
+	}
+	return nil
+}
+
+func (x *AdaptiveSettings) GetReplayTolerance() float64 {
+	if x != nil {
+		return x.ReplayTolerance
+	}
+	return 0
+}
+
+// One automatic decision with its evidence (also a CHANGE_EVENT_TYPE_EXPERIMENT_DECISION change event).
+type ExperimentDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What was decided.
+	Kind ExperimentDecisionKind `protobuf:"varint,1,opt,name=kind,proto3,enum=memevo.v1.ExperimentDecisionKind" json:"kind,omitempty"`
+	// The arm promoted, held back, or (for a rollback) the promoted arm.
+	Arm string `protobuf:"bytes,2,opt,name=arm,proto3" json:"arm,omitempty"`
+	// The control arm.
+	ControlArm string `protobuf:"bytes,3,opt,name=control_arm,json=controlArm,proto3" json:"control_arm,omitempty"`
+	// System time of the decision, seconds since the Unix epoch.
+	DecidedAtS float64 `protobuf:"fixed64,4,opt,name=decided_at_s,json=decidedAtS,proto3" json:"decided_at_s,omitempty"`
+	// Posterior probability, in [0, 1], that the arm's success rate exceeds the control's at the decision.
+	ProbabilityBetter float64 `protobuf:"fixed64,5,opt,name=probability_better,json=probabilityBetter,proto3" json:"probability_better,omitempty"`
+	// The arm's counts at the decision.
+	ArmStats *ArmStats `protobuf:"bytes,6,opt,name=arm_stats,json=armStats,proto3" json:"arm_stats,omitempty"`
+	// The control's counts at the decision (for a rollback: at the promotion).
+	ControlStats *ArmStats `protobuf:"bytes,7,opt,name=control_stats,json=controlStats,proto3" json:"control_stats,omitempty"`
+	// The promoted policy's counts since its promotion (ROLLED_BACK only).
+	PromotedStats *ArmStats `protobuf:"bytes,8,opt,name=promoted_stats,json=promotedStats,proto3" json:"promoted_stats,omitempty"`
+	// Replay objective (success share - stale penalty x stale share) of the captured traffic under the
+	// candidate; NaN when no replay ran (rollbacks).
+	ReplayCandidateObjective float64 `protobuf:"fixed64,9,opt,name=replay_candidate_objective,json=replayCandidateObjective,proto3" json:"replay_candidate_objective,omitempty"`
+	// The same under the policy in force; NaN when no replay ran.
+	ReplayCurrentObjective float64 `protobuf:"fixed64,10,opt,name=replay_current_objective,json=replayCurrentObjective,proto3" json:"replay_current_objective,omitempty"`
+	// Retrievals the replay scored (count); 0 when none ran.
+	ReplayRetrievals uint64 `protobuf:"varint,11,opt,name=replay_retrievals,json=replayRetrievals,proto3" json:"replay_retrievals,omitempty"`
+	// The policy in force before the decision: UpdatePolicy with it reverses a promotion or a rollback.
+	PreviousPolicy *Policy `protobuf:"bytes,12,opt,name=previous_policy,json=previousPolicy,proto3" json:"previous_policy,omitempty"`
+	// The rule that fired, in words.
+	Reason        string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExperimentDecision) Reset() {
+	*x = ExperimentDecision{}
+	mi := &file_memevo_v1_policy_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExperimentDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExperimentDecision) ProtoMessage() {}
+
+func (x *ExperimentDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_memevo_v1_policy_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExperimentDecision.ProtoReflect.Descriptor instead.
+func (*ExperimentDecision) Descriptor() ([]byte, []int) {
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExperimentDecision) GetKind() ExperimentDecisionKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_UNSPECIFIED
+}
+
+func (x *ExperimentDecision) GetArm() string {
+	if x != nil {
+		return x.Arm
+	}
+	return ""
+}
+
+func (x *ExperimentDecision) GetControlArm() string {
+	if x != nil {
+		return x.ControlArm
+	}
+	return ""
+}
+
+func (x *ExperimentDecision) GetDecidedAtS() float64 {
+	if x != nil {
+		return x.DecidedAtS
+	}
+	return 0
+}
+
+func (x *ExperimentDecision) GetProbabilityBetter() float64 {
+	if x != nil {
+		return x.ProbabilityBetter
+	}
+	return 0
+}
+
+func (x *ExperimentDecision) GetArmStats() *ArmStats {
+	if x != nil {
+		return x.ArmStats
+	}
+	return nil
+}
+
+func (x *ExperimentDecision) GetControlStats() *ArmStats {
+	if x != nil {
+		return x.ControlStats
+	}
+	return nil
+}
+
+func (x *ExperimentDecision) GetPromotedStats() *ArmStats {
+	if x != nil {
+		return x.PromotedStats
+	}
+	return nil
+}
+
+func (x *ExperimentDecision) GetReplayCandidateObjective() float64 {
+	if x != nil {
+		return x.ReplayCandidateObjective
+	}
+	return 0
+}
+
+func (x *ExperimentDecision) GetReplayCurrentObjective() float64 {
+	if x != nil {
+		return x.ReplayCurrentObjective
+	}
+	return 0
+}
+
+func (x *ExperimentDecision) GetReplayRetrievals() uint64 {
+	if x != nil {
+		return x.ReplayRetrievals
+	}
+	return 0
+}
+
+func (x *ExperimentDecision) GetPreviousPolicy() *Policy {
+	if x != nil {
+		return x.PreviousPolicy
+	}
+	return nil
+}
+
+func (x *ExperimentDecision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // How one arm has done so far.
@@ -826,14 +1365,19 @@ type ArmStats struct {
 	// Lower bound of the 95% Wilson score interval of success_rate, in [0, 1]; 0 without outcomes.
 	SuccessLow float64 `protobuf:"fixed64,8,opt,name=success_low,json=successLow,proto3" json:"success_low,omitempty"`
 	// Upper bound of the 95% Wilson score interval of success_rate, in [0, 1]; 1 without outcomes.
-	SuccessHigh   float64 `protobuf:"fixed64,9,opt,name=success_high,json=successHigh,proto3" json:"success_high,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SuccessHigh float64 `protobuf:"fixed64,9,opt,name=success_high,json=successHigh,proto3" json:"success_high,omitempty"`
+	// Posterior probability, in [0, 1], that this arm's success rate is the best of the arms (Beta(1 +
+	// successes, 1 + failures) each); the Thompson share before the floor.
+	ProbabilityBest float64 `protobuf:"fixed64,10,opt,name=probability_best,json=probabilityBest,proto3" json:"probability_best,omitempty"`
+	// Posterior probability, in [0, 1], that its success rate exceeds the control arm's (0.5 for the control).
+	ProbabilityBeatsControl float64 `protobuf:"fixed64,11,opt,name=probability_beats_control,json=probabilityBeatsControl,proto3" json:"probability_beats_control,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *ArmStats) Reset() {
 	*x = ArmStats{}
-	mi := &file_memevo_v1_policy_proto_msgTypes[6]
+	mi := &file_memevo_v1_policy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1389,7 @@ func (x *ArmStats) String() string {
 func (*ArmStats) ProtoMessage() {}
 
 func (x *ArmStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_policy_proto_msgTypes[6]
+	mi := &file_memevo_v1_policy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1402,7 @@ func (x *ArmStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArmStats.ProtoReflect.Descriptor instead.
 func (*ArmStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{6}
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ArmStats) GetName() string {
@@ -924,20 +1468,48 @@ func (x *ArmStats) GetSuccessHigh() float64 {
 	return 0
 }
 
+func (x *ArmStats) GetProbabilityBest() float64 {
+	if x != nil {
+		return x.ProbabilityBest
+	}
+	return 0
+}
+
+func (x *ArmStats) GetProbabilityBeatsControl() float64 {
+	if x != nil {
+		return x.ProbabilityBeatsControl
+	}
+	return 0
+}
+
 // The running experiment as GetStats shows it.
 type ExperimentStats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The experiment's name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// One entry per arm, in the experiment's order.
-	Arms          []*ArmStats `protobuf:"bytes,2,rep,name=arms,proto3" json:"arms,omitempty"`
+	Arms []*ArmStats `protobuf:"bytes,2,rep,name=arms,proto3" json:"arms,omitempty"`
+	// How retrievals are split. ALLOCATION_MODE_FIXED unless the experiment asked for more.
+	Allocation AllocationMode `protobuf:"varint,3,opt,name=allocation,proto3,enum=memevo.v1.AllocationMode" json:"allocation,omitempty"`
+	// Where the experiment stands.
+	Phase ExperimentPhase `protobuf:"varint,4,opt,name=phase,proto3,enum=memevo.v1.ExperimentPhase" json:"phase,omitempty"`
+	// The control arm (the baseline of automatic decisions).
+	ControlArm string `protobuf:"bytes,5,opt,name=control_arm,json=controlArm,proto3" json:"control_arm,omitempty"`
+	// The arm promoted automatically; empty before any promotion.
+	PromotedArm string `protobuf:"bytes,6,opt,name=promoted_arm,json=promotedArm,proto3" json:"promoted_arm,omitempty"`
+	// The promoted policy's counts since its promotion (WATCHING and ROLLED_BACK); unset before.
+	PromotedStats *ArmStats `protobuf:"bytes,7,opt,name=promoted_stats,json=promotedStats,proto3" json:"promoted_stats,omitempty"`
+	// The posterior snapshot the Thompson shares come from (count of snapshots taken; 0 for a fixed split).
+	Snapshot uint64 `protobuf:"varint,8,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// The experiment's automatic decisions, oldest first.
+	Decisions     []*ExperimentDecision `protobuf:"bytes,9,rep,name=decisions,proto3" json:"decisions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExperimentStats) Reset() {
 	*x = ExperimentStats{}
-	mi := &file_memevo_v1_policy_proto_msgTypes[7]
+	mi := &file_memevo_v1_policy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1521,7 @@ func (x *ExperimentStats) String() string {
 func (*ExperimentStats) ProtoMessage() {}
 
 func (x *ExperimentStats) ProtoReflect() protoreflect.Message {
-	mi := &file_memevo_v1_policy_proto_msgTypes[7]
+	mi := &file_memevo_v1_policy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1534,7 @@ func (x *ExperimentStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExperimentStats.ProtoReflect.Descriptor instead.
 func (*ExperimentStats) Descriptor() ([]byte, []int) {
-	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{7}
+	return file_memevo_v1_policy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExperimentStats) GetName() string {
@@ -975,6 +1547,55 @@ func (x *ExperimentStats) GetName() string {
 func (x *ExperimentStats) GetArms() []*ArmStats {
 	if x != nil {
 		return x.Arms
+	}
+	return nil
+}
+
+func (x *ExperimentStats) GetAllocation() AllocationMode {
+	if x != nil {
+		return x.Allocation
+	}
+	return AllocationMode_ALLOCATION_MODE_UNSPECIFIED
+}
+
+func (x *ExperimentStats) GetPhase() ExperimentPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return ExperimentPhase_EXPERIMENT_PHASE_UNSPECIFIED
+}
+
+func (x *ExperimentStats) GetControlArm() string {
+	if x != nil {
+		return x.ControlArm
+	}
+	return ""
+}
+
+func (x *ExperimentStats) GetPromotedArm() string {
+	if x != nil {
+		return x.PromotedArm
+	}
+	return ""
+}
+
+func (x *ExperimentStats) GetPromotedStats() *ArmStats {
+	if x != nil {
+		return x.PromotedStats
+	}
+	return nil
+}
+
+func (x *ExperimentStats) GetSnapshot() uint64 {
+	if x != nil {
+		return x.Snapshot
+	}
+	return 0
+}
+
+func (x *ExperimentStats) GetDecisions() []*ExperimentDecision {
+	if x != nil {
+		return x.Decisions
 	}
 	return nil
 }
@@ -1027,7 +1648,7 @@ const file_memevo_v1_policy_proto_rawDesc = "" +
 	"\n" +
 	"reflection\x18\x04 \x01(\x01R\n" +
 	"reflection\x12\x1a\n" +
-	"\bimported\x18\x05 \x01(\x01R\bimported\"\x9e\x04\n" +
+	"\bimported\x18\x05 \x01(\x01R\bimported\"\xde\x04\n" +
 	"\x06Policy\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\ttime_mode\x18\x02 \x01(\x0e2\x13.memevo.v1.TimeModeR\btimeMode\x12+\n" +
@@ -1038,15 +1659,52 @@ const file_memevo_v1_policy_proto_rawDesc = "" +
 	"\x1cstrategy_upgrade_probability\x18\a \x01(\x01R\x1astrategyUpgradeProbability\x12*\n" +
 	"\x11cost_budget_bytes\x18\b \x01(\x01R\x0fcostBudgetBytes\x126\n" +
 	"\x17multi_valued_attributes\x18\t \x03(\tR\x15multiValuedAttributes\x12D\n" +
-	"\rconsolidation\x18\x14 \x01(\v2\x1e.memevo.v1.ConsolidationPolicyR\rconsolidation\"f\n" +
+	"\rconsolidation\x18\x14 \x01(\v2\x1e.memevo.v1.ConsolidationPolicyR\rconsolidation\x12>\n" +
+	"\rtuning_bounds\x18\x15 \x03(\v2\x19.memevo.v1.ParameterBoundR\ftuningBounds\"R\n" +
+	"\x0eParameterBound\x12\x1c\n" +
+	"\tparameter\x18\x01 \x01(\tR\tparameter\x12\x10\n" +
+	"\x03min\x18\x02 \x01(\x01R\x03min\x12\x10\n" +
+	"\x03max\x18\x03 \x01(\x01R\x03max\"f\n" +
 	"\rExperimentArm\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x06policy\x18\x02 \x01(\v2\x11.memevo.v1.PolicyR\x06policy\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\x01R\x06weight\"N\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\"\x87\x01\n" +
 	"\n" +
 	"Experiment\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
-	"\x04arms\x18\x02 \x03(\v2\x18.memevo.v1.ExperimentArmR\x04arms\"\xa3\x02\n" +
+	"\x04arms\x18\x02 \x03(\v2\x18.memevo.v1.ExperimentArmR\x04arms\x127\n" +
+	"\badaptive\x18\x03 \x01(\v2\x1b.memevo.v1.AdaptiveSettingsR\badaptive\"\xa3\x03\n" +
+	"\x10AdaptiveSettings\x129\n" +
+	"\n" +
+	"allocation\x18\x01 \x01(\x0e2\x19.memevo.v1.AllocationModeR\n" +
+	"allocation\x12\x1f\n" +
+	"\vfloor_share\x18\x02 \x01(\x01R\n" +
+	"floorShare\x12+\n" +
+	"\x11snapshot_outcomes\x18\x03 \x01(\rR\x10snapshotOutcomes\x12\x1f\n" +
+	"\vcontrol_arm\x18\x04 \x01(\tR\n" +
+	"controlArm\x12/\n" +
+	"\x13promote_probability\x18\x05 \x01(\x01R\x12promoteProbability\x12!\n" +
+	"\fmin_outcomes\x18\x06 \x01(\rR\vminOutcomes\x127\n" +
+	"\x18min_promotion_interval_s\x18\a \x01(\x01R\x15minPromotionIntervalS\x12-\n" +
+	"\x12tunable_parameters\x18\b \x03(\tR\x11tunableParameters\x12)\n" +
+	"\x10replay_tolerance\x18\t \x01(\x01R\x0freplayTolerance\"\xf0\x04\n" +
+	"\x12ExperimentDecision\x125\n" +
+	"\x04kind\x18\x01 \x01(\x0e2!.memevo.v1.ExperimentDecisionKindR\x04kind\x12\x10\n" +
+	"\x03arm\x18\x02 \x01(\tR\x03arm\x12\x1f\n" +
+	"\vcontrol_arm\x18\x03 \x01(\tR\n" +
+	"controlArm\x12 \n" +
+	"\fdecided_at_s\x18\x04 \x01(\x01R\n" +
+	"decidedAtS\x12-\n" +
+	"\x12probability_better\x18\x05 \x01(\x01R\x11probabilityBetter\x120\n" +
+	"\tarm_stats\x18\x06 \x01(\v2\x13.memevo.v1.ArmStatsR\barmStats\x128\n" +
+	"\rcontrol_stats\x18\a \x01(\v2\x13.memevo.v1.ArmStatsR\fcontrolStats\x12:\n" +
+	"\x0epromoted_stats\x18\b \x01(\v2\x13.memevo.v1.ArmStatsR\rpromotedStats\x12<\n" +
+	"\x1areplay_candidate_objective\x18\t \x01(\x01R\x18replayCandidateObjective\x128\n" +
+	"\x18replay_current_objective\x18\n" +
+	" \x01(\x01R\x16replayCurrentObjective\x12+\n" +
+	"\x11replay_retrievals\x18\v \x01(\x04R\x10replayRetrievals\x12:\n" +
+	"\x0fprevious_policy\x18\f \x01(\v2\x11.memevo.v1.PolicyR\x0epreviousPolicy\x12\x16\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\"\x8a\x03\n" +
 	"\bArmStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05share\x18\x02 \x01(\x01R\x05share\x12'\n" +
@@ -1057,10 +1715,23 @@ const file_memevo_v1_policy_proto_rawDesc = "" +
 	"\fsuccess_rate\x18\a \x01(\x01R\vsuccessRate\x12\x1f\n" +
 	"\vsuccess_low\x18\b \x01(\x01R\n" +
 	"successLow\x12!\n" +
-	"\fsuccess_high\x18\t \x01(\x01R\vsuccessHigh\"N\n" +
+	"\fsuccess_high\x18\t \x01(\x01R\vsuccessHigh\x12)\n" +
+	"\x10probability_best\x18\n" +
+	" \x01(\x01R\x0fprobabilityBest\x12:\n" +
+	"\x19probability_beats_control\x18\v \x01(\x01R\x17probabilityBeatsControl\"\x94\x03\n" +
 	"\x0fExperimentStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
-	"\x04arms\x18\x02 \x03(\v2\x13.memevo.v1.ArmStatsR\x04arms*Z\n" +
+	"\x04arms\x18\x02 \x03(\v2\x13.memevo.v1.ArmStatsR\x04arms\x129\n" +
+	"\n" +
+	"allocation\x18\x03 \x01(\x0e2\x19.memevo.v1.AllocationModeR\n" +
+	"allocation\x120\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x1a.memevo.v1.ExperimentPhaseR\x05phase\x12\x1f\n" +
+	"\vcontrol_arm\x18\x05 \x01(\tR\n" +
+	"controlArm\x12!\n" +
+	"\fpromoted_arm\x18\x06 \x01(\tR\vpromotedArm\x12:\n" +
+	"\x0epromoted_stats\x18\a \x01(\v2\x13.memevo.v1.ArmStatsR\rpromotedStats\x12\x1a\n" +
+	"\bsnapshot\x18\b \x01(\x04R\bsnapshot\x12;\n" +
+	"\tdecisions\x18\t \x03(\v2\x1d.memevo.v1.ExperimentDecisionR\tdecisions*Z\n" +
 	"\bTimeMode\x12\x19\n" +
 	"\x15TIME_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TIME_MODE_WALL_CLOCK\x10\x01\x12\x19\n" +
@@ -1069,7 +1740,21 @@ const file_memevo_v1_policy_proto_rawDesc = "" +
 	"\x1eCONSOLIDATION_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CONSOLIDATION_MODE_WAIT\x10\x01\x12!\n" +
 	"\x1dCONSOLIDATION_MODE_EXTRACTIVE\x10\x02\x12\x1a\n" +
-	"\x16CONSOLIDATION_MODE_LLM\x10\x03b\x06proto3"
+	"\x16CONSOLIDATION_MODE_LLM\x10\x03*j\n" +
+	"\x0eAllocationMode\x12\x1f\n" +
+	"\x1bALLOCATION_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15ALLOCATION_MODE_FIXED\x10\x01\x12\x1c\n" +
+	"\x18ALLOCATION_MODE_THOMPSON\x10\x02*\x92\x01\n" +
+	"\x0fExperimentPhase\x12 \n" +
+	"\x1cEXPERIMENT_PHASE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18EXPERIMENT_PHASE_RUNNING\x10\x01\x12\x1d\n" +
+	"\x19EXPERIMENT_PHASE_WATCHING\x10\x02\x12 \n" +
+	"\x1cEXPERIMENT_PHASE_ROLLED_BACK\x10\x03*\xb6\x01\n" +
+	"\x16ExperimentDecisionKind\x12(\n" +
+	"$EXPERIMENT_DECISION_KIND_UNSPECIFIED\x10\x00\x12%\n" +
+	"!EXPERIMENT_DECISION_KIND_PROMOTED\x10\x01\x12(\n" +
+	"$EXPERIMENT_DECISION_KIND_ROLLED_BACK\x10\x02\x12!\n" +
+	"\x1dEXPERIMENT_DECISION_KIND_HELD\x10\x03b\x06proto3"
 
 var (
 	file_memevo_v1_policy_proto_rawDescOnce sync.Once
@@ -1083,37 +1768,55 @@ func file_memevo_v1_policy_proto_rawDescGZIP() []byte {
 	return file_memevo_v1_policy_proto_rawDescData
 }
 
-var file_memevo_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_memevo_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_memevo_v1_policy_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_memevo_v1_policy_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_memevo_v1_policy_proto_goTypes = []any{
 	(TimeMode)(0),               // 0: memevo.v1.TimeMode
 	(ConsolidationMode)(0),      // 1: memevo.v1.ConsolidationMode
-	(*KindPolicy)(nil),          // 2: memevo.v1.KindPolicy
-	(*ConsolidationPolicy)(nil), // 3: memevo.v1.ConsolidationPolicy
-	(*SourceConfidence)(nil),    // 4: memevo.v1.SourceConfidence
-	(*Policy)(nil),              // 5: memevo.v1.Policy
-	(*ExperimentArm)(nil),       // 6: memevo.v1.ExperimentArm
-	(*Experiment)(nil),          // 7: memevo.v1.Experiment
-	(*ArmStats)(nil),            // 8: memevo.v1.ArmStats
-	(*ExperimentStats)(nil),     // 9: memevo.v1.ExperimentStats
-	(MemoryKind)(0),             // 10: memevo.v1.MemoryKind
+	(AllocationMode)(0),         // 2: memevo.v1.AllocationMode
+	(ExperimentPhase)(0),        // 3: memevo.v1.ExperimentPhase
+	(ExperimentDecisionKind)(0), // 4: memevo.v1.ExperimentDecisionKind
+	(*KindPolicy)(nil),          // 5: memevo.v1.KindPolicy
+	(*ConsolidationPolicy)(nil), // 6: memevo.v1.ConsolidationPolicy
+	(*SourceConfidence)(nil),    // 7: memevo.v1.SourceConfidence
+	(*Policy)(nil),              // 8: memevo.v1.Policy
+	(*ParameterBound)(nil),      // 9: memevo.v1.ParameterBound
+	(*ExperimentArm)(nil),       // 10: memevo.v1.ExperimentArm
+	(*Experiment)(nil),          // 11: memevo.v1.Experiment
+	(*AdaptiveSettings)(nil),    // 12: memevo.v1.AdaptiveSettings
+	(*ExperimentDecision)(nil),  // 13: memevo.v1.ExperimentDecision
+	(*ArmStats)(nil),            // 14: memevo.v1.ArmStats
+	(*ExperimentStats)(nil),     // 15: memevo.v1.ExperimentStats
+	(MemoryKind)(0),             // 16: memevo.v1.MemoryKind
 }
 var file_memevo_v1_policy_proto_depIdxs = []int32{
-	10, // 0: memevo.v1.KindPolicy.kind:type_name -> memevo.v1.MemoryKind
-	10, // 1: memevo.v1.ConsolidationPolicy.kinds:type_name -> memevo.v1.MemoryKind
+	16, // 0: memevo.v1.KindPolicy.kind:type_name -> memevo.v1.MemoryKind
+	16, // 1: memevo.v1.ConsolidationPolicy.kinds:type_name -> memevo.v1.MemoryKind
 	1,  // 2: memevo.v1.ConsolidationPolicy.without_reviewer:type_name -> memevo.v1.ConsolidationMode
 	0,  // 3: memevo.v1.Policy.time_mode:type_name -> memevo.v1.TimeMode
-	2,  // 4: memevo.v1.Policy.kinds:type_name -> memevo.v1.KindPolicy
-	4,  // 5: memevo.v1.Policy.source_confidence:type_name -> memevo.v1.SourceConfidence
-	3,  // 6: memevo.v1.Policy.consolidation:type_name -> memevo.v1.ConsolidationPolicy
-	5,  // 7: memevo.v1.ExperimentArm.policy:type_name -> memevo.v1.Policy
-	6,  // 8: memevo.v1.Experiment.arms:type_name -> memevo.v1.ExperimentArm
-	8,  // 9: memevo.v1.ExperimentStats.arms:type_name -> memevo.v1.ArmStats
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 4: memevo.v1.Policy.kinds:type_name -> memevo.v1.KindPolicy
+	7,  // 5: memevo.v1.Policy.source_confidence:type_name -> memevo.v1.SourceConfidence
+	6,  // 6: memevo.v1.Policy.consolidation:type_name -> memevo.v1.ConsolidationPolicy
+	9,  // 7: memevo.v1.Policy.tuning_bounds:type_name -> memevo.v1.ParameterBound
+	8,  // 8: memevo.v1.ExperimentArm.policy:type_name -> memevo.v1.Policy
+	10, // 9: memevo.v1.Experiment.arms:type_name -> memevo.v1.ExperimentArm
+	12, // 10: memevo.v1.Experiment.adaptive:type_name -> memevo.v1.AdaptiveSettings
+	2,  // 11: memevo.v1.AdaptiveSettings.allocation:type_name -> memevo.v1.AllocationMode
+	4,  // 12: memevo.v1.ExperimentDecision.kind:type_name -> memevo.v1.ExperimentDecisionKind
+	14, // 13: memevo.v1.ExperimentDecision.arm_stats:type_name -> memevo.v1.ArmStats
+	14, // 14: memevo.v1.ExperimentDecision.control_stats:type_name -> memevo.v1.ArmStats
+	14, // 15: memevo.v1.ExperimentDecision.promoted_stats:type_name -> memevo.v1.ArmStats
+	8,  // 16: memevo.v1.ExperimentDecision.previous_policy:type_name -> memevo.v1.Policy
+	14, // 17: memevo.v1.ExperimentStats.arms:type_name -> memevo.v1.ArmStats
+	2,  // 18: memevo.v1.ExperimentStats.allocation:type_name -> memevo.v1.AllocationMode
+	3,  // 19: memevo.v1.ExperimentStats.phase:type_name -> memevo.v1.ExperimentPhase
+	14, // 20: memevo.v1.ExperimentStats.promoted_stats:type_name -> memevo.v1.ArmStats
+	13, // 21: memevo.v1.ExperimentStats.decisions:type_name -> memevo.v1.ExperimentDecision
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_policy_proto_init() }
@@ -1127,8 +1830,8 @@ func file_memevo_v1_policy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_memevo_v1_policy_proto_rawDesc), len(file_memevo_v1_policy_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   8,
+			NumEnums:      5,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -8,13 +8,15 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { MemoryKind, MemoryState } from "./memory_pb.js";
 import { file_memevo_v1_memory } from "./memory_pb.js";
+import type { ExperimentDecision } from "./policy_pb.js";
+import { file_memevo_v1_policy } from "./policy_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file memevo/v1/events.proto.
  */
 export const file_memevo_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1ldm8vdjEvZXZlbnRzLnByb3RvEgltZW1ldm8udjEi8gIKC0NoYW5nZUV2ZW50EhAKCHNlcXVlbmNlGAEgASgEEigKBHR5cGUYAiABKA4yGi5tZW1ldm8udjEuQ2hhbmdlRXZlbnRUeXBlEhEKCW1lbW9yeV9pZBgDIAEoBBIRCgluYW1lc3BhY2UYBCABKAkSKgoKZnJvbV9zdGF0ZRgFIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgGIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIvCgtyZWNvcmRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAggASgJEhMKC3JlbGF0ZWRfaWRzGAkgAygEEg4KBmRldGFpbBgKIAEoCRISCgpyZXF1ZXN0X2lkGAsgASgJEiMKBGtpbmQYDCABKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIMCgR0dXJuGA0gASgDKpoDCg9DaGFuZ2VFdmVudFR5cGUSIQodQ0hBTkdFX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIdChlDSEFOR0VfRVZFTlRfVFlQRV9DUkVBVEVEEAESHQoZQ0hBTkdFX0VWRU5UX1RZUEVfVVBEQVRFRBACEiMKH0NIQU5HRV9FVkVOVF9UWVBFX1NUQVRFX0NIQU5HRUQQAxIgChxDSEFOR0VfRVZFTlRfVFlQRV9TVVBFUlNFREVEEAQSHQoZQ0hBTkdFX0VWRU5UX1RZUEVfRVZJQ1RFRBAFEiIKHkNIQU5HRV9FVkVOVF9UWVBFX0NPTlNPTElEQVRFRBAGEiQKIENIQU5HRV9FVkVOVF9UWVBFX1VOQ09OU09MSURBVEVEEAcSKAokQ0hBTkdFX0VWRU5UX1RZUEVfRlJBTUVXT1JLX0RFQ0xBUkVEEAgSJAogQ0hBTkdFX0VWRU5UX1RZUEVfUE9MSUNZX1VQREFURUQQCRImCiJDSEFOR0VfRVZFTlRfVFlQRV9PVVRDT01FX1JFUE9SVEVEEApiBnByb3RvMw", [file_google_protobuf_timestamp, file_memevo_v1_memory]);
+  fileDesc("ChZtZW1ldm8vdjEvZXZlbnRzLnByb3RvEgltZW1ldm8udjEirgMKC0NoYW5nZUV2ZW50EhAKCHNlcXVlbmNlGAEgASgEEigKBHR5cGUYAiABKA4yGi5tZW1ldm8udjEuQ2hhbmdlRXZlbnRUeXBlEhEKCW1lbW9yeV9pZBgDIAEoBBIRCgluYW1lc3BhY2UYBCABKAkSKgoKZnJvbV9zdGF0ZRgFIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIoCgh0b19zdGF0ZRgGIAEoDjIWLm1lbWV2by52MS5NZW1vcnlTdGF0ZRIvCgtyZWNvcmRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAggASgJEhMKC3JlbGF0ZWRfaWRzGAkgAygEEg4KBmRldGFpbBgKIAEoCRISCgpyZXF1ZXN0X2lkGAsgASgJEiMKBGtpbmQYDCABKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBIMCgR0dXJuGA0gASgDEjoKE2V4cGVyaW1lbnRfZGVjaXNpb24YDiABKAsyHS5tZW1ldm8udjEuRXhwZXJpbWVudERlY2lzaW9uKsUDCg9DaGFuZ2VFdmVudFR5cGUSIQodQ0hBTkdFX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIdChlDSEFOR0VfRVZFTlRfVFlQRV9DUkVBVEVEEAESHQoZQ0hBTkdFX0VWRU5UX1RZUEVfVVBEQVRFRBACEiMKH0NIQU5HRV9FVkVOVF9UWVBFX1NUQVRFX0NIQU5HRUQQAxIgChxDSEFOR0VfRVZFTlRfVFlQRV9TVVBFUlNFREVEEAQSHQoZQ0hBTkdFX0VWRU5UX1RZUEVfRVZJQ1RFRBAFEiIKHkNIQU5HRV9FVkVOVF9UWVBFX0NPTlNPTElEQVRFRBAGEiQKIENIQU5HRV9FVkVOVF9UWVBFX1VOQ09OU09MSURBVEVEEAcSKAokQ0hBTkdFX0VWRU5UX1RZUEVfRlJBTUVXT1JLX0RFQ0xBUkVEEAgSJAogQ0hBTkdFX0VWRU5UX1RZUEVfUE9MSUNZX1VQREFURUQQCRImCiJDSEFOR0VfRVZFTlRfVFlQRV9PVVRDT01FX1JFUE9SVEVEEAoSKQolQ0hBTkdFX0VWRU5UX1RZUEVfRVhQRVJJTUVOVF9ERUNJU0lPThALYgZwcm90bzM", [file_google_protobuf_timestamp, file_memevo_v1_memory, file_memevo_v1_policy]);
 
 /**
  * One entry of the append-only change log.
@@ -110,6 +112,13 @@ export type ChangeEvent = Message<"memevo.v1.ChangeEvent"> & {
    * @generated from field: int64 turn = 13;
    */
   turn: bigint;
+
+  /**
+   * CHANGE_EVENT_TYPE_EXPERIMENT_DECISION: the decision and its evidence; unset otherwise.
+   *
+   * @generated from field: memevo.v1.ExperimentDecision experiment_decision = 14;
+   */
+  experimentDecision?: ExperimentDecision | undefined;
 };
 
 /**
@@ -201,6 +210,14 @@ export enum ChangeEventType {
    * @generated from enum value: CHANGE_EVENT_TYPE_OUTCOME_REPORTED = 10;
    */
   OUTCOME_REPORTED = 10,
+
+  /**
+   * An experiment promoted an arm, rolled a promotion back or held one back (evidence in
+   * experiment_decision).
+   *
+   * @generated from enum value: CHANGE_EVENT_TYPE_EXPERIMENT_DECISION = 11;
+   */
+  EXPERIMENT_DECISION = 11,
 }
 
 /**

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file memevo/v1/policy.proto.
  */
 export const file_memevo_v1_policy: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1ldm8vdjEvcG9saWN5LnByb3RvEgltZW1ldm8udjEirwQKCktpbmRQb2xpY3kSIwoEa2luZBgBIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWFscGhhGAIgASgBEgwKBGJldGEYAyABKAESDQoFZ2FtbWEYBCABKAESDQoFZGVsdGEYBSABKAESGQoRY29uZmlkZW5jZV93ZWlnaHQYBiABKAESFwoPZmVlZGJhY2tfd2VpZ2h0GAcgASgBEhwKFGluY29uc2lzdGVuY3lfd2VpZ2h0GAggASgBEhkKEWRlY2F5X2hhbGZfbGlmZV9zGAkgASgBEh0KFWRlY2F5X2hhbGZfbGlmZV90dXJucxgKIAEoARIVCg1hY2Nlc3Nfd2VpZ2h0GAsgASgBEhUKDWFyY2hpdmVfYmVsb3cYDCABKAESGAoQcmVhY3RpdmF0ZV9hYm92ZRgNIAEoARITCgtldmljdF9iZWxvdxgOIAEoARIVCg1ldmljdF9ncmFjZV9zGA8gASgBEhsKE21pbl90aW1lX2luX3N0YXRlX3MYECABKAESGQoRZXZpY3RfZ3JhY2VfdHVybnMYESABKAESHwoXbWluX3RpbWVfaW5fc3RhdGVfdHVybnMYEiABKAESGAoQY29uZmlkZW5jZV9mbG9vchgTIAEoARIkChxjb25maWRlbmNlX2RlY2F5X2hhbGZfbGlmZV9zGBQgASgBEigKIGNvbmZpZGVuY2VfZGVjYXlfaGFsZl9saWZlX3R1cm5zGBUgASgBIvEBChNDb25zb2xpZGF0aW9uUG9saWN5EhIKCnNpbWlsYXJpdHkYASABKAESFgoObWluX2dyb3VwX3NpemUYAiABKA0SFgoObWF4X2dyb3VwX3NpemUYAyABKA0SJAoFa2luZHMYBCADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBI2ChB3aXRob3V0X3Jldmlld2VyGAUgASgOMhwubWVtZXZvLnYxLkNvbnNvbGlkYXRpb25Nb2RlEhgKEHJldmlld190aW1lb3V0X3MYBiABKAESHgoWcmV2aWV3X2V2aWN0aW9uc19hYm92ZRgHIAEoASJ+ChBTb3VyY2VDb25maWRlbmNlEhMKC3Rvb2xfcmVzdWx0GAEgASgBEhYKDnVzZXJfc3RhdGVtZW50GAIgASgBEhcKD2FnZW50X2luZmVyZW5jZRgDIAEoARISCgpyZWZsZWN0aW9uGAQgASgBEhAKCGltcG9ydGVkGAUgASgBIvUCCgZQb2xpY3kSDAoEbmFtZRgBIAEoCRImCgl0aW1lX21vZGUYAiABKA4yEy5tZW1ldm8udjEuVGltZU1vZGUSJAoFa2luZHMYAyADKAsyFS5tZW1ldm8udjEuS2luZFBvbGljeRI2ChFzb3VyY2VfY29uZmlkZW5jZRgEIAEoCzIbLm1lbWV2by52MS5Tb3VyY2VDb25maWRlbmNlEiAKGHNvZnRfY29uZmxpY3Rfc2ltaWxhcml0eRgFIAEoARIcChRkdXBsaWNhdGVfc2ltaWxhcml0eRgGIAEoARIkChxzdHJhdGVneV91cGdyYWRlX3Byb2JhYmlsaXR5GAcgASgBEhkKEWNvc3RfYnVkZ2V0X2J5dGVzGAggASgBEh8KF211bHRpX3ZhbHVlZF9hdHRyaWJ1dGVzGAkgAygJEjUKDWNvbnNvbGlkYXRpb24YFCABKAsyHi5tZW1ldm8udjEuQ29uc29saWRhdGlvblBvbGljeSJQCg1FeHBlcmltZW50QXJtEgwKBG5hbWUYASABKAkSIQoGcG9saWN5GAIgASgLMhEubWVtZXZvLnYxLlBvbGljeRIOCgZ3ZWlnaHQYAyABKAEiQgoKRXhwZXJpbWVudBIMCgRuYW1lGAEgASgJEiYKBGFybXMYAiADKAsyGC5tZW1ldm8udjEuRXhwZXJpbWVudEFybSK9AQoIQXJtU3RhdHMSDAoEbmFtZRgBIAEoCRINCgVzaGFyZRgCIAEoARIXCg9yZXRyaWV2YWxfY291bnQYAyABKAQSFQoNb3V0Y29tZV9jb3VudBgEIAEoBBIRCglzdWNjZXNzZXMYBSABKAESEAoIZmFpbHVyZXMYBiABKAESFAoMc3VjY2Vzc19yYXRlGAcgASgBEhMKC3N1Y2Nlc3NfbG93GAggASgBEhQKDHN1Y2Nlc3NfaGlnaBgJIAEoASJCCg9FeHBlcmltZW50U3RhdHMSDAoEbmFtZRgBIAEoCRIhCgRhcm1zGAIgAygLMhMubWVtZXZvLnYxLkFybVN0YXRzKloKCFRpbWVNb2RlEhkKFVRJTUVfTU9ERV9VTlNQRUNJRklFRBAAEhgKFFRJTUVfTU9ERV9XQUxMX0NMT0NLEAESGQoVVElNRV9NT0RFX0FHRU5UX1RVUk5TEAIqkwEKEUNvbnNvbGlkYXRpb25Nb2RlEiIKHkNPTlNPTElEQVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEhsKF0NPTlNPTElEQVRJT05fTU9ERV9XQUlUEAESIQodQ09OU09MSURBVElPTl9NT0RFX0VYVFJBQ1RJVkUQAhIaChZDT05TT0xJREFUSU9OX01PREVfTExNEANiBnByb3RvMw", [file_memevo_v1_memory]);
+  fileDesc("ChZtZW1ldm8vdjEvcG9saWN5LnByb3RvEgltZW1ldm8udjEirwQKCktpbmRQb2xpY3kSIwoEa2luZBgBIAEoDjIVLm1lbWV2by52MS5NZW1vcnlLaW5kEg0KBWFscGhhGAIgASgBEgwKBGJldGEYAyABKAESDQoFZ2FtbWEYBCABKAESDQoFZGVsdGEYBSABKAESGQoRY29uZmlkZW5jZV93ZWlnaHQYBiABKAESFwoPZmVlZGJhY2tfd2VpZ2h0GAcgASgBEhwKFGluY29uc2lzdGVuY3lfd2VpZ2h0GAggASgBEhkKEWRlY2F5X2hhbGZfbGlmZV9zGAkgASgBEh0KFWRlY2F5X2hhbGZfbGlmZV90dXJucxgKIAEoARIVCg1hY2Nlc3Nfd2VpZ2h0GAsgASgBEhUKDWFyY2hpdmVfYmVsb3cYDCABKAESGAoQcmVhY3RpdmF0ZV9hYm92ZRgNIAEoARITCgtldmljdF9iZWxvdxgOIAEoARIVCg1ldmljdF9ncmFjZV9zGA8gASgBEhsKE21pbl90aW1lX2luX3N0YXRlX3MYECABKAESGQoRZXZpY3RfZ3JhY2VfdHVybnMYESABKAESHwoXbWluX3RpbWVfaW5fc3RhdGVfdHVybnMYEiABKAESGAoQY29uZmlkZW5jZV9mbG9vchgTIAEoARIkChxjb25maWRlbmNlX2RlY2F5X2hhbGZfbGlmZV9zGBQgASgBEigKIGNvbmZpZGVuY2VfZGVjYXlfaGFsZl9saWZlX3R1cm5zGBUgASgBIvEBChNDb25zb2xpZGF0aW9uUG9saWN5EhIKCnNpbWlsYXJpdHkYASABKAESFgoObWluX2dyb3VwX3NpemUYAiABKA0SFgoObWF4X2dyb3VwX3NpemUYAyABKA0SJAoFa2luZHMYBCADKA4yFS5tZW1ldm8udjEuTWVtb3J5S2luZBI2ChB3aXRob3V0X3Jldmlld2VyGAUgASgOMhwubWVtZXZvLnYxLkNvbnNvbGlkYXRpb25Nb2RlEhgKEHJldmlld190aW1lb3V0X3MYBiABKAESHgoWcmV2aWV3X2V2aWN0aW9uc19hYm92ZRgHIAEoASJ+ChBTb3VyY2VDb25maWRlbmNlEhMKC3Rvb2xfcmVzdWx0GAEgASgBEhYKDnVzZXJfc3RhdGVtZW50GAIgASgBEhcKD2FnZW50X2luZmVyZW5jZRgDIAEoARISCgpyZWZsZWN0aW9uGAQgASgBEhAKCGltcG9ydGVkGAUgASgBIqcDCgZQb2xpY3kSDAoEbmFtZRgBIAEoCRImCgl0aW1lX21vZGUYAiABKA4yEy5tZW1ldm8udjEuVGltZU1vZGUSJAoFa2luZHMYAyADKAsyFS5tZW1ldm8udjEuS2luZFBvbGljeRI2ChFzb3VyY2VfY29uZmlkZW5jZRgEIAEoCzIbLm1lbWV2by52MS5Tb3VyY2VDb25maWRlbmNlEiAKGHNvZnRfY29uZmxpY3Rfc2ltaWxhcml0eRgFIAEoARIcChRkdXBsaWNhdGVfc2ltaWxhcml0eRgGIAEoARIkChxzdHJhdGVneV91cGdyYWRlX3Byb2JhYmlsaXR5GAcgASgBEhkKEWNvc3RfYnVkZ2V0X2J5dGVzGAggASgBEh8KF211bHRpX3ZhbHVlZF9hdHRyaWJ1dGVzGAkgAygJEjUKDWNvbnNvbGlkYXRpb24YFCABKAsyHi5tZW1ldm8udjEuQ29uc29saWRhdGlvblBvbGljeRIwCg10dW5pbmdfYm91bmRzGBUgAygLMhkubWVtZXZvLnYxLlBhcmFtZXRlckJvdW5kIj0KDlBhcmFtZXRlckJvdW5kEhEKCXBhcmFtZXRlchgBIAEoCRILCgNtaW4YAiABKAESCwoDbWF4GAMgASgBIlAKDUV4cGVyaW1lbnRBcm0SDAoEbmFtZRgBIAEoCRIhCgZwb2xpY3kYAiABKAsyES5tZW1ldm8udjEuUG9saWN5Eg4KBndlaWdodBgDIAEoASJxCgpFeHBlcmltZW50EgwKBG5hbWUYASABKAkSJgoEYXJtcxgCIAMoCzIYLm1lbWV2by52MS5FeHBlcmltZW50QXJtEi0KCGFkYXB0aXZlGAMgASgLMhsubWVtZXZvLnYxLkFkYXB0aXZlU2V0dGluZ3MikQIKEEFkYXB0aXZlU2V0dGluZ3MSLQoKYWxsb2NhdGlvbhgBIAEoDjIZLm1lbWV2by52MS5BbGxvY2F0aW9uTW9kZRITCgtmbG9vcl9zaGFyZRgCIAEoARIZChFzbmFwc2hvdF9vdXRjb21lcxgDIAEoDRITCgtjb250cm9sX2FybRgEIAEoCRIbChNwcm9tb3RlX3Byb2JhYmlsaXR5GAUgASgBEhQKDG1pbl9vdXRjb21lcxgGIAEoDRIgChhtaW5fcHJvbW90aW9uX2ludGVydmFsX3MYByABKAESGgoSdHVuYWJsZV9wYXJhbWV0ZXJzGAggAygJEhgKEHJlcGxheV90b2xlcmFuY2UYCSABKAEitwMKEkV4cGVyaW1lbnREZWNpc2lvbhIvCgRraW5kGAEgASgOMiEubWVtZXZvLnYxLkV4cGVyaW1lbnREZWNpc2lvbktpbmQSCwoDYXJtGAIgASgJEhMKC2NvbnRyb2xfYXJtGAMgASgJEhQKDGRlY2lkZWRfYXRfcxgEIAEoARIaChJwcm9iYWJpbGl0eV9iZXR0ZXIYBSABKAESJgoJYXJtX3N0YXRzGAYgASgLMhMubWVtZXZvLnYxLkFybVN0YXRzEioKDWNvbnRyb2xfc3RhdHMYByABKAsyEy5tZW1ldm8udjEuQXJtU3RhdHMSKwoOcHJvbW90ZWRfc3RhdHMYCCABKAsyEy5tZW1ldm8udjEuQXJtU3RhdHMSIgoacmVwbGF5X2NhbmRpZGF0ZV9vYmplY3RpdmUYCSABKAESIAoYcmVwbGF5X2N1cnJlbnRfb2JqZWN0aXZlGAogASgBEhkKEXJlcGxheV9yZXRyaWV2YWxzGAsgASgEEioKD3ByZXZpb3VzX3BvbGljeRgMIAEoCzIRLm1lbWV2by52MS5Qb2xpY3kSDgoGcmVhc29uGA0gASgJIvoBCghBcm1TdGF0cxIMCgRuYW1lGAEgASgJEg0KBXNoYXJlGAIgASgBEhcKD3JldHJpZXZhbF9jb3VudBgDIAEoBBIVCg1vdXRjb21lX2NvdW50GAQgASgEEhEKCXN1Y2Nlc3NlcxgFIAEoARIQCghmYWlsdXJlcxgGIAEoARIUCgxzdWNjZXNzX3JhdGUYByABKAESEwoLc3VjY2Vzc19sb3cYCCABKAESFAoMc3VjY2Vzc19oaWdoGAkgASgBEhgKEHByb2JhYmlsaXR5X2Jlc3QYCiABKAESIQoZcHJvYmFiaWxpdHlfYmVhdHNfY29udHJvbBgLIAEoASK4AgoPRXhwZXJpbWVudFN0YXRzEgwKBG5hbWUYASABKAkSIQoEYXJtcxgCIAMoCzITLm1lbWV2by52MS5Bcm1TdGF0cxItCgphbGxvY2F0aW9uGAMgASgOMhkubWVtZXZvLnYxLkFsbG9jYXRpb25Nb2RlEikKBXBoYXNlGAQgASgOMhoubWVtZXZvLnYxLkV4cGVyaW1lbnRQaGFzZRITCgtjb250cm9sX2FybRgFIAEoCRIUCgxwcm9tb3RlZF9hcm0YBiABKAkSKwoOcHJvbW90ZWRfc3RhdHMYByABKAsyEy5tZW1ldm8udjEuQXJtU3RhdHMSEAoIc25hcHNob3QYCCABKAQSMAoJZGVjaXNpb25zGAkgAygLMh0ubWVtZXZvLnYxLkV4cGVyaW1lbnREZWNpc2lvbipaCghUaW1lTW9kZRIZChVUSU1FX01PREVfVU5TUEVDSUZJRUQQABIYChRUSU1FX01PREVfV0FMTF9DTE9DSxABEhkKFVRJTUVfTU9ERV9BR0VOVF9UVVJOUxACKpMBChFDb25zb2xpZGF0aW9uTW9kZRIiCh5DT05TT0xJREFUSU9OX01PREVfVU5TUEVDSUZJRUQQABIbChdDT05TT0xJREFUSU9OX01PREVfV0FJVBABEiEKHUNPTlNPTElEQVRJT05fTU9ERV9FWFRSQUNUSVZFEAISGgoWQ09OU09MSURBVElPTl9NT0RFX0xMTRADKmoKDkFsbG9jYXRpb25Nb2RlEh8KG0FMTE9DQVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEhkKFUFMTE9DQVRJT05fTU9ERV9GSVhFRBABEhwKGEFMTE9DQVRJT05fTU9ERV9USE9NUFNPThACKpIBCg9FeHBlcmltZW50UGhhc2USIAocRVhQRVJJTUVOVF9QSEFTRV9VTlNQRUNJRklFRBAAEhwKGEVYUEVSSU1FTlRfUEhBU0VfUlVOTklORxABEh0KGUVYUEVSSU1FTlRfUEhBU0VfV0FUQ0hJTkcQAhIgChxFWFBFUklNRU5UX1BIQVNFX1JPTExFRF9CQUNLEAMqtgEKFkV4cGVyaW1lbnREZWNpc2lvbktpbmQSKAokRVhQRVJJTUVOVF9ERUNJU0lPTl9LSU5EX1VOU1BFQ0lGSUVEEAASJQohRVhQRVJJTUVOVF9ERUNJU0lPTl9LSU5EX1BST01PVEVEEAESKAokRVhQRVJJTUVOVF9ERUNJU0lPTl9LSU5EX1JPTExFRF9CQUNLEAISIQodRVhQRVJJTUVOVF9ERUNJU0lPTl9LSU5EX0hFTEQQA2IGcHJvdG8z", [file_memevo_v1_memory]);
 
 /**
  * Weights and thresholds that govern one memory kind (DESIGN §4).
@@ -373,6 +373,14 @@ export type Policy = Message<"memevo.v1.Policy"> & {
    * @generated from field: memevo.v1.ConsolidationPolicy consolidation = 20;
    */
   consolidation?: ConsolidationPolicy | undefined;
+
+  /**
+   * The operator's bounds on what an experiment with automatic promotion may tune: one entry per
+   * parameter, each at most once. A parameter without a bound may not move automatically. Default: none.
+   *
+   * @generated from field: repeated memevo.v1.ParameterBound tuning_bounds = 21;
+   */
+  tuningBounds: ParameterBound[];
 };
 
 /**
@@ -381,6 +389,42 @@ export type Policy = Message<"memevo.v1.Policy"> & {
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
   messageDesc(file_memevo_v1_policy, 3);
+
+/**
+ * The range an experiment may give one policy parameter before its arm can be promoted automatically.
+ *
+ * @generated from message memevo.v1.ParameterBound
+ */
+export type ParameterBound = Message<"memevo.v1.ParameterBound"> & {
+  /**
+   * The parameter: the name of a number field of KindPolicy (e.g. "beta", "decay_half_life_s"; it covers
+   * every kind's entry) or of Policy (e.g. "soft_conflict_similarity"). Required.
+   *
+   * @generated from field: string parameter = 1;
+   */
+  parameter: string;
+
+  /**
+   * Smallest value allowed, in the parameter's own unit, finite. Default 0.
+   *
+   * @generated from field: double min = 2;
+   */
+  min: number;
+
+  /**
+   * Largest value allowed, in the parameter's own unit, finite and >= min. Default 0 (with min 0: pinned at 0).
+   *
+   * @generated from field: double max = 3;
+   */
+  max: number;
+};
+
+/**
+ * Describes the message memevo.v1.ParameterBound.
+ * Use `create(ParameterBoundSchema)` to create a new message.
+ */
+export const ParameterBoundSchema: GenMessage<ParameterBound> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 4);
 
 /**
  * One arm of an online experiment: a policy that ranks the retrievals assigned to it.
@@ -415,7 +459,7 @@ export type ExperimentArm = Message<"memevo.v1.ExperimentArm"> & {
  * Use `create(ExperimentArmSchema)` to create a new message.
  */
 export const ExperimentArmSchema: GenMessage<ExperimentArm> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_policy, 4);
+  messageDesc(file_memevo_v1_policy, 5);
 
 /**
  * Several policies running side by side. Each retrieval is assigned one arm by a hash of its
@@ -439,6 +483,14 @@ export type Experiment = Message<"memevo.v1.Experiment"> & {
    * @generated from field: repeated memevo.v1.ExperimentArm arms = 2;
    */
   arms: ExperimentArm[];
+
+  /**
+   * Outcome-driven allocation and automatic promotion. Default: unset, a fixed split by weight and
+   * promotion only by PromoteArm.
+   *
+   * @generated from field: memevo.v1.AdaptiveSettings adaptive = 3;
+   */
+  adaptive?: AdaptiveSettings | undefined;
 };
 
 /**
@@ -446,7 +498,199 @@ export type Experiment = Message<"memevo.v1.Experiment"> & {
  * Use `create(ExperimentSchema)` to create a new message.
  */
 export const ExperimentSchema: GenMessage<Experiment> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_policy, 5);
+  messageDesc(file_memevo_v1_policy, 6);
+
+/**
+ * Outcome-driven settings of an experiment. An unset (0) number takes its default.
+ *
+ * @generated from message memevo.v1.AdaptiveSettings
+ */
+export type AdaptiveSettings = Message<"memevo.v1.AdaptiveSettings"> & {
+  /**
+   * How retrievals are split. Default ALLOCATION_MODE_FIXED.
+   *
+   * @generated from field: memevo.v1.AllocationMode allocation = 1;
+   */
+  allocation: AllocationMode;
+
+  /**
+   * Thompson allocation: every arm's share is at least this, in (0, 1 / number of arms). Default 0.05.
+   *
+   * @generated from field: double floor_share = 2;
+   */
+  floorShare: number;
+
+  /**
+   * Thompson allocation and automatic decisions: outcomes between two posterior snapshots (count, >= 1).
+   * Default 20.
+   *
+   * @generated from field: uint32 snapshot_outcomes = 3;
+   */
+  snapshotOutcomes: number;
+
+  /**
+   * The arm that stands for the policy in force (the baseline of promotion and rollback); its policy must
+   * have the data directory policy's parameters when promote_probability is set. Default: the first arm.
+   *
+   * @generated from field: string control_arm = 4;
+   */
+  controlArm: string;
+
+  /**
+   * Promote an arm automatically once the posterior probability that its success rate exceeds the
+   * control's is at least this, in (0.5, 1). Default 0: never automatically (PromoteArm still works).
+   *
+   * @generated from field: double promote_probability = 5;
+   */
+  promoteProbability: number;
+
+  /**
+   * Outcomes both that arm and the control need before a promotion, and the promoted policy needs after
+   * it before a rollback (count). Default 100.
+   *
+   * @generated from field: uint32 min_outcomes = 6;
+   */
+  minOutcomes: number;
+
+  /**
+   * Seconds (system time) that must pass between two automatic promotions of this data directory, >= 0.
+   * Default 3600.
+   *
+   * @generated from field: double min_promotion_interval_s = 7;
+   */
+  minPromotionIntervalS: number;
+
+  /**
+   * The policy parameters (names as in ParameterBound) in which an arm may differ from the control arm;
+   * each needs a bound in the data directory policy's tuning_bounds and every arm's value must lie in it.
+   * Required when promote_probability is set.
+   *
+   * @generated from field: repeated string tunable_parameters = 8;
+   */
+  tunableParameters: string[];
+
+  /**
+   * Before a promotion, the captured traffic is replayed under the candidate and under the policy in
+   * force; the candidate's replay objective must be at least the current one's minus this, >= 0.
+   * Default 0 (not worse).
+   *
+   * @generated from field: double replay_tolerance = 9;
+   */
+  replayTolerance: number;
+};
+
+/**
+ * Describes the message memevo.v1.AdaptiveSettings.
+ * Use `create(AdaptiveSettingsSchema)` to create a new message.
+ */
+export const AdaptiveSettingsSchema: GenMessage<AdaptiveSettings> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 7);
+
+/**
+ * One automatic decision with its evidence (also a CHANGE_EVENT_TYPE_EXPERIMENT_DECISION change event).
+ *
+ * @generated from message memevo.v1.ExperimentDecision
+ */
+export type ExperimentDecision = Message<"memevo.v1.ExperimentDecision"> & {
+  /**
+   * What was decided.
+   *
+   * @generated from field: memevo.v1.ExperimentDecisionKind kind = 1;
+   */
+  kind: ExperimentDecisionKind;
+
+  /**
+   * The arm promoted, held back, or (for a rollback) the promoted arm.
+   *
+   * @generated from field: string arm = 2;
+   */
+  arm: string;
+
+  /**
+   * The control arm.
+   *
+   * @generated from field: string control_arm = 3;
+   */
+  controlArm: string;
+
+  /**
+   * System time of the decision, seconds since the Unix epoch.
+   *
+   * @generated from field: double decided_at_s = 4;
+   */
+  decidedAtS: number;
+
+  /**
+   * Posterior probability, in [0, 1], that the arm's success rate exceeds the control's at the decision.
+   *
+   * @generated from field: double probability_better = 5;
+   */
+  probabilityBetter: number;
+
+  /**
+   * The arm's counts at the decision.
+   *
+   * @generated from field: memevo.v1.ArmStats arm_stats = 6;
+   */
+  armStats?: ArmStats | undefined;
+
+  /**
+   * The control's counts at the decision (for a rollback: at the promotion).
+   *
+   * @generated from field: memevo.v1.ArmStats control_stats = 7;
+   */
+  controlStats?: ArmStats | undefined;
+
+  /**
+   * The promoted policy's counts since its promotion (ROLLED_BACK only).
+   *
+   * @generated from field: memevo.v1.ArmStats promoted_stats = 8;
+   */
+  promotedStats?: ArmStats | undefined;
+
+  /**
+   * Replay objective (success share - stale penalty x stale share) of the captured traffic under the
+   * candidate; NaN when no replay ran (rollbacks).
+   *
+   * @generated from field: double replay_candidate_objective = 9;
+   */
+  replayCandidateObjective: number;
+
+  /**
+   * The same under the policy in force; NaN when no replay ran.
+   *
+   * @generated from field: double replay_current_objective = 10;
+   */
+  replayCurrentObjective: number;
+
+  /**
+   * Retrievals the replay scored (count); 0 when none ran.
+   *
+   * @generated from field: uint64 replay_retrievals = 11;
+   */
+  replayRetrievals: bigint;
+
+  /**
+   * The policy in force before the decision: UpdatePolicy with it reverses a promotion or a rollback.
+   *
+   * @generated from field: memevo.v1.Policy previous_policy = 12;
+   */
+  previousPolicy?: Policy | undefined;
+
+  /**
+   * The rule that fired, in words.
+   *
+   * @generated from field: string reason = 13;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message memevo.v1.ExperimentDecision.
+ * Use `create(ExperimentDecisionSchema)` to create a new message.
+ */
+export const ExperimentDecisionSchema: GenMessage<ExperimentDecision> = /*@__PURE__*/
+  messageDesc(file_memevo_v1_policy, 8);
 
 /**
  * How one arm has done so far.
@@ -516,6 +760,21 @@ export type ArmStats = Message<"memevo.v1.ArmStats"> & {
    * @generated from field: double success_high = 9;
    */
   successHigh: number;
+
+  /**
+   * Posterior probability, in [0, 1], that this arm's success rate is the best of the arms (Beta(1 +
+   * successes, 1 + failures) each); the Thompson share before the floor.
+   *
+   * @generated from field: double probability_best = 10;
+   */
+  probabilityBest: number;
+
+  /**
+   * Posterior probability, in [0, 1], that its success rate exceeds the control arm's (0.5 for the control).
+   *
+   * @generated from field: double probability_beats_control = 11;
+   */
+  probabilityBeatsControl: number;
 };
 
 /**
@@ -523,7 +782,7 @@ export type ArmStats = Message<"memevo.v1.ArmStats"> & {
  * Use `create(ArmStatsSchema)` to create a new message.
  */
 export const ArmStatsSchema: GenMessage<ArmStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_policy, 6);
+  messageDesc(file_memevo_v1_policy, 9);
 
 /**
  * The running experiment as GetStats shows it.
@@ -544,6 +803,55 @@ export type ExperimentStats = Message<"memevo.v1.ExperimentStats"> & {
    * @generated from field: repeated memevo.v1.ArmStats arms = 2;
    */
   arms: ArmStats[];
+
+  /**
+   * How retrievals are split. ALLOCATION_MODE_FIXED unless the experiment asked for more.
+   *
+   * @generated from field: memevo.v1.AllocationMode allocation = 3;
+   */
+  allocation: AllocationMode;
+
+  /**
+   * Where the experiment stands.
+   *
+   * @generated from field: memevo.v1.ExperimentPhase phase = 4;
+   */
+  phase: ExperimentPhase;
+
+  /**
+   * The control arm (the baseline of automatic decisions).
+   *
+   * @generated from field: string control_arm = 5;
+   */
+  controlArm: string;
+
+  /**
+   * The arm promoted automatically; empty before any promotion.
+   *
+   * @generated from field: string promoted_arm = 6;
+   */
+  promotedArm: string;
+
+  /**
+   * The promoted policy's counts since its promotion (WATCHING and ROLLED_BACK); unset before.
+   *
+   * @generated from field: memevo.v1.ArmStats promoted_stats = 7;
+   */
+  promotedStats?: ArmStats | undefined;
+
+  /**
+   * The posterior snapshot the Thompson shares come from (count of snapshots taken; 0 for a fixed split).
+   *
+   * @generated from field: uint64 snapshot = 8;
+   */
+  snapshot: bigint;
+
+  /**
+   * The experiment's automatic decisions, oldest first.
+   *
+   * @generated from field: repeated memevo.v1.ExperimentDecision decisions = 9;
+   */
+  decisions: ExperimentDecision[];
 };
 
 /**
@@ -551,7 +859,7 @@ export type ExperimentStats = Message<"memevo.v1.ExperimentStats"> & {
  * Use `create(ExperimentStatsSchema)` to create a new message.
  */
 export const ExperimentStatsSchema: GenMessage<ExperimentStats> = /*@__PURE__*/
-  messageDesc(file_memevo_v1_policy, 7);
+  messageDesc(file_memevo_v1_policy, 10);
 
 /**
  * How decay measures time since last use.
@@ -632,4 +940,125 @@ export enum ConsolidationMode {
  */
 export const ConsolidationModeSchema: GenEnum<ConsolidationMode> = /*@__PURE__*/
   enumDesc(file_memevo_v1_policy, 1);
+
+/**
+ * How an experiment splits retrievals between its arms.
+ *
+ * @generated from enum memevo.v1.AllocationMode
+ */
+export enum AllocationMode {
+  /**
+   * Not set: ALLOCATION_MODE_FIXED.
+   *
+   * @generated from enum value: ALLOCATION_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * In proportion to the arms' weights.
+   *
+   * @generated from enum value: ALLOCATION_MODE_FIXED = 1;
+   */
+  FIXED = 1,
+
+  /**
+   * Thompson sampling: an arm's share is the posterior probability that its success rate is the best
+   * (each arm's Beta(1 + successes, 1 + failures)), raised to floor_share, recomputed from the counts every
+   * snapshot_outcomes outcomes. A retrieval's arm is a hash of (experiment name, snapshot number, retrieval
+   * id) into those shares: the same retrieval id under the same snapshot always gets the same arm.
+   *
+   * @generated from enum value: ALLOCATION_MODE_THOMPSON = 2;
+   */
+  THOMPSON = 2,
+}
+
+/**
+ * Describes the enum memevo.v1.AllocationMode.
+ */
+export const AllocationModeSchema: GenEnum<AllocationMode> = /*@__PURE__*/
+  enumDesc(file_memevo_v1_policy, 2);
+
+/**
+ * Where an experiment stands.
+ *
+ * @generated from enum memevo.v1.ExperimentPhase
+ */
+export enum ExperimentPhase {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: EXPERIMENT_PHASE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The arms share the retrievals.
+   *
+   * @generated from enum value: EXPERIMENT_PHASE_RUNNING = 1;
+   */
+  RUNNING = 1,
+
+  /**
+   * An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
+   * its success rate is watched against the control's interval at promotion.
+   *
+   * @generated from enum value: EXPERIMENT_PHASE_WATCHING = 2;
+   */
+  WATCHING = 2,
+
+  /**
+   * The promoted policy fell below the control's interval and the control's policy was restored; every
+   * retrieval uses the policy in force.
+   *
+   * @generated from enum value: EXPERIMENT_PHASE_ROLLED_BACK = 3;
+   */
+  ROLLED_BACK = 3,
+}
+
+/**
+ * Describes the enum memevo.v1.ExperimentPhase.
+ */
+export const ExperimentPhaseSchema: GenEnum<ExperimentPhase> = /*@__PURE__*/
+  enumDesc(file_memevo_v1_policy, 3);
+
+/**
+ * What an automatic decision did.
+ *
+ * @generated from enum memevo.v1.ExperimentDecisionKind
+ */
+export enum ExperimentDecisionKind {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: EXPERIMENT_DECISION_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * An arm's policy became the data directory's policy.
+   *
+   * @generated from enum value: EXPERIMENT_DECISION_KIND_PROMOTED = 1;
+   */
+  PROMOTED = 1,
+
+  /**
+   * The promoted policy did worse than the control's interval; the previous policy was restored.
+   *
+   * @generated from enum value: EXPERIMENT_DECISION_KIND_ROLLED_BACK = 2;
+   */
+  ROLLED_BACK = 2,
+
+  /**
+   * The posterior called for a promotion but the replay check found the candidate worse; nothing changed.
+   *
+   * @generated from enum value: EXPERIMENT_DECISION_KIND_HELD = 3;
+   */
+  HELD = 3,
+}
+
+/**
+ * Describes the enum memevo.v1.ExperimentDecisionKind.
+ */
+export const ExperimentDecisionKindSchema: GenEnum<ExperimentDecisionKind> = /*@__PURE__*/
+  enumDesc(file_memevo_v1_policy, 4);
 
