@@ -23,6 +23,8 @@ from .errors import (
 )
 from .review import ReviewSession
 from .types import (
+    AdaptiveSettings,
+    AllocationMode,
     ArmStats,
     Belief,
     BeliefsResult,
@@ -35,6 +37,9 @@ from .types import (
     EntitySummary,
     Experiment,
     ExperimentArm,
+    ExperimentDecision,
+    ExperimentDecisionKind,
+    ExperimentPhase,
     ExperimentStats,
     Fact,
     FactKey,
@@ -51,6 +56,7 @@ from .types import (
     MemorySource,
     MemoryState,
     Outcome,
+    ParameterBound,
     Policy,
     PromotedArm,
     ReasoningContext,
@@ -75,6 +81,8 @@ from .types import (
 __all__ = [
     "DEFAULT_CHANNEL_OPTIONS",
     "MAX_MESSAGE_BYTES",
+    "AdaptiveSettings",
+    "AllocationMode",
     "AlreadyExistsError",
     "ArmStats",
     "AsyncMemoryClient",
@@ -91,6 +99,9 @@ __all__ = [
     "EntitySummary",
     "Experiment",
     "ExperimentArm",
+    "ExperimentDecision",
+    "ExperimentDecisionKind",
+    "ExperimentPhase",
     "ExperimentStats",
     "Fact",
     "FactKey",
@@ -113,6 +124,7 @@ __all__ = [
     "MemoryState",
     "NotFoundError",
     "Outcome",
+    "ParameterBound",
     "PermissionDeniedError",
     "Policy",
     "PromotedArm",

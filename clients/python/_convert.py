@@ -19,6 +19,8 @@ from google.protobuf import timestamp_pb2
 from memevo.v1 import events_pb2, memory_pb2, memory_service_pb2, policy_pb2
 
 from .types import (
+    AdaptiveSettings,
+    AllocationMode,
     ArmStats,
     Belief,
     BeliefsResult,
@@ -31,6 +33,9 @@ from .types import (
     EntitySummary,
     Experiment,
     ExperimentArm,
+    ExperimentDecision,
+    ExperimentDecisionKind,
+    ExperimentPhase,
     ExperimentStats,
     Fact,
     FactKey,
@@ -47,6 +52,7 @@ from .types import (
     MemorySource,
     MemoryState,
     Outcome,
+    ParameterBound,
     Policy,
     ReasoningContext,
     RecalledMemory,
@@ -559,6 +565,9 @@ def change_event_from_proto(msg: events_pb2.ChangeEvent) -> ChangeEvent:
         request_id=msg.request_id,
         kind=enum_from_proto(MemoryKind, msg.kind),
         turn=msg.turn,
+        experiment_decision=(
+            experiment_decision_from_proto(msg.experiment_decision) if msg.HasField("experiment_decision") else None
+        ),
     )
 
 
@@ -810,6 +819,9 @@ def policy_to_proto(policy: Policy) -> policy_pb2.Policy:
         strategy_upgrade_probability=policy.strategy_upgrade_probability,
         cost_budget_bytes=policy.cost_budget_bytes,
         multi_valued_attributes=list(policy.multi_valued_attributes),
+        tuning_bounds=[
+            policy_pb2.ParameterBound(parameter=b.parameter, min=b.min, max=b.max) for b in policy.tuning_bounds
+        ],
     )
 
 
@@ -832,18 +844,52 @@ def policy_from_proto(msg: policy_pb2.Policy) -> Policy:
         strategy_upgrade_probability=msg.strategy_upgrade_probability,
         cost_budget_bytes=msg.cost_budget_bytes,
         multi_valued_attributes=tuple(msg.multi_valued_attributes),
+        tuning_bounds=tuple(ParameterBound(parameter=b.parameter, min=b.min, max=b.max) for b in msg.tuning_bounds),
+    )
+
+
+def adaptive_to_proto(a: AdaptiveSettings) -> policy_pb2.AdaptiveSettings:
+    """AdaptiveSettings -> proto."""
+    return policy_pb2.AdaptiveSettings(
+        allocation=policy_pb2.AllocationMode.ValueType(a.allocation.value),
+        floor_share=a.floor_share,
+        snapshot_outcomes=a.snapshot_outcomes,
+        control_arm=a.control_arm,
+        promote_probability=a.promote_probability,
+        min_outcomes=a.min_outcomes,
+        min_promotion_interval_s=a.min_promotion_interval_s,
+        tunable_parameters=list(a.tunable_parameters),
+        replay_tolerance=a.replay_tolerance,
+    )
+
+
+def adaptive_from_proto(msg: policy_pb2.AdaptiveSettings) -> AdaptiveSettings:
+    """Proto -> AdaptiveSettings."""
+    return AdaptiveSettings(
+        allocation=enum_from_proto(AllocationMode, msg.allocation),
+        floor_share=msg.floor_share,
+        snapshot_outcomes=msg.snapshot_outcomes,
+        control_arm=msg.control_arm,
+        promote_probability=msg.promote_probability,
+        min_outcomes=msg.min_outcomes,
+        min_promotion_interval_s=msg.min_promotion_interval_s,
+        tunable_parameters=tuple(msg.tunable_parameters),
+        replay_tolerance=msg.replay_tolerance,
     )
 
 
 def experiment_to_proto(experiment: Experiment) -> policy_pb2.Experiment:
     """Experiment -> proto."""
-    return policy_pb2.Experiment(
+    msg = policy_pb2.Experiment(
         name=experiment.name,
         arms=[
             policy_pb2.ExperimentArm(name=a.name, policy=policy_to_proto(a.policy), weight=a.weight)
             for a in experiment.arms
         ],
     )
+    if experiment.adaptive is not None:
+        msg.adaptive.CopyFrom(adaptive_to_proto(experiment.adaptive))
+    return msg
 
 
 def experiment_from_proto(msg: policy_pb2.Experiment) -> Experiment:
@@ -851,6 +897,43 @@ def experiment_from_proto(msg: policy_pb2.Experiment) -> Experiment:
     return Experiment(
         name=msg.name,
         arms=tuple(ExperimentArm(name=a.name, policy=policy_from_proto(a.policy), weight=a.weight) for a in msg.arms),
+        adaptive=adaptive_from_proto(msg.adaptive) if msg.HasField("adaptive") else None,
+    )
+
+
+def arm_stats_from_proto(a: policy_pb2.ArmStats) -> ArmStats:
+    """Proto -> ArmStats."""
+    return ArmStats(
+        name=a.name,
+        share=a.share,
+        retrieval_count=a.retrieval_count,
+        outcome_count=a.outcome_count,
+        successes=a.successes,
+        failures=a.failures,
+        success_rate=a.success_rate,
+        success_low=a.success_low,
+        success_high=a.success_high,
+        probability_best=a.probability_best,
+        probability_beats_control=a.probability_beats_control,
+    )
+
+
+def experiment_decision_from_proto(d: policy_pb2.ExperimentDecision) -> ExperimentDecision:
+    """Proto -> ExperimentDecision."""
+    return ExperimentDecision(
+        kind=enum_from_proto(ExperimentDecisionKind, d.kind),
+        arm=d.arm,
+        control_arm=d.control_arm,
+        decided_at_s=d.decided_at_s,
+        probability_better=d.probability_better,
+        arm_stats=arm_stats_from_proto(d.arm_stats) if d.HasField("arm_stats") else None,
+        control_stats=arm_stats_from_proto(d.control_stats) if d.HasField("control_stats") else None,
+        promoted_stats=arm_stats_from_proto(d.promoted_stats) if d.HasField("promoted_stats") else None,
+        replay_candidate_objective=d.replay_candidate_objective,
+        replay_current_objective=d.replay_current_objective,
+        replay_retrievals=d.replay_retrievals,
+        previous_policy=policy_from_proto(d.previous_policy),
+        reason=d.reason,
     )
 
 
@@ -858,18 +941,12 @@ def experiment_stats_from_proto(msg: policy_pb2.ExperimentStats) -> ExperimentSt
     """Proto -> ExperimentStats."""
     return ExperimentStats(
         name=msg.name,
-        arms=tuple(
-            ArmStats(
-                name=a.name,
-                share=a.share,
-                retrieval_count=a.retrieval_count,
-                outcome_count=a.outcome_count,
-                successes=a.successes,
-                failures=a.failures,
-                success_rate=a.success_rate,
-                success_low=a.success_low,
-                success_high=a.success_high,
-            )
-            for a in msg.arms
-        ),
+        arms=tuple(arm_stats_from_proto(a) for a in msg.arms),
+        allocation=enum_from_proto(AllocationMode, msg.allocation),
+        phase=enum_from_proto(ExperimentPhase, msg.phase),
+        control_arm=msg.control_arm,
+        promoted_arm=msg.promoted_arm,
+        promoted_stats=arm_stats_from_proto(msg.promoted_stats) if msg.HasField("promoted_stats") else None,
+        snapshot=msg.snapshot,
+        decisions=tuple(experiment_decision_from_proto(d) for d in msg.decisions),
     )

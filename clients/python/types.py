@@ -96,6 +96,7 @@ class ChangeEventType(enum.Enum):
     FRAMEWORK_DECLARED = 8
     POLICY_UPDATED = 9
     OUTCOME_REPORTED = 10
+    EXPERIMENT_DECISION = 11
 
 
 class Outcome(enum.Enum):
@@ -513,6 +514,8 @@ class ChangeEvent:
     kind: MemoryKind = MemoryKind.UNSPECIFIED
     turn: int = 0
     """The agent's turn at the change; 0 when not given."""
+    experiment_decision: ExperimentDecision | None = None
+    """EXPERIMENT_DECISION events: the decision and its evidence."""
 
 
 @dataclass(frozen=True)
@@ -781,6 +784,73 @@ class Policy:
     """Stored bytes at which cost reaches 1."""
     multi_valued_attributes: tuple[str, ...] = ()
     """Attributes that may hold several values at once, as ``"namespace/attribute"`` or ``"*/attribute"``."""
+    tuning_bounds: tuple[ParameterBound, ...] = ()
+    """The operator's bounds on what an experiment may tune automatically; none: nothing may move."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParameterBound:
+    """The range an experiment may give one policy parameter before its arm is promoted automatically."""
+
+    parameter: str
+    """A KindPolicy number (e.g. ``"beta"``; every kind's entry) or a Policy number (``"soft_conflict_similarity"``)."""
+    min: float = 0.0
+    """Smallest value allowed, in the parameter's unit."""
+    max: float = 0.0
+    """Largest value allowed, >= min."""
+
+
+class AllocationMode(enum.Enum):
+    """How an experiment splits retrievals between its arms."""
+
+    UNSPECIFIED = 0
+    FIXED = 1
+    """In proportion to the arms' weights."""
+    THOMPSON = 2
+    """Each arm's share is the posterior probability that it is best, at least the floor share."""
+
+
+class ExperimentPhase(enum.Enum):
+    """Where an experiment stands."""
+
+    UNSPECIFIED = 0
+    RUNNING = 1
+    WATCHING = 2
+    """An arm was promoted automatically; its success rate is watched against the control's."""
+    ROLLED_BACK = 3
+
+
+class ExperimentDecisionKind(enum.Enum):
+    """What an automatic decision did."""
+
+    UNSPECIFIED = 0
+    PROMOTED = 1
+    ROLLED_BACK = 2
+    HELD = 3
+    """The posterior called for a promotion; the replay or bounds check held it back."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptiveSettings:
+    """Outcome-driven allocation and automatic promotion of an experiment; 0 takes the sidecar's default."""
+
+    allocation: AllocationMode = AllocationMode.FIXED
+    floor_share: float = 0.0
+    """Smallest share of any arm under Thompson allocation, in (0, 1/arms); 0 means 0.05."""
+    snapshot_outcomes: int = 0
+    """Outcomes between posterior snapshots (and automatic decisions); 0 means 20."""
+    control_arm: str = ""
+    """The arm with the policy in force; empty: the first arm."""
+    promote_probability: float = 0.0
+    """P(arm beats the control) at which it is promoted automatically, in (0.5, 1); 0: never."""
+    min_outcomes: int = 0
+    """Outcomes the arm and the control need before a promotion (the promoted policy before a rollback); 0 means 100."""
+    min_promotion_interval_s: float = 0.0
+    """Seconds between automatic promotions at least; 0 means 3600."""
+    tunable_parameters: tuple[str, ...] = ()
+    """Parameters the arms may differ in (each needs a bound in the policy's tuning_bounds)."""
+    replay_tolerance: float = 0.0
+    """How much lower the candidate's replay objective may be than the policy in force's."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -802,6 +872,8 @@ class Experiment:
     """At most 64 bytes; part of the assignment hash."""
     arms: tuple[ExperimentArm, ...] = ()
     """2 to 16 arms; none ends the experiment."""
+    adaptive: AdaptiveSettings | None = None
+    """Outcome-driven allocation and automatic promotion; None: a fixed split, promotion by promote_arm only."""
 
 
 @dataclass(frozen=True)
@@ -822,14 +894,50 @@ class ArmStats:
     """Lower bound of the 95% Wilson interval."""
     success_high: float
     """Upper bound of the 95% Wilson interval."""
+    probability_best: float = 0.0
+    """Posterior probability that this arm's success rate is the best."""
+    probability_beats_control: float = 0.0
+    """Posterior probability that it beats the control arm's (0.5 for the control)."""
+
+
+@dataclass(frozen=True)
+class ExperimentDecision:
+    """One automatic decision of an experiment with its evidence."""
+
+    kind: ExperimentDecisionKind
+    arm: str
+    control_arm: str
+    decided_at_s: float
+    """System time, seconds since the Unix epoch."""
+    probability_better: float
+    arm_stats: ArmStats | None
+    control_stats: ArmStats | None
+    promoted_stats: ArmStats | None
+    """The promoted policy's outcomes since its promotion (rollbacks)."""
+    replay_candidate_objective: float
+    """NaN when no replay ran."""
+    replay_current_objective: float
+    replay_retrievals: int
+    previous_policy: Policy
+    """The policy in force before: ``update_policy`` with it reverses the decision."""
+    reason: str
 
 
 @dataclass(frozen=True)
 class ExperimentStats:
-    """The running experiment's per-arm outcomes."""
+    """The running experiment's per-arm outcomes, posteriors and automatic decisions."""
 
     name: str
     arms: tuple[ArmStats, ...]
+    allocation: AllocationMode = AllocationMode.FIXED
+    phase: ExperimentPhase = ExperimentPhase.RUNNING
+    control_arm: str = ""
+    promoted_arm: str = ""
+    """The arm promoted automatically; empty before any promotion."""
+    promoted_stats: ArmStats | None = None
+    snapshot: int = 0
+    """Posterior snapshots taken."""
+    decisions: tuple[ExperimentDecision, ...] = ()
 
     def arm(self, name: str) -> ArmStats:
         """The stats of the arm called ``name``; KeyError when there is none."""

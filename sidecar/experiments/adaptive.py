@@ -283,11 +283,16 @@ def _values(policy: policy_pb2.Policy, parameter: str) -> list[float]:
 
 
 def _without(policy: policy_pb2.Policy, reference: policy_pb2.Policy, parameters: Sequence[str]) -> policy_pb2.Policy:
-    """``policy`` with the named parameters set to ``reference``'s, and its name and bounds cleared."""
+    """``policy`` with the named parameters set to ``reference``'s; name, bounds and consolidation cleared.
+
+    Consolidation does not rank retrievals and a promotion keeps the policy in
+    force's (see :func:`promoted_policy`), so an arm need not repeat it.
+    """
     out = policy_pb2.Policy()
     out.CopyFrom(policy)
     out.name = ""
     del out.tuning_bounds[:]
+    out.ClearField("consolidation")
     by_kind = {entry.kind: entry for entry in reference.kinds}
     for parameter in parameters:
         if parameter in TUNABLE_POLICY_FIELDS:
@@ -323,3 +328,15 @@ def adaptivity_problems(
     if _without(arm, current, parameters) != reference:
         problems.append((field, "differs from the policy in force in parameters the experiment does not name"))
     return problems
+
+
+def promoted_policy(arm: policy_pb2.Policy, current: policy_pb2.Policy, parameters: Sequence[str]) -> policy_pb2.Policy:
+    """The policy a promotion installs: the policy in force with the named parameters taken from ``arm``.
+
+    Everything else (consolidation, the operator's bounds) stays as the operator set it.
+    """
+    out = _without(current, arm, parameters)
+    out.consolidation.CopyFrom(current.consolidation)
+    out.tuning_bounds.extend(current.tuning_bounds)
+    out.name = arm.name or current.name
+    return out

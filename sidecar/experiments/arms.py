@@ -67,6 +67,7 @@ from .adaptive import (
     pick,
     probability_best,
     probability_better,
+    promoted_policy,
     promotion_call,
     replay_allows,
     rollback_call,
@@ -612,12 +613,10 @@ class Experiments:
         adaptive = running.adaptive
         arm = running.arms[index]
         current = engine.policy
-        candidate = policy_pb2.Policy()
-        candidate.CopyFrom(arm.policy)
-        # The operator's bounds are the data directory's, not the arm's: a promotion never widens them.
-        del candidate.tuning_bounds[:]
-        candidate.tuning_bounds.extend(current.tuning_bounds)
-        problems = adaptivity_problems(candidate, current, list(running.experiment.adaptive.tunable_parameters), "arm")
+        parameters = list(running.experiment.adaptive.tunable_parameters)
+        # Checked again: the policy in force may have changed since SetExperiment.
+        problems = adaptivity_problems(arm.policy, current, parameters, "arm")
+        candidate = promoted_policy(arm.policy, current, parameters)
         decision = self._decision(
             running, policy_pb2.EXPERIMENT_DECISION_KIND_PROMOTED, arm.name, probability, reason, counts
         )

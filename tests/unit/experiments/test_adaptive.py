@@ -15,6 +15,7 @@ from memevo.sidecar.experiments.adaptive import (
     pick,
     probability_best,
     probability_better,
+    promoted_policy,
     promotion_call,
     replay_allows,
     rollback_call,
@@ -179,3 +180,22 @@ def test_only_named_parameters_may_move_and_only_within_bounds() -> None:
     assert "does not name" in adaptivity_problems(arm, current, ["beta"], "f")[0][1]
     # A named parameter without an operator bound.
     assert "no bound" in adaptivity_problems(arm, current, ["beta", "alpha"], "f")[0][1]
+
+
+def test_a_promotion_moves_only_the_named_parameters() -> None:
+    current = bounded_policy()
+    current.name = "operator"
+    arm = policy_pb2.Policy()
+    arm.CopyFrom(current)
+    arm.name = "arm"
+    del arm.tuning_bounds[:]
+    arm.ClearField("consolidation")  # clients may leave it out: a promotion keeps the policy in force's
+    for entry in arm.kinds:
+        entry.beta = 0.85
+    assert adaptivity_problems(arm, current, ["beta"], "f") == []
+    promoted = promoted_policy(arm, current, ["beta"])
+    assert promoted.name == "arm"
+    assert {entry.beta for entry in promoted.kinds} == {0.85}
+    assert promoted.consolidation == current.consolidation
+    assert list(promoted.tuning_bounds) == list(current.tuning_bounds)
+    assert [entry.alpha for entry in promoted.kinds] == [entry.alpha for entry in current.kinds]
