@@ -482,6 +482,8 @@ func (c *Client) UpdatePolicy(ctx context.Context, policy *memevov1.Policy, o Wr
 // An invalid experiment is an error matching ErrInvalidArgument naming each bad field, and
 // changes nothing. The arm that ranked a retrieval is its Arm; Stats().GetExperiment() has the
 // per-arm outcomes.
+// Experiment.Adaptive (AdaptiveSettings) asks for outcome-driven traffic and automatic promotion with
+// rollback; the decisions are in Stats().GetExperiment().GetDecisions() and the change log.
 func (c *Client) SetExperiment(ctx context.Context, experiment *memevov1.Experiment, o WriteOptions) (*memevov1.Experiment, error) {
 	resp, err := unary(c, ctx, c.stub.SetExperiment, &memevov1.SetExperimentRequest{Experiment: experiment, RequestId: o.RequestID})
 	return resp.GetExperiment(), err

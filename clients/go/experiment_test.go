@@ -15,11 +15,7 @@ func TestExperimentSetAndPromote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arm := func(name string) *memevo.ExperimentArm {
-		p := proto.Clone(policy).(*memevo.Policy)
-		p.Name = name
-		return &memevo.ExperimentArm{Name: name, Policy: p}
-	}
+	arm := func(name string) *memevo.ExperimentArm { return policyArm(policy, name) }
 	if _, err := client.Remember(ctx, memevo.Input{Content: "experiment: retry the flaky upload once", Vector: axis(1, 0.8)}, memevo.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}

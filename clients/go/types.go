@@ -14,4 +14,8 @@ type (
 	ExperimentArm = memevov1.ExperimentArm
 	ChangeEvent   = memevov1.ChangeEvent
 	Decision      = memevov1.Decision
+	// AdaptiveSettings is an experiment's outcome-driven allocation and automatic promotion.
+	AdaptiveSettings = memevov1.AdaptiveSettings
+	// ParameterBound is the operator's range for one parameter an experiment may tune (Policy.TuningBounds).
+	ParameterBound = memevov1.ParameterBound
 )

@@ -598,6 +598,8 @@ export class MemoryClient {
    * with no arms (or none) ends the running one. Resolves with the experiment now running; an
    * invalid one rejects with InvalidArgumentError naming each bad field and changes nothing. The
    * arm that ranked a retrieval is its `arm`; `stats().experiment` has the per-arm outcomes.
+   * `experiment.adaptive` asks for outcome-driven traffic (`AllocationMode.THOMPSON`) and automatic
+   * promotion with rollback; its decisions are in `stats().experiment.decisions` and the change log.
    */
   async setExperiment(experiment: Init<typeof ExperimentSchema> = {}, options: WriteOptions = {}): Promise<Experiment> {
     const response = await this.unary(

@@ -12,9 +12,11 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
+  AllocationMode,
   AlreadyExistsError,
   ChangeEventType,
   DeadlineExceededError,
+  ExperimentPhase,
   CancelledError,
   FailedPreconditionError,
   InvalidArgumentError,
@@ -869,5 +871,40 @@ describe("experiments", () => {
     const ended = await client.setExperiment();
     assert.equal(ended.arms.length, 0);
     assert.equal((await client.stats()).experiment, undefined);
+  });
+
+  test("setExperiment takes adaptive settings: Thompson allocation shows in stats, bad ones name the field", async () => {
+    const policy = await client.getPolicy();
+    const arm = (name: string) => ({ name, policy: { ...policy, name } });
+    const running = await client.setExperiment({
+      name: "ts-adaptive",
+      arms: [arm("ts-a"), arm("ts-b")],
+      adaptive: { allocation: AllocationMode.THOMPSON, floorShare: 0.1, snapshotOutcomes: 5 },
+    });
+    assert.equal(running.adaptive?.allocation, AllocationMode.THOMPSON);
+    const stats = (await client.stats()).experiment;
+    assert.equal(stats?.allocation, AllocationMode.THOMPSON);
+    assert.equal(stats?.phase, ExperimentPhase.RUNNING);
+    assert.equal(stats?.controlArm, "ts-a");
+    assert.deepEqual(
+      stats?.arms.map((a) => [a.share, a.probabilityBest]),
+      [
+        [0.5, 0.5],
+        [0.5, 0.5],
+      ],
+    );
+    const invalid = await rejection(
+      client.setExperiment({
+        name: "ts-adaptive-bad",
+        arms: [arm("ts-a"), arm("ts-b")],
+        adaptive: { allocation: AllocationMode.THOMPSON, promoteProbability: 0.99 },
+      }),
+    );
+    assert.ok(invalid instanceof InvalidArgumentError);
+    assert.deepEqual(
+      invalid.fieldViolations.map((v) => v.field),
+      ["experiment.adaptive.tunable_parameters"],
+    );
+    await client.setExperiment();
   });
 });

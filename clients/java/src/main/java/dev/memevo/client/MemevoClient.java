@@ -534,7 +534,9 @@ public final class MemevoClient implements AutoCloseable {
 
   /**
    * Starts (or replaces) an online experiment, 2 to 16 policies ranking retrievals side by side; one
-   * with no arms ends it. Returns the experiment now running.
+   * with no arms ends it. Returns the experiment now running. {@code Experiment.adaptive} asks for
+   * outcome-driven traffic and automatic promotion with rollback; the decisions are in the stats'
+   * experiment and the change log.
    */
   public Experiment setExperiment(SetExperimentRequest request) {
     return unary(s -> s.setExperiment(request)).getExperiment();
