@@ -392,8 +392,28 @@ async function overviewPage() {
   const values = h("div", { class: "cards", id: "values" }, Object.entries(data.values).map(([k, entry]) =>
     h("div", { class: "panel" }, histogram(entry, { title: kindOf(k) }))));
   show(h("h1", {}, "Overview"), cards, h("h2", {}, "Memories by state and kind (GetStats)"),
-    h("div", { class: "panel" }, table), logNote, h("div", { class: "grid" }, panels),
+    h("div", { class: "panel" }, table), logNote, experimentPanel(st.experiment), h("div", { class: "grid" }, panels),
     h("h2", {}, "Value distribution per kind (ACTIVE and ARCHIVED; dashed: archive and evict thresholds)"), values);
+}
+
+// The running experiment from GetStats: per-arm outcomes and posteriors, then its automatic decisions with
+// their evidence (each one is also a change-log event; UpdatePolicy with its previous policy reverses it).
+function experimentPanel(exp) {
+  if (!exp) return null;
+  const pct = (x) => `${(100 * Number(x || 0)).toFixed(1)} %`;
+  const head = ["arm", "share", "outcomes", "success", "95 % interval", "P(best)", "P(beats control)"];
+  const rows = (exp.arms || []).map((a) => h("tr", {},
+    h("td", {}, a.name + (a.name === exp.control_arm ? " (control)" : "") + (a.name === exp.promoted_arm ? " (promoted)" : "")),
+    h("td", { class: "num" }, pct(a.share)), h("td", { class: "num" }, a.outcome_count),
+    h("td", { class: "num" }, pct(a.success_rate)), h("td", { class: "num" }, `${pct(a.success_low)} – ${pct(a.success_high)}`),
+    h("td", { class: "num" }, pct(a.probability_best)), h("td", { class: "num" }, pct(a.probability_beats_control))));
+  const decisions = (exp.decisions || []).map((d) => h("li", {},
+    `${new Date(Number(d.decided_at_s) * 1000).toISOString()} ${short(d.kind, "EXPERIMENT_DECISION_KIND_")} ${d.arm}: ${d.reason}`));
+  return h("div", { class: "panel", id: "experiment" },
+    h("h2", {}, `Experiment ${exp.name}: ${short(exp.allocation, "ALLOCATION_MODE_")} allocation, ` +
+      `${short(exp.phase, "EXPERIMENT_PHASE_")}, snapshot ${exp.snapshot}`),
+    h("table", {}, h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))), h("tbody", {}, rows)),
+    decisions.length ? h("ul", { id: "experiment-decisions" }, decisions) : h("p", { class: "muted" }, "no automatic decision yet"));
 }
 
 function searchPage() {
