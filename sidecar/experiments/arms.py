@@ -35,7 +35,6 @@ retrievals ranked before a decision do not count after it.
 
 from __future__ import annotations
 
-import base64
 import bisect
 import hashlib
 import json
@@ -82,7 +81,12 @@ if TYPE_CHECKING:
 META_EXPERIMENT = b"experiment"
 """The running Experiment message (absent when none runs)."""
 META_EXPERIMENT_COUNTS = b"experiment_counts"
-"""JSON: {"generation": int, "arms": {name: [retrievals, outcomes, successes, failures]}}."""
+"""JSON: {"generation": int, "arms": {name: [retrievals, outcomes, successes, failures]}, "adaptive": {...}}."""
+META_EXPERIMENT_DECISIONS = b"experiment_decisions"
+"""An ExperimentStats holding only the running experiment's last decisions; written only with a decision, so
+the JSON written with every outcome stays small."""
+MAX_DECISIONS = 32
+"""Decisions GetStats lists (the newest); the change log keeps every one."""
 MAX_ARMS = 16
 MIN_ARMS = 2
 MAX_NAME_BYTES = 64
@@ -242,7 +246,6 @@ class _Adaptive:
             "promoted": self.promoted,
             "promoted_counts": self.promoted_counts.encode(),
             "control_low": self.control_low,
-            "decisions": [base64.b64encode(d.SerializeToString()).decode() for d in self.decisions],
             "held_until_outcomes": self.held_until_outcomes,
         }
 
@@ -253,9 +256,6 @@ class _Adaptive:
         self.promoted = str(saved.get("promoted", ""))
         self.promoted_counts = _Counts.decode(saved.get("promoted_counts", [0, 0, 0.0, 0.0]))
         self.control_low = float(saved.get("control_low", 0.0))
-        self.decisions = [
-            policy_pb2.ExperimentDecision.FromString(base64.b64decode(d)) for d in saved.get("decisions", [])
-        ]
         self.held_until_outcomes = int(saved.get("held_until_outcomes", 0))
 
     def copy(self) -> _Adaptive:
@@ -346,6 +346,9 @@ class Experiments:
                 if name in self._running.counts:
                     self._running.counts[name] = _Counts.decode(values)
             self._running.adaptive.load(saved.get("adaptive", {}))
+            decisions = store.meta(META_EXPERIMENT_DECISIONS)
+            if decisions:
+                self._running.adaptive.decisions = list(policy_pb2.ExperimentStats.FromString(decisions).decisions)
 
     @property
     def generation(self) -> int:
@@ -658,7 +661,7 @@ class Experiments:
         with self._lock:
             adaptive = running.adaptive.copy()
             counts = {n: c.copy() for n, c in running.counts.items()}
-        adaptive.decisions.append(decision)
+        adaptive.decisions = [*adaptive.decisions, decision][-MAX_DECISIONS:]
         generation = running.generation
         last_promotion = self._last_promotion_s
         if decision.kind == policy_pb2.EXPERIMENT_DECISION_KIND_HELD:
@@ -678,6 +681,8 @@ class Experiments:
 
         def also(txn: Txn) -> None:
             self._emit_decision(txn, decision)
+            kept = policy_pb2.ExperimentStats(decisions=adaptive.decisions)
+            txn.put(CF_META, META_EXPERIMENT_DECISIONS, kept.SerializeToString())
             txn.put(CF_META, META_EXPERIMENT_COUNTS, self._encode(generation, counts, adaptive, last_promotion))
 
             def publish() -> None:
@@ -742,6 +747,7 @@ class Experiments:
                 txn.delete(CF_META, META_EXPERIMENT)
             else:
                 txn.put(CF_META, META_EXPERIMENT, experiment.SerializeToString())
+            txn.delete(CF_META, META_EXPERIMENT_DECISIONS)
             txn.put(
                 CF_META,
                 META_EXPERIMENT_COUNTS,
