@@ -193,7 +193,8 @@ def promotion_call(
     Rules: automatic promotion is on; the interval since the last automatic
     promotion has passed; the control has ``min_outcomes``; among the other arms
     with ``min_outcomes``, the one most likely to beat the control does so with
-    probability >= ``promote_probability``.
+    probability >= :func:`required_probability` (``promote_probability``,
+    tightened for several candidates).
     """
     if rules.promote_probability <= 0.0:
         return None
@@ -209,13 +210,24 @@ def promotion_call(
         p = probability_better(arm, control)
         if best is None or p > best[0]:
             best = (p, index)
-    if best is None or best[0] < rules.promote_probability:
+    required = required_probability(rules.promote_probability, len(counts))
+    if best is None or best[0] < required:
         return None
     return PromotionCall(
         best[1],
         best[0],
-        f"P(better than control) {best[0]:.4f} >= {rules.promote_probability} over >= {rules.min_outcomes} outcomes",
+        f"P(better than control) {best[0]:.5f} >= {required:.5f} over >= {rules.min_outcomes} outcomes",
     )
+
+
+def required_probability(promote_probability: float, arms: int) -> float:
+    """What one candidate needs: the stated probability holds for the experiment, not for each comparison.
+
+    With ``arms - 1`` candidates each compared with the control, a chance
+    winner is ``arms - 1`` times as likely; Bonferroni's split of the error,
+    ``1 - (1 - p) / (arms - 1)``, keeps the experiment's to ``1 - p`` per look.
+    """
+    return 1.0 - (1.0 - promote_probability) / max(arms - 1, 1)
 
 
 def replay_allows(candidate_objective: float, current_objective: float, tolerance: float) -> bool:

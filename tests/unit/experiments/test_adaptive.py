@@ -18,6 +18,7 @@ from memevo.sidecar.experiments.adaptive import (
     promoted_policy,
     promotion_call,
     replay_allows,
+    required_probability,
     rollback_call,
     snapshot_due,
     thompson_shares,
@@ -199,3 +200,16 @@ def test_a_promotion_moves_only_the_named_parameters() -> None:
     assert promoted.consolidation == current.consolidation
     assert list(promoted.tuning_bounds) == list(current.tuning_bounds)
     assert [entry.alpha for entry in promoted.kinds] == [entry.alpha for entry in current.kinds]
+
+
+def test_several_candidates_each_need_more_than_the_stated_probability() -> None:
+    assert required_probability(0.99, 2) == pytest.approx(0.99)
+    assert required_probability(0.99, 3) == pytest.approx(0.995)
+    assert required_probability(0.99, 4) == pytest.approx(1 - 0.01 / 3)
+    control, candidate = ArmCounts(100, 100, 200), ArmCounts(125, 75, 200)
+    p = probability_better(candidate, control)
+    assert 0.99 < p < 0.995
+    rules = AdaptiveRules(promote_probability=0.99, min_outcomes=100)
+    assert promotion_call([control, candidate], rules, now_s=0.0, last_promotion_s=None) is not None
+    weak = ArmCounts(90, 110, 200)
+    assert promotion_call([control, candidate, weak], rules, now_s=0.0, last_promotion_s=None) is None
