@@ -620,6 +620,7 @@ class Experiments:
         # Checked again: the policy in force may have changed since SetExperiment.
         problems = adaptivity_problems(arm.policy, current, parameters, "arm")
         candidate = promoted_policy(arm.policy, current, parameters)
+        candidate.name = arm.name  # named after the arm, as GetStats and the decisions name it
         decision = self._decision(
             running, policy_pb2.EXPERIMENT_DECISION_KIND_PROMOTED, arm.name, probability, reason, counts
         )
@@ -627,7 +628,14 @@ class Experiments:
             decision.kind = policy_pb2.EXPERIMENT_DECISION_KIND_HELD
             decision.reason = f"{reason}; held: {problems[0][1]}"
         else:
-            mine, theirs, retrievals = self._replay_check(candidate, current)
+            try:
+                mine, theirs, retrievals = self._replay_check(candidate, current)
+            except Exception as error:  # no promotion without the offline check; held, and tried again later
+                log.exception("experiment: the replay check failed")
+                decision.kind = policy_pb2.EXPERIMENT_DECISION_KIND_HELD
+                decision.reason = f"{reason}; held: the replay check failed ({type(error).__name__}: {error})"
+                self._apply_decision(running, decision, total, promote=None)
+                return
             decision.replay_candidate_objective = mine
             decision.replay_current_objective = theirs
             decision.replay_retrievals = retrievals

@@ -1,0 +1,185 @@
+"""Automatic decisions of an in-process sidecar: held by the replay check, promoted, rolled back, on the log.
+
+The counts are set directly and the review is run synchronously (the sidecar
+runs it on a background thread after every ``snapshot_outcomes`` outcomes);
+the replay check is replaced by fixed objectives so that each branch is taken
+for certain. The test over the wire (tests/integration/test_self_tuning.py)
+runs the real replay.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memevo.sidecar.config import GovernanceConfig, SidecarConfig
+from memevo.sidecar.embedding import EmbedderConfig
+from memevo.sidecar.engine import Engine
+from memevo.sidecar.experiments.arms import Experiments, _Counts
+from memevo.v1 import events_pb2, policy_pb2
+
+KIND = policy_pb2.ExperimentDecisionKind
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    config = SidecarConfig(
+        data_dir=tmp_path / "data",
+        dimension=8,
+        embedder=EmbedderConfig(kind="none"),
+        governance=GovernanceConfig(sweep_interval_s=0, checkpoint_interval_s=0),
+    )
+    opened = Engine(config)
+    policy = policy_pb2.Policy()
+    policy.CopyFrom(opened.policy)
+    policy.name = "operator"
+    policy.tuning_bounds.add(parameter="beta", min=0.3, max=0.9)
+    opened.update_policy(policy)
+    yield opened
+    opened.close()
+
+
+def start(engine: Engine) -> None:
+    candidate = policy_pb2.Policy()
+    candidate.CopyFrom(engine.policy)
+    for entry in candidate.kinds:
+        entry.beta = 0.85
+    experiment = policy_pb2.Experiment(name="unit")
+    experiment.arms.add(name="control", policy=engine.policy)
+    experiment.arms.add(name="candidate", policy=candidate)
+    experiment.adaptive.CopyFrom(
+        policy_pb2.AdaptiveSettings(
+            allocation=policy_pb2.ALLOCATION_MODE_THOMPSON,
+            promote_probability=0.95,
+            min_outcomes=20,
+            snapshot_outcomes=10,
+            min_promotion_interval_s=1e-9,
+            tunable_parameters=["beta"],
+        )
+    )
+    engine.experiments.set(experiment)
+
+
+def give(experiments: Experiments, **counts: tuple[int, float]) -> None:
+    running = experiments._running
+    assert running is not None
+    for name, (outcomes, successes) in counts.items():
+        running.counts[name] = _Counts(outcomes, outcomes, successes, outcomes - successes)
+
+
+def decisions_on_the_log(engine: Engine) -> list[events_pb2.ChangeEvent]:
+    stop = threading.Event()
+    found = []
+    last = engine.store.last_sequence
+    for event in engine.events(0, stop):
+        if event.type == events_pb2.CHANGE_EVENT_TYPE_EXPERIMENT_DECISION:
+            found.append(event)
+        if event.sequence >= last:
+            stop.set()
+    return found
+
+
+def test_held_then_promoted_then_rolled_back(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    start(engine)
+    experiments = engine.experiments
+    give(experiments, control=(40, 12.0), candidate=(40, 36.0))
+
+    # The posterior calls for the candidate, the replay says it is worse: held, nothing changes.
+    monkeypatch.setattr(experiments, "_replay_check", lambda candidate, current: (0.40, 0.50, 12))
+    experiments.review()
+    stats = experiments.snapshot()
+    assert stats is not None
+    assert [d.kind for d in stats.decisions] == [KIND.EXPERIMENT_DECISION_KIND_HELD]
+    assert "replay objective 0.4000" in stats.decisions[0].reason
+    assert stats.phase == policy_pb2.EXPERIMENT_PHASE_RUNNING
+    assert engine.policy.name == "operator"
+    # Not asked again before min_outcomes more outcomes.
+    monkeypatch.setattr(experiments, "_replay_check", lambda candidate, current: (0.60, 0.50, 12))
+    experiments.review()
+    assert len(experiments.snapshot().decisions) == 1  # type: ignore[union-attr]
+
+    # Enough new outcomes and a replay no worse: promoted, with its evidence.
+    give(experiments, control=(60, 18.0), candidate=(60, 54.0))
+    experiments.review()
+    stats = experiments.snapshot()
+    assert stats is not None
+    promoted = stats.decisions[-1]
+    assert promoted.kind == KIND.EXPERIMENT_DECISION_KIND_PROMOTED
+    assert promoted.probability_better > 0.95
+    assert promoted.arm_stats.outcome_count == 60
+    assert promoted.control_stats.success_rate == pytest.approx(0.3)
+    assert promoted.replay_candidate_objective == pytest.approx(0.60)
+    assert promoted.previous_policy.name == "operator"
+    assert stats.phase == policy_pb2.EXPERIMENT_PHASE_WATCHING
+    assert engine.policy.name == "candidate"
+    assert {k.beta for k in engine.policy.kinds} == {0.85}
+    assert [b.parameter for b in engine.policy.tuning_bounds] == ["beta"]
+    assert experiments.assign("any").name == "candidate"  # type: ignore[union-attr]
+
+    # The promoted policy does worse than the control's interval: rolled back to the operator's policy.
+    running = experiments._running
+    assert running is not None
+    running.adaptive.promoted_counts = _Counts(25, 25, 2.0, 23.0)
+    experiments.review()
+    stats = experiments.snapshot()
+    assert stats is not None
+    rolled = stats.decisions[-1]
+    assert rolled.kind == KIND.EXPERIMENT_DECISION_KIND_ROLLED_BACK
+    assert rolled.promoted_stats.outcome_count == 25
+    assert rolled.previous_policy.name == "candidate"
+    assert stats.phase == policy_pb2.EXPERIMENT_PHASE_ROLLED_BACK
+    assert engine.policy.name == "operator"
+    assert experiments.assign("any") is None
+
+    logged = decisions_on_the_log(engine)
+    assert [e.experiment_decision.kind for e in logged] == [
+        KIND.EXPERIMENT_DECISION_KIND_HELD,
+        KIND.EXPERIMENT_DECISION_KIND_PROMOTED,
+        KIND.EXPERIMENT_DECISION_KIND_ROLLED_BACK,
+    ]
+    assert [e.detail for e in logged] == ["candidate"] * 3
+
+
+def test_a_failing_replay_check_holds_the_promotion(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    start(engine)
+    experiments = engine.experiments
+    give(experiments, control=(40, 12.0), candidate=(40, 36.0))
+
+    def broken(candidate: policy_pb2.Policy, current: policy_pb2.Policy) -> tuple[float, float, int]:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(experiments, "_replay_check", broken)
+    experiments.review()
+    stats = experiments.snapshot()
+    assert stats is not None
+    assert stats.decisions[-1].kind == KIND.EXPERIMENT_DECISION_KIND_HELD
+    assert "OSError: disk full" in stats.decisions[-1].reason
+    assert engine.policy.name == "operator"
+
+
+def test_the_policy_changed_since_the_experiment_started_holds_the_promotion(engine: Engine) -> None:
+    start(engine)
+    changed = policy_pb2.Policy()
+    changed.CopyFrom(engine.policy)
+    del changed.tuning_bounds[:]
+    engine.update_policy(changed)
+    give(engine.experiments, control=(40, 12.0), candidate=(40, 36.0))
+    engine.experiments.review()
+    stats = engine.experiments.snapshot()
+    assert stats is not None
+    assert stats.decisions[-1].kind == KIND.EXPERIMENT_DECISION_KIND_HELD
+    assert "no bound" in stats.decisions[-1].reason
+
+
+def test_without_captured_traffic_the_replay_check_allows(engine: Engine) -> None:
+    start(engine)
+    give(engine.experiments, control=(40, 12.0), candidate=(40, 36.0))
+    engine.experiments.review()
+    stats = engine.experiments.snapshot()
+    assert stats is not None
+    promoted = stats.decisions[-1]
+    assert promoted.kind == KIND.EXPERIMENT_DECISION_KIND_PROMOTED
+    assert promoted.replay_retrievals == 0
