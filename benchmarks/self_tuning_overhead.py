@@ -61,7 +61,9 @@ def p50_ms(calls: int, body: Callable[[int], object]) -> float:
     return statistics.median(times) * 1000.0
 
 
-def round_of(client: MemoryClient, rng: np.random.Generator, calls: int, thompson: bool) -> dict[str, float]:
+def round_of(
+    client: MemoryClient, rng: np.random.Generator, calls: int, *, thompson: bool, flip: bool
+) -> dict[str, float]:
     out: dict[str, float] = {}
     vectors = rng.standard_normal((calls, DIMENSION)).astype(np.float32)
     out["remember"] = p50_ms(calls, lambda i: client.remember(f"round note {i}", vector=vectors[i], namespace="o"))
@@ -71,6 +73,8 @@ def round_of(client: MemoryClient, rng: np.random.Generator, calls: int, thompso
     if thompson:
         adaptive = AdaptiveSettings(allocation=AllocationMode.THOMPSON, snapshot_outcomes=20)
         cases.append(("thompson", Experiment(name="t", arms=arms, adaptive=adaptive)))
+    if flip:  # the cases' order turns with the round, so no case always runs on the fullest store
+        cases.reverse()
     for name, experiment in cases:
         client.set_experiment(experiment or Experiment())
         recall_times: list[float] = []
@@ -109,7 +113,9 @@ def main() -> int:
         rounds: dict[str, list[dict[str, float]]] = {"new": [], "old": []}
         for r in range(args.rounds):
             for name in ("new", "old") if r % 2 == 0 else ("old", "new"):
-                figures = round_of(sidecars[name][1], np.random.default_rng(r), args.calls, thompson=name == "new")
+                figures = round_of(
+                    sidecars[name][1], np.random.default_rng(r), args.calls, thompson=name == "new", flip=r % 2 == 1
+                )
                 rounds[name].append(figures)
         summary = {
             name: {key: statistics.median(f[key] for f in found) for key in found[0]} for name, found in rounds.items()
