@@ -246,6 +246,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "rebuild after a crash; 0 = no cap (default: %(default)s)",
     )
     parser.add_argument(
+        "--index-bulk-threads",
+        type=int,
+        default=IndexConfig().bulk_threads,
+        help="threads the index builder may insert a backlog with (a bulk load, a rebuild), used while measured "
+        "faster than one; 0 = one per core (default: %(default)s)",
+    )
+    parser.add_argument(
         "--entity-vectors-mib",
         type=int,
         default=IndexConfig().entity_vectors_mib,
@@ -338,6 +345,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         index=IndexConfig(
             save_interval_s=args.index_save_interval_s,
             build_rate_per_s=args.index_build_rate,
+            bulk_threads=args.index_bulk_threads,
             entity_vectors_mib=args.entity_vectors_mib,
         ),
         workers=args.workers,

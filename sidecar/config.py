@@ -67,10 +67,24 @@ class IndexConfig:
     """Vectors the builder moves from the fresh tail into the graph per step (at most 512: vector_index.BUILD_STEP),
     and the most missing vectors start-up puts in the tail instead of building them into the graph before serving."""
     build_threads: int = 1
-    """Threads usearch inserts with. Keep 1: usearch 2.26 multi-threaded add() can leave nodes
-    unreachable (upstream issue 735; seen here as memories their own vector never finds)."""
+    """Threads usearch inserts a short builder step with (fewer than ``bulk_min_vectors``). Keep 1: usearch 2.26
+    multi-threaded add() can leave nodes unreachable (upstream issue 735; seen here as memories their own vector
+    never finds)."""
     insert_chunk: int = 8
-    """Vectors per usearch add() call: a concurrent search waits for one call (~15 ms at 8 on 1 thread)."""
+    """Vectors per usearch add() call and thread: a concurrent search waits for one call (~15 ms at 8 on 1 thread)."""
+    bulk_threads: int = 1
+    """Threads the builder may insert a step of at least ``bulk_min_vectors`` with (a backlog: a bulk load, a
+    rebuild); 0 = one per core; 1 = one, as before. With more than one it measures both on the steps themselves and
+    uses the faster per vector, trying the slower again every 16 steps. Off by default: usearch's add() on both
+    cores of the 2-core benchmark machine inserted 2.2x as fast as on one when the machine was idle (1,737 against
+    794/s), but not while a model training shared the machine: end to end it then acknowledged 9 % fewer writes per
+    second than with one thread (benchmarks/RESULTS.md, issue 41 item 7). Against upstream issue 735, every vector
+    such an add() inserted is looked up by its own vector before it leaves the fresh tail and inserted again on one
+    thread when the graph does not find it; each call takes ``insert_chunk`` vectors per thread, so a concurrent
+    search waits about as long as for a one-thread call."""
+    bulk_min_vectors: int = 256
+    """Live vectors a builder step must move to be inserted on ``bulk_threads``; a step is at most 512
+    (vector_index.BUILD_STEP), so a tail of 256+ vectors is a backlog, a few writes are not."""
     builder_nice: int = 10
     """Nice increment of the builder thread alone (Linux; 0 = none). Each write hands the builder ~1.5-2 ms of
     HNSW insert CPU, more than the write itself costs: at a lower priority it takes the cores the writers and

@@ -45,10 +45,13 @@ SEEDS_PER_PASS = 4096
 SEEDS_PER_BLOCK = 256
 """Seeds searched between two looks at the stop flag: a shutdown waits for one block, not a whole pass."""
 """Most seeds one pass looks at; the rest wait for the next pass (bounds a pass after a large import)."""
-MAX_TAIL_FOR_PASS = 4096
+MAX_TAIL_FOR_PASS = 0
 """Background passes wait while the fresh tail holds more vectors than this: every block of seeds scans the
 whole tail, and a burst of writes needs the cores more. The new memories are looked at (the watermark keeps
-its place) once the builder has caught up; an explicit Govern runs a pass regardless."""
+its place) once the builder has caught up; an explicit Govern runs a pass regardless. It was 4,096: at the end
+of a bulk load the passes then started while the builder still had ~4k vectors to insert, and slowed it 5-10x
+(its search calls and the builder's add() calls take turns): those last vectors took 34 s of 199-263 s to fully
+searchable at 100k, 107 s of 286-294 s at 50k under load (benchmarks/bulk_ingest.py; issue 41, item 7)."""
 MAX_TAGS = 32
 """Most tags an abstraction inherits from its members (the most common first)."""
 

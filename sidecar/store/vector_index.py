@@ -45,6 +45,17 @@ BUILD_STEP = 512
 as it did when a step took one write batch at a time."""
 TAIL_ALL = 2_048
 """A search takes every tail vector up to this many; past it, the nearest (a long backlog is scanned, not returned)."""
+VERIFY_COUNT = 10
+"""Nearest neighbours a vector inserted on several threads must be among, searched for by itself (see
+:meth:`VectorIndex._repair`): not only the first, as another memory may hold the same vector."""
+VERIFY_EXPANSION = 64
+"""Beam of that first search: ~4-6x cheaper than the configured 384 on the benchmark machine; at 20k random 384-d
+vectors it missed 0.07 % of reachable ones, which a second search with the configured beam then finds."""
+PROBE_EVERY = 16
+"""Backlog steps between two steps inserted with the thread count measured slower (load changes: see
+:class:`_InsertThreads`)."""
+RATE_WEIGHT = 0.3
+"""Weight of the newest step in each thread count's moving average of seconds per vector."""
 SEARCH_MANY_BLOCK = 128
 """Most query rows :meth:`VectorIndex.search_many` scores against the tail at once."""
 SEARCH_MANY_CELLS = 4_000_000
@@ -184,6 +195,41 @@ class _BuilderPriority:
             self._boosted = False
 
 
+class _InsertThreads:
+    """The thread count the builder inserts a backlog step with: the one measured faster per vector, wall time.
+
+    Two threads inserted ~2.2x faster than one on the idle 2-core benchmark machine, but slower than one (0.64x) while
+    other processes kept both cores busy: each add() waits for its slowest thread. So both are measured, on the
+    steps themselves (the check of what two threads inserted counted in), and the slower is tried again every
+    PROBE_EVERY steps in case the load changed.
+    """
+
+    def __init__(self, bulk: int, single: int) -> None:
+        self._choices = sorted({max(bulk, 1), max(single, 1)})
+        self._cost: dict[int, float] = {}
+        """Moving average of seconds per vector, by thread count."""
+        self._steps = 0
+
+    def choose(self) -> int:
+        """Threads for the next backlog step."""
+        self._steps += 1
+        untried = [threads for threads in reversed(self._choices) if threads not in self._cost]
+        if untried:
+            return untried[0]
+        ranked = sorted(self._choices, key=lambda threads: self._cost[threads])
+        if len(ranked) > 1 and self._steps % PROBE_EVERY == 0:
+            return ranked[1]
+        return ranked[0]
+
+    def record(self, threads: int, vectors: int, seconds: float) -> None:
+        """A backlog step of ``vectors`` inserted on ``threads`` took ``seconds``."""
+        if vectors <= 0:
+            return
+        cost = seconds / vectors
+        before = self._cost.get(threads)
+        self._cost[threads] = cost if before is None else (1 - RATE_WEIGHT) * before + RATE_WEIGHT * cost
+
+
 class SaveAbandoned(Exception):
     """A save given a deadline passed it before the file was complete: nothing was replaced."""
 
@@ -313,6 +359,13 @@ class VectorIndex:
         self._tail_file = tail_file
         """Where every tail vector is also appended, for a start after a crash to map (None: not kept)."""
         self._persister: threading.Thread | None = None
+        self._bulk_threads = config.bulk_threads or len(os.sched_getaffinity(0))
+        """Threads a backlog step inserts with (``IndexConfig.bulk_threads``, 0 = one per core this process may use)."""
+        self._insert_threads = _InsertThreads(self._bulk_threads, config.build_threads)
+        self._graph_threads = 0
+        """Threads the graph's per-thread state was last sized for by an exclusive add() (0: not yet)."""
+        self.repaired = 0
+        """Vectors inserted again: the graph did not find them after a multi-threaded add() (upstream issue 735)."""
 
     def _new_graph(self) -> _CompiledIndex:
         return _CompiledIndex(
@@ -354,6 +407,7 @@ class VectorIndex:
             return False
         self.load_problem = ""
         self._graph = graph
+        self._graph_threads = 0
         self.saved_sequence = int(meta.get("sequence", 0))
         self.saved_at = float(meta.get("saved_at", 0.0)) or None
         return True
@@ -817,12 +871,30 @@ class VectorIndex:
 
         usearch serialises search against a running add() (measured: a search
         waits for the whole call), and grows its arrays inside add(), which
-        must not race with searches. So vectors go in ``insert_chunk`` at a
-        time; a piece that would grow the arrays goes in alone, under the
-        exclusive lock, as a single vector.
+        must not race with searches. So vectors go in ``insert_chunk`` per
+        thread at a time; a piece that would grow the arrays goes in alone,
+        under the exclusive lock, as a single vector. A step of
+        ``bulk_min_vectors`` or more (a backlog) goes in on ``bulk_threads``
+        when that has been the faster per vector (:class:`_InsertThreads`);
+        what the graph then does not find by its own vector goes in again on
+        one thread (:meth:`_repair`).
         """
         threads = self.config.build_threads
-        step = max(self.config.insert_chunk, 1)
+        backlog = keys.size >= self.config.bulk_min_vectors
+        if backlog:
+            threads = self._insert_threads.choose()
+        began = time.monotonic()
+        if not self._add_pieces(keys, vectors, threads):
+            return False
+        if threads > 1 and not self._repair(keys, vectors, threads):
+            return False
+        if backlog:
+            self._insert_threads.record(threads, int(keys.size), time.monotonic() - began)
+        return True
+
+    def _add_pieces(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int) -> bool:
+        """:meth:`_insert`'s add() calls, ``insert_chunk`` vectors per thread each; False if stopped midway."""
+        step = max(self.config.insert_chunk, 1) * max(threads, 1)
         done = 0
         while done < keys.size:
             if self._stop.is_set():
@@ -830,14 +902,21 @@ class VectorIndex:
                 # machine: a clean stop waited for it (py-spy: MainThread in the builder join of a slow stop).
                 return False
             room = int(self._graph.capacity) - len(self._graph)
-            exclusive = room <= 0
-            take = 1 if exclusive else min(room, step, keys.size - done)
+            grows = room <= 0
+            # usearch's add() reserves room for its thread count each call: more threads than the graph was last
+            # sized for reallocates per-thread state that searches use, so that call excludes them too; and a
+            # growth passes the most used so far, so that a one-thread growth does not size it down again.
+            exclusive = grows or threads > self._graph_threads
+            take = 1 if grows else min(room, step, keys.size - done)
+            call_threads = max(threads, self._graph_threads) if grows else threads
             if exclusive:
                 self._lock.acquire_exclusive()
             else:
                 self._lock.acquire_shared()
             try:
-                self._graph.add(keys[done : done + take], vectors[done : done + take], threads=threads)
+                self._graph.add(keys[done : done + take], vectors[done : done + take], threads=call_threads)
+                if exclusive:
+                    self._graph_threads = call_threads
             finally:
                 if exclusive:
                     self._lock.release_exclusive()
@@ -845,6 +924,78 @@ class VectorIndex:
                     self._lock.release_shared()
             done += take
         return True
+
+    def _repair(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int) -> bool:
+        """Insert again, on one thread, what a multi-threaded add() left unreachable; False if stopped midway.
+
+        usearch 2.26's concurrent add() can leave a node in the graph that no search reaches (upstream issue 735).
+        Each of ``keys`` is searched for by its own vector with a beam of VERIFY_EXPANSION (a search with the
+        configured beam cost ~3 inserts, which undid what the second core gained); those not among their
+        VERIFY_COUNT nearest are searched for again with the configured beam, and those still not found are
+        removed and added again. The vectors are still in the fresh tail meanwhile: recall finds them regardless.
+        """
+        unfound = self._unfound(keys, vectors, threads, VERIFY_EXPANSION)
+        if unfound is None:
+            return False
+        if unfound.size:
+            again = np.flatnonzero(np.isin(keys, unfound))
+            unfound = self._unfound(keys[again], vectors[again], threads, None)
+        if unfound is None:
+            return False
+        if not unfound.size:
+            return True
+        picked = np.flatnonzero(np.isin(keys, unfound))
+        self._lock.acquire_exclusive()
+        try:
+            self._graph.remove(keys[picked])
+        finally:
+            self._lock.release_exclusive()
+        self.repaired += int(picked.size)
+        log.debug(
+            "%d of %d vectors inserted on %d threads were unreachable: inserted again", picked.size, keys.size, threads
+        )
+        return self._add_pieces(keys[picked], vectors[picked], 1)
+
+    def _unfound(
+        self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int, expansion: int | None
+    ) -> npt.NDArray[np.uint64] | None:
+        """Those of ``keys`` the graph does not give among the VERIFY_COUNT nearest of their own vectors, searched
+        with a beam of ``expansion`` (None: the configured one); None if stopped midway.
+
+        A beam other than the configured one is set for the call alone, under the exclusive lock (the setting is the
+        graph's, and a recall meanwhile must search with its own); each call takes as many vectors as an insert
+        piece, so a search waits about as long as for one.
+        """
+        step = max(self.config.insert_chunk, 1) * max(threads, 1)
+        lost: list[npt.NDArray[np.uint64]] = []
+        for start in range(0, keys.size, step):
+            if self._stop.is_set():
+                return None
+            piece = slice(start, start + step)
+            rows = int(keys[piece].size)
+            if expansion is None:
+                self._lock.acquire_shared()
+            else:
+                self._lock.acquire_exclusive()
+            try:
+                if expansion is None:
+                    found = self._graph.search(vectors[piece], VERIFY_COUNT, threads=min(threads, rows))
+                else:
+                    configured = self._graph.expansion_search
+                    self._graph.expansion_search = expansion  # type: ignore[misc]  # usearch declares the setter apart
+                    try:
+                        found = self._graph.search(vectors[piece], VERIFY_COUNT, threads=min(threads, rows))
+                    finally:
+                        self._graph.expansion_search = configured  # type: ignore[misc]
+            finally:
+                if expansion is None:
+                    self._lock.release_shared()
+                else:
+                    self._lock.release_exclusive()
+            # usearch answers a one-row query with that row's matches alone (no leading axis).
+            hits = np.asarray(found.keys, dtype=np.uint64).reshape(rows, -1)
+            lost.append(keys[piece][~(hits == keys[piece][:, None]).any(axis=1)])
+        return np.concatenate(lost) if lost else np.zeros(0, dtype=np.uint64)
 
     def save_estimate_s(self) -> float:
         """Seconds a save would take now, from the graph's size and the slowest of this process's last saves."""
