@@ -283,7 +283,7 @@ class ClientTest {
 
   @Test
   void anUnreachableSidecarIsUnavailableAndRetryable() {
-    try (MemevoClient nowhere = MemevoClient.builder("unix:///nonexistent/memevo.sock").timeout(Duration.ofSeconds(2)).build()) {
+    try (MemevoClient nowhere = MemevoClient.builder("unix:///nonexistent/memevo.sock").timeout(Duration.ofSeconds(20)).build()) {
       var error = assertThrows(MemevoException.Unavailable.class, nowhere::getStats);
       assertTrue(error.isRetryable());
     }
