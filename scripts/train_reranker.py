@@ -48,6 +48,10 @@ from scripts import train_judge as recipe  # noqa: E402  # the model, its loadin
 
 QUESTION_FILES = ROOT / "scripts" / "judge_data"
 """Hand-written question sets (``questions_<lang>_<writer>.jsonl``), tuning domains only."""
+QUESTION_SETS = ("questions_en_m.jsonl",)
+"""The sets the shipped model was trained on. Writers n, o and p's sets (same-subject negatives, Chinese) are there
+for the next model: one trained with them as well (2 epochs) called more of an entity's other statements answers
+(26 % against 18 % on the generated world's validation phrasing) and was not shipped."""
 WORLD_MEMORIES = 3_000
 WORLD_SEED = 101
 """The generated world's tuning phrasing, at a seed no quality run uses (they use 7-18)."""
@@ -81,7 +85,7 @@ def scenario_questions(scenarios: Sequence[prose.Scenario], pairs: recipe.Pairs)
 def written_questions(pairs: recipe.Pairs, folder: Path = QUESTION_FILES) -> None:
     """The hand-written question sets: a question against its answers and QUESTION_NEGATIVES other statements."""
     rng = np.random.default_rng(recipe.SEED)
-    for path in sorted(folder.glob("questions_*.jsonl")):
+    for path in (folder / name for name in QUESTION_SETS):
         language = path.stem.split("_")[1]
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
             if not line.strip():

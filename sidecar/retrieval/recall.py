@@ -145,6 +145,10 @@ at most ~15 % of the score), not enough to push the older ones under unrelated m
 RERANK_DEPTH = 8
 """With a reranker (``memevo serve --rerank local``): the best this many candidates of a text Recall are read
 together with the question and ordered by P(answers); a pair costs a few milliseconds of CPU."""
+STATE_KINDS = (memory_pb2.MEMORY_KIND_FACT, memory_pb2.MEMORY_KIND_PREFERENCE)
+"""Kinds that state what holds now, so that of two answers the one that became true later is the likelier current
+one; an event or a lesson is not made current by being newer (perception reads episodes for slots too, but an
+answer's newest-first order must not put "Emre reacted with :tada:" above "Emre is now SRE lead")."""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -564,21 +568,29 @@ class Recaller:
         of the statements of state (facts, preferences) about one subject that answer one question, the one that
         became true last is the likeliest to hold now (an update perception did not read is still a newer
         answer): in CURRENT mode those about the subject of the best of them (its entity, or none) trade places
-        so that the newest in world time comes first. Lessons and events are not made current by being newer.
+        so that the newest in world time comes first, leaving out those whose fact key or inferred attribute names
+        another attribute than the first known among them. Lessons and events are not made current by being newer.
         """
         reranker = self.engine.reranker
         assert reranker is not None
         top = ranked[:RERANK_DEPTH]
         raws = self.engine.store.multi_get(CF_MEMORIES, [u64_key(int(i)) for i in ids[top]])
-        texts = [memory_pb2.Memory.FromString(raw).content if raw is not None else "" for raw in raws]
+        records = [memory_pb2.Memory.FromString(raw) if raw is not None else memory_pb2.Memory() for raw in raws]
+        texts = [record.content for record in records]
+        said = [record.fact.attribute or record.inferred.attribute for record in records]
         answers = np.asarray(reranker.relevance([query.text] * len(texts), texts), dtype=np.float64) >= 0.5
         first = top[answers]
         if query.mode == memory_service_pb2.RECALL_MODE_CURRENT and first.size > 1:
             columns = self.engine.columns
-            states = np.flatnonzero(np.isin(columns.kind[ids[first]], SLOT_KINDS))
+            states = np.flatnonzero(np.isin(columns.kind[ids[first]], STATE_KINDS))
             if states.size > 1:
                 entity = columns.entity[ids[first[states]]]
                 subject = states[entity == entity[0]]
+                # Structured evidence outranks recency: a statement whose fact key or inferred attribute names
+                # another attribute than the best answer's is not its newer version, however new.
+                of_subject = [said[position] for position in np.flatnonzero(answers)[subject].tolist()]
+                asked = next((attribute for attribute in of_subject if attribute), "")
+                subject = subject[[attribute in ("", asked) for attribute in of_subject]]
                 became_true = np.nan_to_num(columns.valid_from[ids[first[subject]]], nan=-np.inf)
                 first[subject] = first[subject[np.argsort(-became_true, kind="stable")]]
         return np.concatenate([first, top[~answers], ranked[RERANK_DEPTH:]])

@@ -91,3 +91,25 @@ def test_a_reranker_moves_answers_ahead_and_keeps_the_order_otherwise(engine: En
     assert reranked[:2] == [ids[3], ids[5]]
     assert reranked[2:depth] == [m for m in ids[:depth] if m not in (ids[3], ids[5])]
     assert reranked[depth:] == ids[depth:]
+
+
+def test_newest_first_among_answers_skips_events_and_other_attributes(engine: Engine) -> None:
+    # Every statement is deemed an answer about Emre. Newest in world time: the event, then a fact keyed to
+    # another attribute, then an unkeyed fact, then the role. Neither the event (it states no lasting value) nor the
+    # diet fact (its key says it is not the role's newer version) may come first by being newer; the unkeyed one may.
+    texts = ("Emre is now the SRE lead.", "Emre is pescatarian.", "Emre reacted with :tada: in #general.",
+             "Emre runs the platform team these days.")  # fmt: skip
+    role, diet, event, unkeyed = write(
+        engine,
+        NewMemory(content=texts[0], vector=near(1, 0.0), kind=memory_pb2.MEMORY_KIND_FACT, entity="person:emre",
+                  fact_attribute="role", fact_value="SRE lead", valid_from_s=1_700_000_000),
+        NewMemory(content=texts[1], vector=near(2, 1.0), kind=memory_pb2.MEMORY_KIND_FACT, entity="person:emre",
+                  fact_attribute="diet", fact_value="pescatarian", valid_from_s=1_700_250_000),
+        NewMemory(content=texts[2], vector=near(3, 1.2), entity="person:emre", valid_from_s=1_700_300_000),
+        NewMemory(content=texts[3], vector=near(4, 1.5), kind=memory_pb2.MEMORY_KIND_FACT, entity="person:emre",
+                  valid_from_s=1_700_200_000),
+    )  # fmt: skip
+    assert _ranked(engine, "what does Emre do here") == [role, diet, unkeyed, event]  # the formula's order
+    engine.reranker = _Holding(*texts)  # type: ignore[assignment]
+    ranked = _ranked(engine, "what does Emre do here")
+    assert ranked[0] == unkeyed
