@@ -34,6 +34,7 @@ from .evaluation.scoring import clock_for, score
 from .experiments.arms import Experiments
 from .governance.abstraction import ChatAbstractor
 from .idempotency import RequestKey, drop_unscoped_records, id_of
+from .perception import judge as judge_module
 from .perception.conflicts import REPEATABLE_KINDS, SLOT_KINDS, Decision, Perceiver, fact_key
 from .perception.feedback import (
     Demotion,
@@ -46,6 +47,7 @@ from .perception.feedback import (
 from .perception.judge import JudgeError, PairJudge, shipped
 from .perception.judging import Judgement, JudgeQueue
 from .policy import PerceptionSettings, default_policy, params_from_policy, validate_policy
+from .retrieval import rerank as rerank_module
 from .retrieval.lexical import CONTEXT_MEMORIES, NamespacedLexicalIndex, context_text, searchable_text
 from .retrieval.rerank import Reranker
 from .retrieval.rerank import shipped as shipped_reranker
@@ -174,6 +176,22 @@ class ScoredPool:
         self.demoted = np.concatenate([self.demoted, np.asarray(demoted, dtype=np.uint8)])
 
 
+def _require_models(config: SidecarConfig) -> None:
+    """FailedPrecondition when ``--judge local`` or ``--rerank local`` asks for a model the package does not hold.
+
+    Without it the sidecar would start and silently read prose with the rules alone (or rank by the formula)."""
+    wanted = (
+        ("--judge local", "pair judge", config.judge == "local", judge_module.MODEL_PATH),
+        ("--rerank local", "reranker", config.rerank == "local", rerank_module.MODEL_PATH),
+    )
+    for flag, name, asked, path in wanted:
+        if asked and not path.exists():
+            raise FailedPrecondition(
+                f"{flag}: this install holds no {name} at {path}; reinstall memevo, or pass {flag.split()[0]} none",
+                reason="MODEL_MISSING",
+            )
+
+
 class Engine:
     """Owns a data directory while the sidecar runs. Thread-safe."""
 
@@ -191,6 +209,7 @@ class Engine:
                 f"--dimension {config.dimension} disagrees with the embedder's dimension {dimension}",
                 reason="DIMENSION_MISMATCH",
             )
+        _require_models(config)
         require_dimension(data_dir, dimension)  # a start refused for it creates nothing
         private_directory(data_dir)
         self.store = RocksStore(
