@@ -248,6 +248,7 @@ class Engine:
             self.columns,
             embed=self.embed if self.embedder is not None else None,
             judgements=self.judgements,
+            doubt_by_likeness=self.reranker is None,
         )
         self.params = params_from_policy(self.policy)
         """The kernels' matrix of the current policy (rebuilt when the policy changes)."""

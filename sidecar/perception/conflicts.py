@@ -574,6 +574,7 @@ class Perceiver:
         version_cache_entries: int = VERSION_CACHE_ENTRIES,
         embed: Embed | None = None,
         judgements: JudgeQueue | None = None,
+        doubt_by_likeness: bool = True,
     ) -> None:
         self.settings = settings
         self.columns = columns
@@ -599,6 +600,11 @@ class Perceiver:
         self.judgements = judgements
         """Where pairs no exact evidence settles go to be judged off the write path; None leaves them to vector
         likeness alone (no judge)."""
+        self.doubt_by_likeness = doubt_by_likeness
+        """Whether two statements of one entity whose slots nothing tells doubt each other by vector likeness alone
+        (``NEAR_DOUBT``, ``SIMILARITY_DOUBT``, ``RELATIVE_DOUBT``). Such a doubt only orders recall; with a reranker,
+        which puts the newer of two answers first at read time, it adds nothing there and marks additions ("Compass
+        has a secondary on-call as well") as possibly outdated (RESULTS, twenty-ninth session)."""
         self._judged_doubts: dict[int, float] = {}
         """Doubted id -> the judge's P(REPLACES) for the statement that doubts it (latest JUDGED_DOUBTS_KEPT): a
         likelier replacement judged later takes the doubt over. Lost at a restart, when the doubt stays as it is."""
@@ -1361,7 +1367,7 @@ class Perceiver:
                 return
             if holder.record.id not in {r.id for r, _, _ in decision.updated}:
                 self._against(txn, record, holder, unit, inferred.attribute, own, tokens, slots, now, decision)
-        for holder in doubt:
+        for holder in doubt if self.doubt_by_likeness else []:
             if holder.record.id not in {r.id for r, _, _ in decision.updated}:
                 self._doubt(record, holder.record, now, decision)
         if record.state in CURRENT_STATES:
