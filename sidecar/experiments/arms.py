@@ -357,6 +357,19 @@ class Experiments:
 
     def assign(self, retrieval_id: str) -> Arm | None:
         """The arm that ranks this retrieval, or None when no experiment runs (or it was rolled back)."""
+        return self.assignment(retrieval_id)[0]
+
+    def assignment(self, retrieval_id: str) -> tuple[Arm | None, int]:
+        """The arm that ranks this retrieval and the generation it belongs to, read together.
+
+        A promotion may publish between two separate reads: an arm drawn by
+        the running split would then be logged under the promoted generation
+        and its outcome counted as the promoted policy's.
+        """
+        with self._lock:
+            return self._assign(retrieval_id), self._generation
+
+    def _assign(self, retrieval_id: str) -> Arm | None:
         running = self._running
         if running is None:
             return None
@@ -833,8 +846,7 @@ def observed_retrieval(engine: Engine, query: RecallQuery) -> Iterator[Observati
     from ..replay.capture import observation_entry
 
     retrieval_id = engine.new_retrieval_id()
-    arm = engine.experiments.assign(retrieval_id)
-    generation = engine.experiments.generation
+    arm, generation = engine.experiments.assignment(retrieval_id)
     observation = Observation(retrieval_id, arm.name if arm is not None else "")
     with engine.scoring_policy(
         arm.policy if arm is not None else None, arm.params if arm is not None else None

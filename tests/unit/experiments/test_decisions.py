@@ -10,16 +10,18 @@ runs the real replay.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memevo.sidecar.config import GovernanceConfig, SidecarConfig
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
 from memevo.sidecar.experiments.arms import Experiments, _Counts
-from memevo.v1 import events_pb2, policy_pb2
+from memevo.v1 import events_pb2, memory_service_pb2, policy_pb2
 
 KIND = policy_pb2.ExperimentDecisionKind
 
@@ -183,3 +185,42 @@ def test_without_captured_traffic_the_replay_check_allows(engine: Engine) -> Non
     promoted = stats.decisions[-1]
     assert promoted.kind == KIND.EXPERIMENT_DECISION_KIND_PROMOTED
     assert promoted.replay_retrievals == 0
+
+
+def test_an_arm_drawn_before_a_promotion_is_not_counted_as_the_promoted_policy(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A promotion publishing while a Recall draws its arm: the draw and its generation must belong together."""
+    from memevo.sidecar.domain import RecallQuery
+    from memevo.sidecar.experiments import arms
+    from memevo.sidecar.experiments.adaptive import pick as draw
+
+    start(engine)
+    experiments = engine.experiments
+    give(experiments, control=(40, 12.0), candidate=(40, 36.0))
+    monkeypatch.setattr(experiments, "_replay_check", lambda candidate, current: (0.60, 0.50, 12))
+
+    def racing_pick(point: float, shares: list[float]) -> int:
+        # The review's promotion runs on another thread while the running split is drawn, as it can in the sidecar.
+        promotion = threading.Thread(target=experiments.review)
+        promotion.start()
+        promotion.join(timeout=1.0)
+        return draw(point, shares)
+
+    monkeypatch.setattr(arms, "pick", racing_pick)
+    vector = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    with arms.observed_retrieval(engine, RecallQuery(vector=vector)) as observed:
+        observed.returned_ids = []
+    monkeypatch.setattr(arms, "pick", draw)
+    deadline = time.monotonic() + 10
+    while experiments.snapshot().phase != policy_pb2.EXPERIMENT_PHASE_WATCHING:  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the promotion never published"
+        time.sleep(0.01)
+
+    assert engine.retrieval(observed.retrieval_id) == []  # written, as ReportOutcome first checks
+    engine.report_outcome(
+        [], outcome=memory_service_pb2.OUTCOME_SUCCESS, reward=None, retrieval_id=observed.retrieval_id, note=""
+    )
+    running = experiments._running
+    assert running is not None
+    assert running.adaptive.promoted_counts.outcomes == 0
