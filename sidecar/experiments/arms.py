@@ -806,24 +806,40 @@ class Experiments:
                 reason="UNKNOWN_ARM",
                 metadata={"field": "arm"},
             )
+        assert running is not None
         final = self.snapshot() or policy_pb2.ExperimentStats()
         policy = policy_pb2.Policy()
         policy.CopyFrom(arm.policy)
-        policy = engine.update_policy(policy, request=request.derived("promote-policy") if request else None)
-        self.set(policy_pb2.Experiment())
-        if request is not None:
-            self._remember_promotion(request, policy, final)
-        return policy, final
+        with self._lock:
+            counts = {n: c.copy() for n, c in running.counts.items()}
+        # On the change log like the automatic decisions, so that an audit sees who changed the policy and on what.
+        decision = self._decision(
+            running, policy_pb2.EXPERIMENT_DECISION_KIND_PROMOTED, arm.name, 0.0, "promoted by PromoteArm", counts
+        )
+        chosen = next((a for a in final.arms if a.name == arm.name), None)
+        if chosen is not None:
+            decision.probability_better = chosen.probability_beats_control
 
-    def _remember_promotion(
-        self, request: RequestKey, policy: policy_pb2.Policy, final: policy_pb2.ExperimentStats
-    ) -> None:
-        answer = memory_service_pb2.PromoteArmResponse(policy=policy, final_stats=final)
+        def also(txn: Txn) -> None:
+            # The policy, the decision and the experiment's end land in one transaction: a crash between them
+            # would leave the experiment splitting traffic under a policy it already replaced.
+            self._emit_decision(txn, decision)
+            generation = self._generation + 1
+            txn.delete(CF_META, META_EXPERIMENT)
+            txn.delete(CF_META, META_EXPERIMENT_DECISIONS)
+            txn.put(CF_META, META_EXPERIMENT_COUNTS, self._encode(generation, {}, None))
+            if request is not None:
+                answer = memory_service_pb2.PromoteArmResponse(policy=policy, final_stats=final)
+                request.record(txn, answer.SerializeToString())
 
-        def mutation(txn: Txn) -> None:
-            request.record(txn, answer.SerializeToString())
+            def publish() -> None:
+                with self._lock:
+                    self._generation = generation
+                    self._running = None
 
-        self._store.apply(mutation)
+            txn.on_commit(publish)
+
+        return engine.update_policy(policy, also=also), final
 
 
 @dataclass

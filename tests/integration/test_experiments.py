@@ -19,8 +19,10 @@ from conftest import Sidecar, start_sidecar
 from helpers import stub
 
 from memevo.client import (
+    ChangeEventType,
     Experiment,
     ExperimentArm,
+    ExperimentDecisionKind,
     InvalidArgumentError,
     KindPolicy,
     MemoryClient,
@@ -108,6 +110,17 @@ def test_the_arm_whose_retrievals_succeed_leads_in_stats(data_dir: Path) -> None
             assert client.recall(vector=np.ones(DIMENSION, dtype=np.float32), namespace="exp").arm == ""
             with pytest.raises(NotFoundError):
                 client.promote_arm("trusting")
+            # The promotion by hand is on the change log as a decision, with the evidence it was made on.
+            with client.watch(0, types=[ChangeEventType.EXPERIMENT_DECISION], timeout_s=5.0) as stream:
+                decision = next(iter(stream))
+                stream.cancel()
+            assert decision.detail == "trusting"
+            assert decision.experiment_decision is not None
+            assert decision.experiment_decision.kind == ExperimentDecisionKind.PROMOTED
+            assert decision.experiment_decision.reason == "promoted by PromoteArm"
+            assert decision.experiment_decision.arm_stats is not None
+            assert decision.experiment_decision.arm_stats.successes == trusting.successes
+            assert decision.experiment_decision.previous_policy.name != "trusting"
     finally:
         sidecar.stop()
 
