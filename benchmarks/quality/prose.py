@@ -8,8 +8,9 @@ Data: hand-written scenarios in ``benchmarks/quality/prose_scenarios/`` (format 
 ``FORMAT.md``). Each is what an agent would write over a few days about a small
 world — a fact, statements about the same and other entities, then a change in
 the writer's own words (or an addition that does not replace anything) — and a
-question asked afterwards. ``tuning_*.jsonl`` and ``heldout_*.jsonl`` come from
-different writers with disjoint domains and names; quote the held-out split.
+question asked afterwards. ``tuning_*.jsonl``, ``validation_*.jsonl`` and
+``heldout_*.jsonl`` come from different writers with disjoint domains and names:
+build on the tuning split, decide on the validation split, quote the held-out split.
 
 Recipe: one sidecar, one namespace per scenario; the memories are written one
 call each, in order, dated one day apart in world time; then ``Govern`` runs on
@@ -147,8 +148,9 @@ def parse(line: str) -> Scenario:
 
 
 def load(split: str, folder: Path = SCENARIOS) -> list[Scenario]:
-    """The scenarios of ``split`` ("tuning", "heldout" or "all"), file by file in name order."""
-    patterns = ["tuning_*.jsonl", "heldout_*.jsonl"] if split == "all" else [f"{split}_*.jsonl"]
+    """The scenarios of ``split`` ("tuning", "validation", "heldout" or "all"), file by file in name order."""
+    splits = ("tuning", "validation", "heldout") if split == "all" else (split,)
+    patterns = [f"{name}_*.jsonl" for name in splits]
     out: list[Scenario] = []
     for pattern in patterns:
         for path in sorted(folder.glob(pattern)):
@@ -405,7 +407,7 @@ def summary(rows: Sequence[common.Row]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--split", choices=("tuning", "heldout", "all"), default="heldout")
+    parser.add_argument("--split", choices=("tuning", "validation", "heldout", "all"), default="heldout")
     parser.add_argument("--scenarios", type=Path, default=SCENARIOS, help="scenario folder (default %(default)s)")
     parser.add_argument(
         "--no-govern",

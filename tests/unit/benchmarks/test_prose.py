@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ prose: Any = importlib.import_module("benchmarks.quality.prose")
 
 from memevo.client import Memory, MemoryState  # noqa: E402
 
-SPLITS = ("tuning", "heldout")
+SPLITS = ("tuning", "validation", "heldout")
 
 
 def _scenario(category: str, roles: list[tuple[str, int | None]], answers: list[int], **extra: Any) -> Any:
@@ -61,9 +62,10 @@ def test_every_scenario_file_holds_what_the_format_promises(split: str) -> None:
             assert not keyed, s.id
 
 
-def test_the_two_halves_share_no_entity() -> None:
-    names = [{m.entity for s in prose.load(split) for m in s.memories if m.entity} for split in SPLITS]
-    assert not names[0] & names[1]
+def test_the_splits_share_no_entity() -> None:
+    names = {split: {m.entity for s in prose.load(split) for m in s.memories if m.entity} for split in SPLITS}
+    for one, other in itertools.combinations(SPLITS, 2):
+        assert not names[one] & names[other], (one, other)
 
 
 def test_a_chain_is_replaced_by_every_later_version() -> None:
