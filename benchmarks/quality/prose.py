@@ -338,11 +338,13 @@ def run(args: argparse.Namespace, log: common.Log) -> tuple[list[common.Row], di
         "llm_judge": args.llm_judge,
     }
     if second is not None:
-        extra["llm_calls"] = len(second.asked)
+        extra["llm_calls"] = second.calls
+        extra["llm_pairs_asked"] = len(second.asked)
         extra["llm_unknown_pairs"] = second.unknown
         extra["llm_refused"] = second.refused
         log(
-            f"second judge: {len(second.asked)} pairs asked ({second.unknown} not in the ground truth), "
+            f"second judge: {second.calls} calls, {len(second.asked)} pairs asked "
+            f"({second.unknown} not in the ground truth), "
             f"{second.refused} other requests refused"
         )
     return table, extra

@@ -1,10 +1,12 @@
 """A chat endpoint that judges supersessions from a benchmark's ground truth, right a set share of the time.
 
 It stands in for the agent's LLM when measuring escalation (issue 40, item 4): the sidecar in policy mode LLM puts
-each pair its pair judge doubts to ``--llm-url``; this server reads the two texts out of the supersession prompt,
-looks up whether the newer statement replaces the older one in the scenarios it was given, and answers right with
-probability ``accuracy`` (seeded per pair, so a rerun asks and answers the same). Everything else it is asked (a
-consolidation to write) gets HTTP 503, which the sidecar treats as an endpoint that is down for that proposal.
+each pair its pair judge doubts to ``--llm-url``, one pair a call or several numbered pairs in one call; this server
+reads the texts out of the supersession prompt, looks up whether each newer statement replaces its older one in the
+scenarios it was given, and answers each pair right with probability ``accuracy`` (seeded per pair, so a rerun asks
+and answers the same, batched or not): one word for one pair, the JSON object the batch prompt asks for
+(``{"1": "REPLACES", "2": "BOTH_HOLD"}``) for several. Everything else it is asked (a consolidation to write) gets
+HTTP 503, which the sidecar treats as an endpoint that is down for that proposal.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class ScriptedJudge:
     accuracy: float
     seed: int = 0
     asked: list[tuple[str, str]] = field(default_factory=list)
+    """Every pair asked about, in order (a pair asked twice is here twice)."""
+    calls: int = 0
+    """Supersession requests answered (a batch of pairs is one)."""
     unknown: int = 0
     """Pairs asked that the ground truth does not hold (answered BOTH_HOLD, right or wrong by accuracy as well)."""
     refused: int = 0
@@ -56,16 +61,26 @@ class ScriptedJudge:
     def answer(self, body: dict[str, Any]) -> str | None:
         """The reply text for a chat request, or None for anything that is not a supersession judgement."""
         messages = body.get("messages") or []
-        if len(messages) != 2 or messages[0].get("content") != prompts.SUPERSEDE_SYSTEM:
+        if len(messages) != 2:
+            return None
+        system = messages[0].get("content")
+        if system not in (prompts.SUPERSEDE_SYSTEM, prompts.SUPERSEDE_BATCH_SYSTEM):
             return None
         texts = [
             line[len(TEXT_LINE) :]
             for line in str(messages[1].get("content", "")).splitlines()
             if line.startswith(TEXT_LINE)
         ]
-        if len(texts) != 2:
+        batched = system == prompts.SUPERSEDE_BATCH_SYSTEM
+        if len(texts) % 2 or not texts or (not batched and len(texts) != 2):
             return None
-        return "REPLACES" if self.verdict(texts[0], texts[1]) else "BOTH_HOLD"
+        with self._lock:
+            self.calls += 1
+        pairs = zip(texts[0::2], texts[1::2], strict=True)
+        words = ["REPLACES" if self.verdict(older, newer) else "BOTH_HOLD" for older, newer in pairs]
+        if not batched:
+            return words[0]
+        return json.dumps({str(number): word for number, word in enumerate(words, start=1)})
 
 
 def truth_of(pairs: Iterable[tuple[str, str, bool]]) -> dict[tuple[str, str], bool]:

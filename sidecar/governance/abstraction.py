@@ -10,17 +10,24 @@ details (dates, numbers, names: see ``details``); ``faithful_groups`` splits a
 group into the parts one member's text speaks for whole. The
 chat-completions writer sends the prompt of ``prompts.py``; any failure raises
 ``AbstractionError`` and the caller leaves the members as they are. The same
-endpoint judges soft conflicts (does a newer memory replace an older one?);
-an answer that is not exactly one of the two verdicts is a failure too.
+endpoint judges soft conflicts (does a newer memory replace an older one?),
+one pair a call or several numbered pairs in one call answered with a JSON
+object; an answer that is not exactly one of the two verdicts is a failure
+too (``UnusableAnswer``), and a batch answer's pairs without a verdict are
+left unjudged, never guessed. ``VerdictCache`` keeps verdicts so that the
+same pair of statements is not sent twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import threading
 import urllib.error
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -38,7 +45,16 @@ MAX_ITEM_CHARS = 2000
 
 
 class AbstractionError(Exception):
-    """The abstraction's text could not be written; nothing was changed."""
+    """The abstraction's text could not be written, or a judgement not made; nothing was changed."""
+
+
+class UnusableAnswer(AbstractionError):
+    """The chat endpoint answered, but not in the form asked for (a chatty verdict, a batch answer that is not the
+    JSON object asked for): the call worked, the answer cannot be read."""
+
+
+Pair = tuple[memory_pb2.Memory, memory_pb2.Memory]
+"""An (older, newer) pair of memories to judge: does ``newer`` replace ``older``?"""
 
 
 def representative(members: Sequence[memory_pb2.Memory], vectors: npt.NDArray[np.float32]) -> int:
@@ -185,6 +201,20 @@ class ChatAbstractor:
         )
         return parse_verdict(answer)
 
+    def judge_batch(self, pairs: Sequence[Pair]) -> list[bool | None]:
+        """Each pair's verdict from ONE call (as :meth:`judge`), None for a pair the answer gave no verdict for.
+
+        AbstractionError when the call fails; UnusableAnswer when the answer as a whole cannot be read (see
+        ``parse_verdicts``). The caller judges the pairs left without a verdict again, or leaves them in doubt.
+        """
+        answer = self._complete(
+            [
+                {"role": "system", "content": prompts.SUPERSEDE_BATCH_SYSTEM},
+                {"role": "user", "content": batch_message(pairs)},
+            ]
+        )
+        return parse_verdicts(answer, len(pairs))
+
     def _complete(self, messages: list[dict[str, str]]) -> str:
         """The first choice's text for ``messages`` (stripped, non-empty); AbstractionError on any failure."""
         body = {
@@ -229,13 +259,43 @@ def parse_verdict(answer: str) -> bool:
         try:
             parsed = json.loads(word)
         except ValueError as error:
-            raise AbstractionError(f"chat endpoint's verdict is not valid JSON: {answer[:80]!r}") from error
+            raise UnusableAnswer(f"chat endpoint's verdict is not valid JSON: {answer[:80]!r}") from error
         only = parsed.get("answer") if isinstance(parsed, dict) and len(parsed) == 1 else None
         word = only.strip() if isinstance(only, str) else ""
     verdict = VERDICTS.get(word.upper())
     if verdict is None:
-        raise AbstractionError(f"chat endpoint's verdict is neither REPLACES nor BOTH_HOLD: {answer[:80]!r}")
+        raise UnusableAnswer(f"chat endpoint's verdict is neither REPLACES nor BOTH_HOLD: {answer[:80]!r}")
     return verdict
+
+
+def parse_verdicts(answer: str, count: int) -> list[bool | None]:
+    """The verdicts of a batch answer for pairs 1..``count``: ``{"1": "REPLACES", "2": "BOTH_HOLD", ...}``.
+
+    Strict, as ``parse_verdict``: a pair left out, or answered with anything but one of VERDICTS, gets None (not
+    judged). UnusableAnswer when the answer is not one JSON object and nothing else (no code fence either, as for
+    ``parse_verdict``), or names a pair twice or a pair that was not asked: a model that numbers wrongly may have put
+    any verdict on any pair.
+    """
+
+    def unique(items: list[tuple[str, object]]) -> dict[str, object]:
+        keys = [key for key, _ in items]
+        if len(set(keys)) != len(keys):
+            raise UnusableAnswer(f"chat endpoint's batch answer names a pair twice: {answer[:80]!r}")
+        return dict(items)
+
+    try:
+        parsed = json.loads(answer, object_pairs_hook=unique)
+    except ValueError as error:
+        raise UnusableAnswer(f"chat endpoint's batch answer is not valid JSON: {answer[:80]!r}") from error
+    if not isinstance(parsed, dict):
+        raise UnusableAnswer(f"chat endpoint's batch answer is not a JSON object: {answer[:80]!r}")
+    verdicts: list[bool | None] = [None] * count
+    for key, word in parsed.items():
+        number = int(key) if key.isdecimal() and key == str(int(key)) else 0
+        if not 1 <= number <= count:
+            raise UnusableAnswer(f"chat endpoint's batch answer names pair {key[:20]!r} of {count}")
+        verdicts[number - 1] = VERDICTS.get(word.strip().upper()) if isinstance(word, str) else None
+    return verdicts
 
 
 def user_message(members: Sequence[memory_pb2.Memory]) -> str:
@@ -265,17 +325,87 @@ def judge_message(older: memory_pb2.Memory, newer: memory_pb2.Memory) -> str:
     return prompts.SUPERSEDE_USER.format(older=_judged_item(older), newer=_judged_item(newer))
 
 
-def _judged_item(memory: memory_pb2.Memory) -> str:
+def batch_message(pairs: Sequence[Pair]) -> str:
+    """The user turn of the batched supersession prompt: the pairs numbered from 1, each as in ``judge_message``."""
+    listed = "\n\n".join(
+        prompts.SUPERSEDE_BATCH_PAIR.format(number=number, older=_judged_item(older), newer=_judged_item(newer))
+        for number, (older, newer) in enumerate(pairs, start=1)
+    )
+    return prompts.SUPERSEDE_BATCH_USER.format(pairs=listed, count=len(pairs))
+
+
+def _kind(memory: memory_pb2.Memory) -> str:
+    return memory_pb2.MemoryKind.Name(memory.kind).removeprefix("MEMORY_KIND_").lower()
+
+
+def _about(memory: memory_pb2.Memory) -> str:
     about = memory.entity or "(no entity named)"
     if memory.fact.attribute:
         about += f", {memory.fact.attribute}"
+    return about
+
+
+def _content(memory: memory_pb2.Memory) -> str:
+    return memory.content[:MAX_ITEM_CHARS].replace("\n", " ")
+
+
+def _judged_item(memory: memory_pb2.Memory) -> str:
     return prompts.SUPERSEDE_ITEM.format(
-        kind=memory_pb2.MemoryKind.Name(memory.kind).removeprefix("MEMORY_KIND_").lower(),
-        about=about,
+        kind=_kind(memory),
+        about=_about(memory),
         valid_from=_when(memory.valid_from.seconds),
         recorded=_when(memory.recorded_at.seconds),
-        content=memory.content[:MAX_ITEM_CHARS].replace("\n", " "),
+        content=_content(memory),
     )
+
+
+VERDICT_CACHE_PAIRS = 4096
+"""Verdicts ``VerdictCache`` keeps (about 100 bytes each): several passes' worth of doubts at the budget's burst."""
+
+
+def verdict_key(model: str, older: memory_pb2.Memory, newer: memory_pb2.Memory) -> bytes:
+    """The cache key of a pair: a hash of the model and what the prompt says of each memory but its times.
+
+    The times are left out so that the same change written in several namespaces, or on another day, is the same
+    pair (which one is older is already fixed by the pair's order); the kind and subject stay in, as the prompt
+    shows them and "She moved to Oslo." says something else about another entity.
+    """
+    said = [model, *((_kind(m), _about(m), _content(m)) for m in (older, newer))]
+    return hashlib.sha256(json.dumps(said, ensure_ascii=False).encode()).digest()
+
+
+class VerdictCache:
+    """The chat endpoint's supersession verdicts by ``verdict_key``, the least recently used dropped past
+    ``capacity``. Thread-safe.
+
+    In memory only, on purpose: the same model name may serve other weights after a restart (an upgrade), and a
+    verdict stored on disk would outlive them; what a restart loses costs at most one call per pair again.
+    """
+
+    def __init__(self, capacity: int = VERDICT_CACHE_PAIRS) -> None:
+        self.capacity = capacity
+        self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> bool | None:
+        """The verdict kept for ``key`` (now the most recently used), or None."""
+        with self._lock:
+            verdict = self._verdicts.get(key)
+            if verdict is not None:
+                self._verdicts.move_to_end(key)
+            return verdict
+
+    def put(self, key: bytes, verdict: bool) -> None:
+        """Keep ``verdict`` for ``key``, dropping the least recently used past the capacity."""
+        with self._lock:
+            self._verdicts[key] = verdict
+            self._verdicts.move_to_end(key)
+            while len(self._verdicts) > self.capacity:
+                self._verdicts.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._verdicts)
 
 
 def _when(seconds: int) -> str:

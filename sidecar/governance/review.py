@@ -12,8 +12,11 @@ the chat endpoint judges in LLM mode, otherwise the doubt stays).
 
 In LLM mode a proposal no reviewer takes goes to the chat endpoint at once:
 the model writes the consolidation, or judges whether the newer memory
-replaces the doubted one. The call is made without the broker's lock; a
-failure leaves everything as it was and the proposal is retried later.
+replaces the doubted one. Supersessions waiting together are judged up to
+LLM_JUDGE_BATCH_PAIRS in one call, and a verdict the model already gave on
+the same pair of statements is taken from a cache instead of asked again.
+The call is made without the broker's lock; a failure leaves everything as
+it was and the proposal is retried later.
 
 Applying a decision is one committer mutation (the consolidation and the
 proposal's removal land in the same batch), so nothing is half-applied.
@@ -40,7 +43,16 @@ from ..engine import Engine
 from ..errors import FailedPrecondition, InvalidArgument, NotFound
 from ..policy import ConsolidationSettings
 from ..store.rocks import CF_META, Txn
-from .abstraction import AbstractionError, ChatAbstractor, faithful_groups, keeps
+from .abstraction import (
+    AbstractionError,
+    ChatAbstractor,
+    Pair,
+    UnusableAnswer,
+    VerdictCache,
+    faithful_groups,
+    keeps,
+    verdict_key,
+)
 from .consolidation import ClusterFinder, consolidate
 
 log = logging.getLogger(__name__)
@@ -55,9 +67,14 @@ MAX_REINTERPRET_PROPOSALS = 20
 MAX_SUPERSEDE_PROPOSALS = 100
 """Most soft conflicts one pass offers to reviewers or puts to the chat endpoint (the next pass offers more)."""
 LLM_RETRY_S = 60.0
+"""After a failed LLM call, the proposal waits this long before the next try."""
 LLM_JUDGEMENT_BURST = 20
 """Supersessions the chat endpoint may judge before any write has earned a call (``LlmConfig.judgements_per_write``)."""
-"""After a failed LLM call, the proposal waits this long before the next try."""
+LLM_JUDGE_BATCH_PAIRS = 8
+"""Most supersessions put to the chat endpoint in one call. A batch saves the system prompt and a round trip per
+pair, but the longer the list the likelier a model misnumbers or cuts its answer (and the answer must fit
+``LlmConfig.max_output_tokens``: eight verdicts are about 60 tokens); a pair the answer leaves out is asked again
+alone, so a bad batch costs up to one call per pair more."""
 
 ALL_KINDS = frozenset(
     {review_pb2.PROPOSAL_KIND_CONSOLIDATE, review_pb2.PROPOSAL_KIND_EVICT, review_pb2.PROPOSAL_KIND_REINTERPRET}
@@ -108,14 +125,25 @@ class ReviewBroker:
         self._reviewers: dict[int, Reviewer] = {}
         self._open: dict[str, OpenProposal] = {}
         self._deciding: set[str] = set()
-        self._judging_paused_until = 0.0
         self._written_at_start = engine.columns.size
-        self.llm_judgements = 0
-        """Supersessions put to the chat endpoint since the start (each one call)."""
-        self.llm_judgements_deferred = 0
-        """Doubts a pass left for later because the budget (``LlmConfig.judgements_per_write``) was spent."""
+        self._judging_paused_until = 0.0
         """After a failed judgement no other one is asked before then: a pass of many soft conflicts against an
         endpoint that is down would otherwise wait for one timeout per conflict."""
+        self.llm_judgements = 0
+        """Supersessions put to the chat endpoint since the start, what the budget counts: one per pair a call
+        asks about (a pair a batch answer left without a verdict, asked again alone, counts twice)."""
+        self.llm_judgements_deferred = 0
+        """Doubts a pass left for later because the budget (``LlmConfig.judgements_per_write``) was spent."""
+        self.llm_calls = 0
+        """Supersession calls made to the chat endpoint since the start (a batch of pairs is one)."""
+        self.llm_pairs_judged = 0
+        """Supersessions the chat endpoint gave a verdict for since the start."""
+        self.llm_cache_hits = 0
+        """Supersessions settled by a verdict the chat endpoint gave before on the same pair (no call, no budget)."""
+        self.llm_failures = 0
+        """Supersession calls that failed, or whose answer left at least one pair without a verdict."""
+        self.verdicts = VerdictCache()
+        """The chat endpoint's verdicts by pair, so that the same two statements are not asked about twice."""
         self.last_pass = memory_service_pb2.ConsolidationStats()
         for key, value in engine.store.iterate(CF_META, PROPOSAL_PREFIX, PROPOSAL_PREFIX[:-1] + b"0"):
             proposal = review_pb2.Proposal.FromString(value)
@@ -300,7 +328,11 @@ class ReviewBroker:
         offered = self._members_in_open(review_pb2.PROPOSAL_KIND_SUPERSEDE)
         fresh = [i for i in doubted.tolist() if i not in offered][:MAX_SUPERSEDE_PROPOSALS]
         records, _ = self.engine.get(fresh)
+        newers, _ = self.engine.get(sorted({r.possibly_outdated_by for r in records if r.possibly_outdated_by}))
+        newer_records = {r.id: r for r in newers}
         opened = 0
+        planned = 0
+        waiting: list[str] = []
         for record in records:
             newer = record.possibly_outdated_by
             if not newer:
@@ -308,10 +340,12 @@ class ReviewBroker:
             reviewed = self.takes(review_pb2.PROPOSAL_KIND_SUPERSEDE)
             if not reviewed and llm is None:  # the reviewer left, and the policy would only drop the proposal
                 break
-            if not reviewed and not self._llm_budget_left():
-                # The doubts stay as they are (a ranking signal) until more writes earn more calls.
-                self.llm_judgements_deferred += 1
-                continue
+            if not reviewed and not self._cached(llm, record, newer_records.get(newer)):
+                if not self._llm_budget_left(planned):
+                    # The doubts stay as they are (a ranking signal) until more writes earn more calls.
+                    self.llm_judgements_deferred += 1
+                    continue
+                planned += 1
             open_proposal = self._propose(
                 review_pb2.PROPOSAL_KIND_SUPERSEDE,
                 [record.id, newer],
@@ -319,14 +353,22 @@ class ReviewBroker:
             )
             opened += 1
             if not reviewed:
-                self._decide_by_policy(open_proposal.proposal.id)
+                waiting.append(open_proposal.proposal.id)
+        # Judged together once all are open: the chat endpoint takes them in batches.
+        self._decide_supersessions(waiting)
         return opened
 
-    def _llm_budget_left(self) -> bool:
-        """Whether the chat endpoint may judge one more supersession: LLM_JUDGEMENT_BURST, plus
-        ``judgements_per_write`` for each memory written since the start."""
+    def _cached(self, llm: ChatAbstractor | None, older: memory_pb2.Memory, newer: memory_pb2.Memory | None) -> bool:
+        """Whether the chat endpoint's verdict on (``older``, ``newer``) is cached (its settling costs no budget)."""
+        if llm is None or newer is None:
+            return False
+        return self.verdicts.get(verdict_key(llm.model, older, newer)) is not None
+
+    def _llm_budget_left(self, planned: int = 0) -> bool:
+        """Whether the chat endpoint may judge one more supersession beyond ``planned`` ones about to be asked:
+        LLM_JUDGEMENT_BURST, plus ``judgements_per_write`` for each memory written since the start."""
         earned = self.engine.config.llm.judgements_per_write * (self.engine.columns.size - self._written_at_start)
-        return self.llm_judgements < LLM_JUDGEMENT_BURST + earned
+        return self.llm_judgements + planned < LLM_JUDGEMENT_BURST + earned
 
     def escalates(self) -> bool:
         """Whether a doubt is decided by someone other than the pair judge: a reviewer that takes supersessions, or
@@ -440,13 +482,23 @@ class ReviewBroker:
         now = now_s()
         with self._lock:
             due = [
-                p.proposal.id
+                p
                 for p in self._open.values()
                 if p.deadline_s <= now and p.not_before_s <= now and p.proposal.id not in self._deciding
             ]
-        return sum(self._decide_by_policy(proposal_id, count_settled=True) for proposal_id in due)
+        supersessions = [p.proposal.id for p in due if p.proposal.kind == review_pb2.PROPOSAL_KIND_SUPERSEDE]
+        others = [p.proposal.id for p in due if p.proposal.kind != review_pb2.PROPOSAL_KIND_SUPERSEDE]
+        settled = sum(self._decide_by_policy(proposal_id, count_settled=True) for proposal_id in others)
+        return settled + self._decide_supersessions(supersessions)
 
     def _decide_by_policy(self, proposal_id: str, *, count_settled: bool = False) -> int:
+        with self._lock:
+            open_proposal = self._open.get(proposal_id)
+            supersession = (
+                open_proposal is not None and open_proposal.proposal.kind == review_pb2.PROPOSAL_KIND_SUPERSEDE
+            )
+        if supersession:
+            return self._decide_supersessions([proposal_id])
         settings = self.settings
         with self._lock:
             open_proposal = self._open.get(proposal_id)
@@ -460,40 +512,62 @@ class ReviewBroker:
                 self._apply(open_proposal, review_pb2.VERDICT_REJECT, [], "", "policy at deadline", "")
                 return 1
             llm = self._policy_llm(settings)
-            if kind == review_pb2.PROPOSAL_KIND_SUPERSEDE:
-                if llm is None:
-                    # Undecided, the doubt stays (a ranking signal): drop the proposal; the next pass offers it again.
-                    self._drop(proposal_id)
-                    return 1
-                if now_s() < self._judging_paused_until:
-                    open_proposal.not_before_s = self._judging_paused_until
-                    return 0
-                self._deciding.add(proposal_id)
-            else:
-                mode = settings.without_reviewer
-                if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE and not self._suggestion_keeps(open_proposal):
-                    # Opened before suggestions had to keep every member's details: only a reviewer may fold it.
-                    log.info("consolidation proposal %s dropped: its text loses a member's details", proposal_id)
-                    self._drop(proposal_id)
-                    return 1 if count_settled else 0
-                if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
-                    written = self._apply(
-                        open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, "", "policy: extractive", ""
-                    )
-                    return 1 if count_settled else written
-                if llm is None:
-                    # WAIT (or LLM without an endpoint): keep it open for the next reviewer, with a fresh deadline.
-                    open_proposal.proposal.deadline.CopyFrom(to_timestamp(now_s() + settings.review_timeout_s))
-                    return 0
-                self._deciding.add(proposal_id)
+            mode = settings.without_reviewer
+            if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE and not self._suggestion_keeps(open_proposal):
+                # Opened before suggestions had to keep every member's details: only a reviewer may fold it.
+                log.info("consolidation proposal %s dropped: its text loses a member's details", proposal_id)
+                self._drop(proposal_id)
+                return 1 if count_settled else 0
+            if mode == policy_pb2.CONSOLIDATION_MODE_EXTRACTIVE:
+                written = self._apply(
+                    open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, "", "policy: extractive", ""
+                )
+                return 1 if count_settled else written
+            if llm is None:
+                # WAIT (or LLM without an endpoint): keep it open for the next reviewer, with a fresh deadline.
+                open_proposal.proposal.deadline.CopyFrom(to_timestamp(now_s() + settings.review_timeout_s))
+                return 0
+            self._deciding.add(proposal_id)
         # The model call happens without the lock: reviewers and other proposals go on meanwhile.
         try:
-            if kind == review_pb2.PROPOSAL_KIND_SUPERSEDE:
-                return self._judge_supersession(open_proposal, llm)
             return self._consolidate_by_llm(open_proposal, llm, count_settled=count_settled)
         finally:
             with self._lock:
                 self._deciding.discard(proposal_id)
+
+    def _decide_supersessions(self, proposal_ids: Sequence[str]) -> int:
+        """Let the policy decide these supersession proposals together; returns how many were settled.
+
+        Without the chat endpoint (not policy mode LLM) each is dropped and its doubt stays (a ranking signal). With
+        it they are judged (see ``_judge_supersessions``), unless judging is paused after a failed call.
+        """
+        llm = self._policy_llm(self.settings)
+        settled = 0
+        taken: list[OpenProposal] = []
+        with self._lock:
+            for proposal_id in proposal_ids:
+                open_proposal = self._open.get(proposal_id)
+                if open_proposal is None or proposal_id in self._deciding:
+                    continue
+                if llm is None:
+                    # Undecided, the doubt stays (a ranking signal): drop the proposal; the next pass offers it again.
+                    self._drop(proposal_id)
+                    settled += 1
+                    continue
+                if now_s() < self._judging_paused_until:
+                    open_proposal.not_before_s = self._judging_paused_until
+                    continue
+                self._deciding.add(proposal_id)
+                taken.append(open_proposal)
+        if llm is None or not taken:
+            return settled
+        # The model calls happen without the lock: reviewers and other proposals go on meanwhile.
+        try:
+            return settled + self._judge_supersessions(taken, llm)
+        finally:
+            with self._lock:
+                for open_proposal in taken:
+                    self._deciding.discard(open_proposal.proposal.id)
 
     def _suggestion_keeps(self, open_proposal: OpenProposal) -> bool:
         """Whether the proposal's suggested text says every current member's dates, numbers and names."""
@@ -516,23 +590,91 @@ class ReviewBroker:
             written = self._apply(open_proposal, review_pb2.VERDICT_ACCEPT, open_proposal.ids, text, "policy: LLM", "")
             return 1 if count_settled else written
 
-    def _judge_supersession(self, open_proposal: OpenProposal, llm: ChatAbstractor) -> int:
-        """Ask the chat endpoint whether the newer memory replaces the doubted one; returns 1 once settled."""
+    def _judge_supersessions(self, taken: Sequence[OpenProposal], llm: ChatAbstractor) -> int:
+        """Settle each proposal by the chat endpoint's verdict on its pair; returns how many were settled.
+
+        A pair judged before gets its cached verdict (no call, no budget); the others are asked up to
+        LLM_JUDGE_BATCH_PAIRS a call. A failed call leaves its pairs and the ones after it in doubt, to be retried
+        after LLM_RETRY_S.
+        """
+        settled = 0
+        asking: list[tuple[OpenProposal, Pair]] = []
+        for open_proposal in taken:
+            records = self._doubt(*open_proposal.ids)
+            if records is None:
+                with self._lock:
+                    self._drop(open_proposal.proposal.id)
+                settled += 1
+                continue
+            cached = self.verdicts.get(verdict_key(llm.model, *records))
+            if cached is None:
+                asking.append((open_proposal, records))
+                continue
+            self.llm_cache_hits += 1
+            settled += self._settle_supersession(open_proposal, cached, llm, cached=True)
+        for start in range(0, len(asking), LLM_JUDGE_BATCH_PAIRS):
+            chunk = asking[start : start + LLM_JUDGE_BATCH_PAIRS]
+            verdicts, failed = self._ask(llm, [records for _, records in chunk])
+            for (open_proposal, records), replaces in zip(chunk, verdicts, strict=True):
+                if replaces is None:
+                    continue
+                self.llm_pairs_judged += 1
+                self.verdicts.put(verdict_key(llm.model, *records), replaces)
+                settled += self._settle_supersession(open_proposal, replaces, llm, cached=False)
+            if failed:
+                unjudged = [p for (p, _), v in zip(chunk, verdicts, strict=True) if v is None]
+                self._pause(unjudged + [p for p, _ in asking[start + LLM_JUDGE_BATCH_PAIRS :]])
+                break
+        return settled
+
+    def _ask(self, llm: ChatAbstractor, pairs: Sequence[Pair]) -> tuple[list[bool | None], bool]:
+        """The chat endpoint's verdict on each pair (None: not judged) and whether a call failed.
+
+        Several pairs go in one call; the pairs its answer left without a verdict (or all, if the answer cannot be
+        read) are asked again one a call, never guessed. A call that fails (the endpoint down, a single verdict
+        that cannot be read) ends the asking.
+        """
+        verdicts: list[bool | None] = [None] * len(pairs)
+        if len(pairs) > 1:
+            self.llm_calls += 1
+            self.llm_judgements += len(pairs)
+            try:
+                verdicts = llm.judge_batch(pairs)
+            except UnusableAnswer as error:
+                log.warning("LLM batch judgement of %d pairs unreadable, asking one by one: %s", len(pairs), error)
+            except AbstractionError as error:
+                log.warning("LLM batch judgement of %d pairs failed, they stay in doubt: %s", len(pairs), error)
+                self.llm_failures += 1
+                return verdicts, True
+            if None in verdicts:
+                self.llm_failures += 1
+        for index, verdict in enumerate(verdicts):
+            if verdict is not None:
+                continue
+            older, newer = pairs[index]
+            self.llm_calls += 1
+            self.llm_judgements += 1
+            try:
+                verdicts[index] = llm.judge(older, newer)
+            except AbstractionError as error:
+                log.warning("LLM judgement failed, memory %d stays in doubt: %s", older.id, error)
+                self.llm_failures += 1
+                return verdicts, True
+        return verdicts, False
+
+    def _pause(self, waiting: Sequence[OpenProposal]) -> None:
+        """After a failed call: no judgement before LLM_RETRY_S from now, and ``waiting`` retried then."""
+        with self._lock:
+            self._judging_paused_until = now_s() + LLM_RETRY_S
+            for open_proposal in waiting:
+                open_proposal.not_before_s = self._judging_paused_until
+
+    def _settle_supersession(
+        self, open_proposal: OpenProposal, replaces: bool, llm: ChatAbstractor, *, cached: bool
+    ) -> int:
+        """Apply the chat endpoint's verdict on ``open_proposal``'s pair; returns 1 once settled."""
         proposal_id = open_proposal.proposal.id
-        older, newer = open_proposal.ids[0], open_proposal.ids[1]
-        records = self._doubt(older, newer)
-        if records is None:
-            with self._lock:
-                self._drop(proposal_id)
-            return 1
-        self.llm_judgements += 1
-        try:
-            replaces = llm.judge(*records)
-        except AbstractionError as error:
-            log.warning("LLM judgement of %s failed, memory %d stays in doubt: %s", proposal_id, older, error)
-            with self._lock:
-                self._judging_paused_until = open_proposal.not_before_s = now_s() + LLM_RETRY_S
-            return 0
+        older, newer = open_proposal.ids
         with self._lock:
             if proposal_id not in self._open:
                 return 0
@@ -541,7 +683,7 @@ class ReviewBroker:
                 return 1
             verdict = review_pb2.VERDICT_ACCEPT if replaces else review_pb2.VERDICT_REJECT
             answer = "the newer memory replaces it" if replaces else "both hold"
-            note = f"model {llm.model!r} judged {answer}"
+            note = f"model {llm.model!r} judged {answer}" + (" (its verdict on the same pair before)" if cached else "")
             self._apply(open_proposal, verdict, open_proposal.ids, "", "policy: LLM", note)
             return 1
 

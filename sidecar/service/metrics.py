@@ -34,6 +34,7 @@ from .auth import is_loopback
 if TYPE_CHECKING:
     from ..embedding.batching import QueryEmbedder
     from ..engine import Engine
+    from ..governance.review import ReviewBroker
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +181,15 @@ class Metrics:
         with self._lock:
             return dict(self._calls)
 
-    def render(self, engine: Engine | None = None, *, query_embedder: QueryEmbedder | None = None) -> str:
-        """The whole exposition, text format 0.0.4; the query embedder's figures only when the engine embeds text."""
+    def render(
+        self,
+        engine: Engine | None = None,
+        *,
+        query_embedder: QueryEmbedder | None = None,
+        review: ReviewBroker | None = None,
+    ) -> str:
+        """The whole exposition, text format 0.0.4; the query embedder's figures only when the engine embeds text,
+        the chat endpoint's judgements (``review``) only when it has one (``--llm-url``)."""
         out: list[str] = []
 
         def family(name: str, kind: str, help_text: str) -> None:
@@ -218,6 +226,8 @@ class Metrics:
             _engine_gauges(engine, family, out)
             if query_embedder is not None and engine.embedder is not None:
                 _query_embedder_metrics(query_embedder, family, out)
+            if review is not None and engine.llm is not None:
+                _llm_judge_metrics(review, family, out)
         return "\n".join(out) + "\n"
 
 
@@ -284,6 +294,35 @@ def _engine_gauges(engine: Engine, family: Callable[[str, str, str], None], out:
     out.append(f"memevo_rocksdb_size_bytes {_tree_bytes(data_dir / 'rocksdb')}")
     family("memevo_data_dir_size_bytes", "gauge", "Bytes of everything in the data directory (RocksDB and index).")
     out.append(f"memevo_data_dir_size_bytes {_tree_bytes(data_dir)}")
+
+
+def _llm_judge_metrics(review: ReviewBroker, family: Callable[[str, str, str], None], out: list[str]) -> None:
+    family(
+        "memevo_llm_judge_calls_total", "counter", "Supersession calls to the chat endpoint (a batch of pairs is one)."
+    )
+    out.append(f"memevo_llm_judge_calls_total {review.llm_calls}")
+    family(
+        "memevo_llm_judge_pairs_asked_total",
+        "counter",
+        "Pairs put to the chat endpoint, what --llm-judgements-per-write budgets (a pair asked again counts again).",
+    )
+    out.append(f"memevo_llm_judge_pairs_asked_total {review.llm_judgements}")
+    family("memevo_llm_judge_pairs_total", "counter", "Pairs the chat endpoint gave a verdict for.")
+    out.append(f"memevo_llm_judge_pairs_total {review.llm_pairs_judged}")
+    family(
+        "memevo_llm_judge_cache_hits_total",
+        "counter",
+        "Pairs settled by the chat endpoint's earlier verdict on the same two statements (no call, no budget).",
+    )
+    out.append(f"memevo_llm_judge_cache_hits_total {review.llm_cache_hits}")
+    family(
+        "memevo_llm_judge_failures_total",
+        "counter",
+        "Supersession calls that failed, or whose answer left a pair without a verdict.",
+    )
+    out.append(f"memevo_llm_judge_failures_total {review.llm_failures}")
+    family("memevo_llm_judge_deferred_total", "counter", "Doubts a pass left for later because the budget was spent.")
+    out.append(f"memevo_llm_judge_deferred_total {review.llm_judgements_deferred}")
 
 
 def _query_embedder_metrics(

@@ -200,7 +200,9 @@ class Sidecar:
             if self.config.metrics_listen:
                 self.metrics_endpoint = MetricsEndpoint(
                     self.config.metrics_listen,
-                    lambda: self.metrics.render(self.engine, query_embedder=self.servicer.query_embedder),
+                    lambda: self.metrics.render(
+                        self.engine, query_embedder=self.servicer.query_embedder, review=self.servicer.review
+                    ),
                 )
             self.server.start()
             if self._console_listen:

@@ -2,20 +2,26 @@
 ``--llm-judgements-per-write`` for each memory written since the start; a doubt past the budget stays a doubt.
 
 Doubts come from the rules alone (two facts of one entity with near vectors, ``--embedder none``), so the test
-needs no model. The fake chat endpoint answers BOTH_HOLD to everything, which clears each doubt it judges.
+needs no model. The fake chat endpoint answers BOTH_HOLD to every pair it is asked about (one a call, or a batch
+of up to ``LLM_JUDGE_BATCH_PAIRS`` in one call), which clears each doubt it judges. The budget counts pairs, not
+calls.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import start_sidecar
 from google.protobuf.timestamp_pb2 import Timestamp
-from helpers import FakeChat, fake_chat, memory, pack, stub
+from helpers import chat_endpoint, memory, pack, stub
 
+from memevo.sidecar.governance import prompts
+from memevo.sidecar.governance.review import LLM_JUDGE_BATCH_PAIRS
 from memevo.v1 import memory_pb2, memory_service_pb2, policy_pb2
 
 pytestmark = pytest.mark.integration
@@ -25,15 +31,39 @@ BURST = 20
 DAY_S = 86_400
 
 
+@dataclass
+class BothHold:
+    """A chat endpoint that answers BOTH_HOLD to every pair; counts calls and pairs."""
+
+    url: str = ""
+    calls: int = 0
+    pairs: int = 0
+
+
 @pytest.fixture
-def chat() -> Iterator[FakeChat]:
-    with fake_chat() as endpoint:
-        for _ in range(200):
-            endpoint.answers.put((200, "BOTH_HOLD"))
+def chat() -> Iterator[BothHold]:
+    endpoint = BothHold()
+
+    def reply(request: dict[str, Any]) -> tuple[int, str]:
+        system, user = (m["content"] for m in request["body"]["messages"])
+        count = sum(line.startswith("- text: ") for line in user.splitlines()) // 2
+        endpoint.calls += 1
+        endpoint.pairs += count
+        if system == prompts.SUPERSEDE_BATCH_SYSTEM:
+            return 200, json.dumps({str(n): "BOTH_HOLD" for n in range(1, count + 1)})
+        return 200, "BOTH_HOLD"
+
+    with chat_endpoint(reply, "both-hold") as url:
+        endpoint.url = url
         yield endpoint
 
 
-def _start(tmp_path: Any, chat: FakeChat, per_write: str) -> Any:
+def _calls(pairs: int) -> int:
+    """Calls for ``pairs`` judged in one pass: batches of LLM_JUDGE_BATCH_PAIRS."""
+    return -(-pairs // LLM_JUDGE_BATCH_PAIRS)
+
+
+def _start(tmp_path: Any, chat: BothHold, per_write: str) -> Any:
     llm = ("--llm-url", chat.url, "--llm-model", "tiny-chat", "--llm-judgements-per-write", per_write)
     return start_sidecar(tmp_path, *llm, "--sweep-interval-s", "0")
 
@@ -64,7 +94,7 @@ def _still_doubted(service: Any, ids: list[int]) -> int:
     return sum(1 for m in memories if m.possibly_outdated_by)
 
 
-def test_a_budget_of_none_per_write_judges_the_first_twenty_only(tmp_path: Any, chat: FakeChat) -> None:
+def test_a_budget_of_none_per_write_judges_the_first_twenty_only(tmp_path: Any, chat: BothHold) -> None:
     process = _start(tmp_path, chat, "0")
     try:
         service = stub(process.unix_target)
@@ -73,15 +103,15 @@ def test_a_budget_of_none_per_write_judges_the_first_twenty_only(tmp_path: Any, 
         doubted = _still_doubted(service, older)
         assert doubted > BURST
         service.Govern(memory_service_pb2.GovernRequest())
-        assert len(chat.seen) == BURST
+        assert (chat.pairs, chat.calls) == (BURST, _calls(BURST))
         assert _still_doubted(service, older) == doubted - BURST
         service.Govern(memory_service_pb2.GovernRequest())
-        assert len(chat.seen) == BURST  # nothing earned since
+        assert chat.pairs == BURST  # nothing earned since
     finally:
         process.stop()
 
 
-def test_each_write_earns_its_share_of_a_call(tmp_path: Any, chat: FakeChat) -> None:
+def test_each_write_earns_its_share_of_a_call(tmp_path: Any, chat: BothHold) -> None:
     process = _start(tmp_path, chat, "0.1")
     try:
         service = stub(process.unix_target)
@@ -90,7 +120,7 @@ def test_each_write_earns_its_share_of_a_call(tmp_path: Any, chat: FakeChat) -> 
         doubted = _still_doubted(service, older)
         assert doubted > BURST + 8
         service.Govern(memory_service_pb2.GovernRequest())
-        assert len(chat.seen) == BURST + 8
+        assert (chat.pairs, chat.calls) == (BURST + 8, _calls(BURST + 8))
         assert _still_doubted(service, older) == doubted - BURST - 8
     finally:
         process.stop()
