@@ -19,7 +19,7 @@ Resources: ``memevo://memory/{id}`` (one memory),
 ``memevo://fact/{entity}/{attribute}`` (the versions of a fact key, oldest
 first, those written in prose included), ``memevo://entities`` (the namespace's
 entities) and ``memevo://beliefs/{entity}`` (what the agent believes about one
-now), all as JSON.
+now; ``?as_of=<RFC 3339 time>`` for what it held then), all as JSON.
 
 Needs the ``mcp`` extra: ``pip install 'memevo[mcp]'``.
 """
@@ -503,12 +503,16 @@ TOOLS: tuple[types.Tool, ...] = (
         "Beliefs",
         "What you believe now, without a query: give entity for every attribute's current value about it (each "
         "with when it became true, its source and confidence, open doubts, and whether it was remembered as a "
-        "fact or read from a plain statement); leave entity out to list the entities known, most recently "
-        "changed first, optionally those whose id contains query. For how a value changed, call history with "
-        "the entity and attribute.",
+        "fact or read from a plain statement), and as_of for the values you held true at a past time instead; "
+        "leave entity out to list the entities known, most recently changed first, optionally those whose id "
+        "contains query. For how a value changed, call history with the entity and attribute.",
         _object(
             {
                 "entity": _string("The entity, e.g. 'user:alice'.", max_length=256),
+                "as_of": _time(
+                    "With entity: the values held true at this world time (a value replaced since counts, one "
+                    "that became true later does not); omit for now."
+                ),
                 "query": _string(
                     "Without entity: only entities whose id contains this text, ignoring case.", max_length=256
                 ),
@@ -524,6 +528,7 @@ TOOLS: tuple[types.Tool, ...] = (
         _object(
             {
                 "entity": _NULLABLE_STRING,
+                "as_of": {"type": "string", "description": "The world time the beliefs are for, when as_of was given."},
                 "beliefs": {"type": "array", "items": _BELIEF_OUT},
                 "last_changed_at": _NULLABLE_STRING,
                 "unattributed_count": {
@@ -614,7 +619,8 @@ RESOURCE_TEMPLATES: tuple[types.ResourceTemplate, ...] = (
         title="What the agent believes about an entity",
         uri_template=BELIEFS_URI,
         description="Every attribute's current value about an entity, keyed or read from prose, with when it "
-        "became true, its source and confidence, open doubts and its history's URI. Percent-encode the entity.",
+        "became true, its source and confidence, open doubts and its history's URI. Percent-encode the entity. "
+        "Add ?as_of=<RFC 3339 time, percent-encoded> for the values held true at that world time.",
         mime_type="application/json",
     ),
 )
@@ -804,17 +810,25 @@ def _belief_json(belief: Belief) -> JsonObject:
     }
 
 
-def _beliefs_json(result: BeliefsResult) -> JsonObject:
-    return {
-        "entity": result.entity,
+def _beliefs_json(result: BeliefsResult, *, as_of: bool = False) -> JsonObject:
+    """The structured beliefs; ``as_of`` (the call asked for an instant) adds the instant they are for."""
+    document: JsonObject = {"entity": result.entity}
+    if as_of:
+        document["as_of"] = _iso(result.as_of)
+    return document | {
         "beliefs": [_belief_json(b) for b in result.beliefs],
         "unattributed_count": result.unattributed_count,
         "last_changed_at": _iso(result.last_changed_at),
     }
 
 
-def _beliefs_text(result: BeliefsResult) -> str:
-    if not result.beliefs:
+def _beliefs_text(result: BeliefsResult, *, as_of: bool = False) -> str:
+    when = f"as of {_seconds(result.as_of)}"
+    if as_of and not result.beliefs:
+        lines = [f"no beliefs held about {result.entity} {when}"]
+    elif as_of:
+        lines = [f"what was held true about {result.entity} {when}, by attribute:"]
+    elif not result.beliefs:
         lines = [f"no current beliefs about {result.entity}"]
     else:
         lines = [f"what is believed about {result.entity} now, by attribute:"]
@@ -829,10 +843,13 @@ def _beliefs_text(result: BeliefsResult) -> str:
         )
         lines += [f"  may be outdated by #{i}" for i in b.possibly_outdated_by]
         for other in b.also_current:
+            # An "as of" answer's records are as they are now: their doubts may have been raised later.
             doubt = f", may be outdated by #{other.possibly_outdated_by}" if other.possibly_outdated_by else ""
-            lines.append(f"  also current: #{other.id}{doubt}: {other.content}")
+            doubt = "" if as_of else doubt
+            lines.append(f"  also {'held' if as_of else 'current'}: #{other.id}{doubt}: {other.content}")
     if result.unattributed_count:
-        lines.append(f"{result.unattributed_count} other current memories about it state no attribute (recall them)")
+        which = "held then" if as_of else "current"
+        lines.append(f"{result.unattributed_count} other {which} memories about it state no attribute (recall them)")
     return "\n".join(lines)
 
 
@@ -984,7 +1001,13 @@ class MemevoMcp:
             key = FactKey(entity=segments[0], attribute=segments[1], namespace=self._namespace)
             return _history_json(await self._client.history(key))
         if parts.scheme == "memevo" and parts.netloc == "beliefs" and len(segments) == 1 and segments[0]:
-            return _beliefs_json(await self._client.beliefs(segments[0], namespace=self._namespace))
+            query = dict(part.partition("=")[::2] for part in parts.query.split("&") if part)
+            if set(query) - {"as_of"}:
+                raise ToolInputError("uri", f"{parts.query!r}: the one query parameter is as_of")
+            # unquote, not parse_qs: a '+' in a UTC offset stays a '+'.
+            as_of = _time_arg({k: unquote(v) for k, v in query.items()}, "as_of")
+            result = await self._client.beliefs(segments[0], namespace=self._namespace, as_of=as_of)
+            return _beliefs_json(result, as_of=as_of is not None)
         if parts.scheme == "memevo" and uri.rstrip("/") == ENTITIES_URI:
             listed = await self._client.list_entities(self._namespace, limit=DEFAULT_ENTITY_LIMIT)
             return _entity_json(listed)
@@ -1110,8 +1133,11 @@ class MemevoMcp:
             if "query" in arguments or "limit" in arguments:
                 field = "query" if "query" in arguments else "limit"
                 raise ToolInputError(field, "lists entities: leave entity out, or leave this out")
-            result = await self._client.beliefs(entity, namespace=self._namespace)
-            return _beliefs_text(result), _beliefs_json(result)
+            as_of = _time_arg(arguments, "as_of")
+            result = await self._client.beliefs(entity, namespace=self._namespace, as_of=as_of)
+            return _beliefs_text(result, as_of=as_of is not None), _beliefs_json(result, as_of=as_of is not None)
+        if "as_of" in arguments:
+            raise ToolInputError("as_of", "needs entity: the entities list is of now")
         listed = await self._client.list_entities(
             self._namespace, query=arguments.get("query", ""), limit=arguments.get("limit", DEFAULT_ENTITY_LIMIT)
         )

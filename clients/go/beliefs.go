@@ -2,6 +2,7 @@ package memevo
 
 import (
 	"context"
+	"time"
 
 	memevov1 "github.com/memevo/memevo/clients/go/gen/memevo/v1"
 )
@@ -24,10 +25,20 @@ func (c *Client) ListEntities(ctx context.Context, o ListEntitiesOptions) (*meme
 	})
 }
 
+// BeliefsOptions are the options of Beliefs.
+type BeliefsOptions struct {
+	// AsOf answers as of this world time: the values held then (a version superseded since counts, one
+	// that became true later does not); zero: now, the current values.
+	AsOf time.Time
+}
+
 // Beliefs returns what the agent believes about an entity now: one Belief per attribute with a current
 // value, keyed or read from prose (ReadFromText), each with the memory holding it (ValidFrom, Source,
 // Confidence), open doubts (PossiblyOutdatedBy), other current values and the fact key to pass to
 // HistoryOfFact. An empty namespace means "default"; an unknown entity has no beliefs (not an error).
-func (c *Client) Beliefs(ctx context.Context, namespace, entity string) (*memevov1.BeliefsResponse, error) {
-	return unary(c, ctx, c.stub.Beliefs, &memevov1.BeliefsRequest{Namespace: namespace, Entity: entity})
+// With o.AsOf, the values held at that instant; the response's AsOf says which instant it answers for.
+func (c *Client) Beliefs(ctx context.Context, namespace, entity string, o BeliefsOptions) (*memevov1.BeliefsResponse, error) {
+	return unary(c, ctx, c.stub.Beliefs, &memevov1.BeliefsRequest{
+		Namespace: namespace, Entity: entity, AsOf: timestamp(o.AsOf),
+	})
 }

@@ -31,7 +31,7 @@ func TestBeliefsIncludeAValueReadFromProse(t *testing.T) {
 		t.Fatalf("outcome = %v: perception no longer reads this change; pick a wording it reads", prose.Outcome)
 	}
 
-	got, err := client.Beliefs(ctx, ns, "person:ana")
+	got, err := client.Beliefs(ctx, ns, "person:ana", memevo.BeliefsOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +54,17 @@ func TestBeliefsIncludeAValueReadFromProse(t *testing.T) {
 		t.Fatalf("history of %v = %v, want the keyed then the prose version", b.GetHistoryKey(), v)
 	}
 
+	// As of 1500 s, before the prose statement became true: the keyed value, superseded since.
+	then, err := client.Beliefs(ctx, ns, "person:ana", memevo.BeliefsOptions{AsOf: at(1_500)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs := then.GetBeliefs(); len(bs) != 1 || bs[0].GetValue() != "Shopify" || bs[0].GetReadFromText() ||
+		bs[0].GetMemory().GetId() != keyed.Memory.GetId() || bs[0].GetMemory().GetState() != memevov1.MemoryState_MEMORY_STATE_OBSOLETE ||
+		then.GetAsOf().AsTime().Unix() != 1_500 {
+		t.Fatalf("beliefs as of 1500 = %v, want employer = Shopify from the keyed memory %d (OBSOLETE now)", then, keyed.Memory.GetId())
+	}
+
 	listed, err := client.ListEntities(ctx, memevo.ListEntitiesOptions{Namespace: ns, Query: "ANA"})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +77,7 @@ func TestBeliefsIncludeAValueReadFromProse(t *testing.T) {
 		t.Fatalf("entity = %v, want person:ana with 2 memories, 1 current, 1 belief", e)
 	}
 
-	_, err = client.Beliefs(ctx, ns, "")
+	_, err = client.Beliefs(ctx, ns, "", memevo.BeliefsOptions{})
 	var merr *memevo.Error
 	if !errors.As(err, &merr) || !errors.Is(err, memevo.ErrInvalidArgument) || len(merr.FieldViolations) != 1 || merr.FieldViolations[0].Field != "entity" {
 		t.Fatalf("Beliefs without an entity: err = %v, want INVALID_ARGUMENT naming entity", err)

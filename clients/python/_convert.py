@@ -626,6 +626,7 @@ def beliefs_from_proto(msg: memory_service_pb2.BeliefsResponse) -> BeliefsResult
         ],
         unattributed_count=msg.unattributed_count,
         last_changed_at=_opt_time(msg, "last_changed_at"),
+        as_of=_opt_time(msg, "as_of"),
     )
 
 

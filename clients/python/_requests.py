@@ -277,9 +277,12 @@ def list_entities(namespace: str | None, *, query: str, limit: int | None) -> pb
     return pb.ListEntitiesRequest(namespace=namespace or "", query=query, limit=limit or 0)
 
 
-def beliefs(entity: str, *, namespace: str | None) -> pb.BeliefsRequest:
+def beliefs(entity: str, *, namespace: str | None, as_of: datetime | None = None) -> pb.BeliefsRequest:
     """BeliefsRequest."""
-    return pb.BeliefsRequest(entity=entity, namespace=namespace or "")
+    msg = pb.BeliefsRequest(entity=entity, namespace=namespace or "")
+    if as_of is not None:
+        cv.time_to_proto(as_of, msg.as_of, "as_of")
+    return msg
 
 
 def forget(

@@ -519,14 +519,21 @@ class AsyncMemoryClient:
         return cv.entity_list_from_proto(await self._unary(self._stub.ListEntities, request, timeout_s))
 
     async def beliefs(
-        self, entity: str, *, namespace: str | None = None, timeout_s: float | None = None
+        self,
+        entity: str,
+        *,
+        namespace: str | None = None,
+        as_of: datetime | None = None,
+        timeout_s: float | None = None,
     ) -> BeliefsResult:
         """What the agent believes about ``entity`` now: each attribute's current value, keyed or read from prose.
 
         Each belief names its memory (when it became true, source, confidence), open doubts, other current
         values, and the fact key to pass to :meth:`history`. An unknown entity has no beliefs (not an error).
+        ``as_of`` (world time, timezone-aware) answers with the values held then: a version superseded since
+        counts, one that became true later does not.
         """
-        request = rq.beliefs(entity, namespace=namespace)
+        request = rq.beliefs(entity, namespace=namespace, as_of=as_of)
         return cv.beliefs_from_proto(await self._unary(self._stub.Beliefs, request, timeout_s))
 
     async def stats(self, *, timeout_s: float | None = None) -> Stats:

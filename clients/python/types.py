@@ -576,7 +576,7 @@ class Belief:
 
 @dataclass(frozen=True)
 class BeliefsResult:
-    """What the agent believes about an entity now, one belief per attribute, by attribute name."""
+    """What the agent believes about an entity now (or held at ``as_of``), one belief per attribute, by name."""
 
     entity: str
     beliefs: list[Belief]
@@ -584,6 +584,8 @@ class BeliefsResult:
     """Current memories about the entity that state no attribute (episodes, notes)."""
     last_changed_at: datetime | None
     """System time of the latest change to any of the entity's memories; None for an unknown entity."""
+    as_of: datetime | None = None
+    """World time the answer is for: the ``as_of`` asked, or the time of answering (the current values)."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""What the agent believes now: the entities of a namespace, and each attribute's current value of one entity.
+"""What the agent believes: the entities of a namespace, and one entity's value of each attribute, now or at an instant.
 
 Both views are read from the hot columns (entity index, state, validity, interned fields) and touch records only
 for the memories they return, so listing a namespace or an entity costs a scan of its ids, not of its records.
 A value counts whether it was keyed (``Memory.fact``) or read from prose (``Memory.inferred``), as History does.
+"As of" an instant (world time) a memory held when it was valid then by Recall's rule (``valid_from <= T <
+valid_to``) and is ACTIVE, ARCHIVED or OBSOLETE now: a version superseded since still held, a later one did not.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import numpy.typing as npt
 
 from memevo.v1 import memory_pb2, memory_service_pb2
 
-from ..domain import from_timestamp, set_timestamp
+from ..domain import from_timestamp, now_s, set_timestamp
 from ..engine import Engine
 from ..store.columns import (
     NO_CODE,
     STATE_ACTIVE,
     STATE_ARCHIVED,
     STATE_EVICTED,
+    STATE_OBSOLETE,
     STATE_UNSPECIFIED,
     MemoryColumns,
     field_attribute,
@@ -36,7 +39,7 @@ class _Rows:
 
     ids: npt.NDArray[np.int64]
     current: npt.NDArray[np.bool_]
-    """ACTIVE or ARCHIVED with no end of validity: the row holds now."""
+    """The row holds: now (ACTIVE or ARCHIVED with no end of validity), or at the instant asked about."""
     attribute: npt.NDArray[np.int64]
     """Index into ``names`` of the attribute the row states (declared or read); -1 for none."""
     names: list[str]
@@ -44,13 +47,22 @@ class _Rows:
     """System time of the row's last write or state change (epoch seconds)."""
 
 
-def _rows(columns: MemoryColumns, ids: npt.NDArray[np.int64], namespace_code: int) -> _Rows:
+def _rows(
+    columns: MemoryColumns, ids: npt.NDArray[np.int64], namespace_code: int, *, as_of_s: float | None = None
+) -> _Rows:
     ids = ids[ids < columns.size]  # a row is complete once the size counts it
     state = columns.state[ids]
     keep = (columns.namespace[ids] == namespace_code) & (state != STATE_UNSPECIFIED) & (state != STATE_EVICTED)
     ids = ids[keep]
     state = state[keep]
-    current = ((state == STATE_ACTIVE) | (state == STATE_ARCHIVED)) & np.isnan(columns.valid_to[ids])
+    valid_to = columns.valid_to[ids]
+    if as_of_s is None:
+        current = ((state == STATE_ACTIVE) | (state == STATE_ARCHIVED)) & np.isnan(valid_to)
+    else:
+        # Recall's as_of rule: the versions valid then, which may be obsolete now.
+        held = (state == STATE_ACTIVE) | (state == STATE_ARCHIVED) | (state == STATE_OBSOLETE)
+        valid_from = columns.valid_from[ids]
+        current = held & (valid_from <= as_of_s) & (np.isnan(valid_to) | (valid_to > as_of_s))
     present, inverse = np.unique(columns.fields[ids], return_inverse=True)
     field_names = [field_attribute(columns.field_sets.string(int(c))) if c != NO_CODE else "" for c in present]
     names = sorted({n for n in field_names if n})
@@ -108,15 +120,22 @@ def list_entities(
     return response
 
 
-def beliefs(engine: Engine, namespace: str, entity: str) -> memory_service_pb2.BeliefsResponse:
-    """Each attribute's current value of ``entity`` in ``namespace``, keyed or read from prose, by attribute name."""
+def beliefs(
+    engine: Engine, namespace: str, entity: str, *, as_of_s: float | None = None
+) -> memory_service_pb2.BeliefsResponse:
+    """Each attribute's value of ``entity`` in ``namespace``, keyed or read from prose, by attribute name.
+
+    The current values, or with ``as_of_s`` (world time, epoch seconds) the values held then. Doubts in an
+    "as of" answer are those between memories that both held then.
+    """
     columns = engine.columns
     response = memory_service_pb2.BeliefsResponse(entity=entity)
+    set_timestamp(response.as_of, now_s() if as_of_s is None else as_of_s)
     entity_code = columns.entities.lookup(entity)
     namespace_code = columns.namespaces.lookup(namespace)
     if entity_code == NO_CODE or namespace_code == NO_CODE:
         return response
-    rows = _rows(columns, columns.entity_ids(entity_code), namespace_code)
+    rows = _rows(columns, columns.entity_ids(entity_code), namespace_code, as_of_s=as_of_s)
     if rows.ids.size == 0:
         return response
     changed_at = rows.changed_at[~np.isnan(rows.changed_at)]
@@ -125,6 +144,7 @@ def beliefs(engine: Engine, namespace: str, entity: str) -> memory_service_pb2.B
     response.unattributed_count = int(np.count_nonzero(rows.current & (rows.attribute < 0)))
     versions = np.bincount(rows.attribute[rows.attribute >= 0], minlength=len(rows.names))
     holding = rows.current & (rows.attribute >= 0)
+    held_then = frozenset(rows.ids[rows.current].tolist()) if as_of_s is not None else frozenset()
     attribute_of = dict(zip(rows.ids[holding].tolist(), rows.attribute[holding].tolist(), strict=True))
     records, _ = engine.get(list(attribute_of))
     by_attribute: dict[int, list[memory_pb2.Memory]] = {}
@@ -142,8 +162,9 @@ def beliefs(engine: Engine, namespace: str, entity: str) -> memory_service_pb2.B
             also_current=held[1:],
             version_count=int(versions[attribute]),
         )
-        if first.possibly_outdated_by:
-            belief.possibly_outdated_by.append(first.possibly_outdated_by)
+        doubter = first.possibly_outdated_by
+        if doubter and (as_of_s is None or doubter in held_then):
+            belief.possibly_outdated_by.append(doubter)
         belief.history_key.namespace = namespace
         belief.history_key.entity = entity
         belief.history_key.attribute = name

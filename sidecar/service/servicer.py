@@ -784,9 +784,13 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         if not request.entity:
             v.add("entity", "required")
         validation.check_label(v, "entity", request.entity)
+        as_of = validation.check_timestamp(v, "as_of", request.as_of) if request.HasField("as_of") else None
         v.raise_if_any()
         self._authorize(context, namespaces=[("namespace", namespace)])
-        return beliefs(self.engine, namespace, request.entity)
+        response = beliefs(self.engine, namespace, request.entity, as_of_s=as_of)
+        if request.HasField("as_of"):
+            response.as_of.CopyFrom(request.as_of)  # the instant as asked, not rounded through a float
+        return response
 
     @unary
     def Supersede(

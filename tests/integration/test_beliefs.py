@@ -16,6 +16,7 @@ import grpc
 import numpy as np
 import pytest
 from conftest import Sidecar, start_sidecar
+from google.protobuf.timestamp_pb2 import Timestamp
 from helpers import Writer, bad_fields, memory, pack, status_details, stub
 
 from memevo.v1 import memory_pb2, memory_service_pb2
@@ -100,6 +101,10 @@ def test_a_doubted_value_carries_its_open_doubt(service: Any, shared_sidecar: Si
     (belief,) = service.Beliefs(request).beliefs
     assert (belief.attribute, belief.value, belief.memory.id) == ("note_tool", "a paper notebook", old_id)
     assert list(belief.possibly_outdated_by) == [new_id]
+    # As of the instant the older one became true, the newer one did not hold yet: no doubt then.
+    request.as_of.CopyFrom(stored.valid_from)
+    (then,) = service.Beliefs(request).beliefs
+    assert (then.memory.id, list(then.possibly_outdated_by)) == (old_id, [])
     (summary,) = service.ListEntities(memory_service_pb2.ListEntitiesRequest(namespace=ns)).entities
     assert (summary.current_count, summary.belief_count, summary.doubted_count) == (2, 1, 1)
 
@@ -158,6 +163,53 @@ def test_entities_of_a_namespace_with_counts_search_and_limit(service: Any, shar
     assert asyncio.run(asynchronously()) == (2, ["Shopify"])
 
 
+def test_beliefs_as_of_a_past_instant(service: Any, shared_sidecar: Sidecar) -> None:
+    from datetime import UTC, datetime
+
+    from memevo.client import AsyncMemoryClient, MemoryClient, MemoryState
+
+    ns = "beliefs-as-of"
+    w = Writer(service, ns, seed=5)
+    shopify = w.keyed("Ana works at Shopify.", 1_000, "person:ana", "employer", "Shopify").memory.id
+    lisbon = w.keyed("Ana lives in Lisbon.", 1_100, "person:ana", "city", "Lisbon").memory.id
+    canva = w.remember("These days Ana works at Canva.", 2_000, entity="person:ana")
+    assert canva.outcome == SUPERSEDED, "perception no longer reads this change: pick a wording it reads"
+    porto = w.keyed("Ana lives in Porto.", 3_000, "person:ana", "city", "Porto").memory.id
+
+    def held(seconds: int) -> list[tuple[str, str, int, int]]:
+        request = memory_service_pb2.BeliefsRequest(namespace=ns, entity="person:ana", as_of=Timestamp(seconds=seconds))
+        answer = service.Beliefs(request)
+        assert answer.as_of == Timestamp(seconds=seconds)
+        return [(b.attribute, b.value.lower(), b.memory.id, b.version_count) for b in answer.beliefs]
+
+    assert held(1_050) == [("employer", "shopify", shopify, 2)]  # the city was stated at 1 100
+    assert held(1_500) == [("city", "lisbon", lisbon, 2), ("employer", "shopify", shopify, 2)]
+    assert held(2_500) == [("city", "lisbon", lisbon, 2), ("employer", "canva", canva.memory.id, 2)]
+    now = w.beliefs("person:ana")
+    assert [b.memory.id for b in now.beliefs] == [porto, canva.memory.id]
+    assert now.as_of.seconds > 3_000  # the time of answering
+    assert not held(999)
+
+    at = datetime.fromtimestamp(1_500, tz=UTC)
+    with MemoryClient(shared_sidecar.unix_target) as client:
+        past = client.beliefs("person:ana", namespace=ns, as_of=at)
+        assert [(b.value, b.memory.state) for b in past.beliefs] == [
+            ("Lisbon", MemoryState.OBSOLETE),  # superseded since, held then
+            ("Shopify", MemoryState.OBSOLETE),
+        ]
+        assert past.as_of == at
+        assert [b.value for b in client.beliefs("person:ana", namespace=ns).beliefs] == ["Porto", "canva"]
+        with pytest.raises(ValueError, match="as_of"):
+            client.beliefs("person:ana", namespace=ns, as_of=datetime(2026, 3, 1))  # naive: refused
+
+    async def asynchronously() -> list[str]:
+        async with AsyncMemoryClient(shared_sidecar.unix_target) as client:
+            answer = await client.beliefs("person:ana", namespace=ns, as_of=datetime.fromtimestamp(2_500, tz=UTC))
+            return [b.value for b in answer.beliefs]
+
+    assert asyncio.run(asynchronously()) == ["Lisbon", "canva"]
+
+
 @pytest.mark.parametrize(
     ("rpc", "fields", "field"),
     [
@@ -165,6 +217,8 @@ def test_entities_of_a_namespace_with_counts_search_and_limit(service: Any, shar
         ("Beliefs", {"entity": "x", "namespace": "bad namespace"}, "namespace"),
         ("Beliefs", {"entity": "a\nb"}, "entity"),
         ("Beliefs", {"entity": "e" * 300}, "entity"),
+        ("Beliefs", {"entity": "x", "as_of": Timestamp(seconds=1, nanos=-1)}, "as_of"),
+        ("Beliefs", {"entity": "x", "as_of": Timestamp(seconds=300_000_000_000)}, "as_of"),
         ("ListEntities", {"limit": 1_000_000}, "limit"),
         ("ListEntities", {"query": "q" * 300}, "query"),
         ("ListEntities", {"namespace": "bad namespace"}, "namespace"),

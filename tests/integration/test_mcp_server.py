@@ -16,8 +16,10 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import pytest
@@ -323,6 +325,20 @@ def test_beliefs_show_a_value_read_from_prose_and_the_entities_list_them(text_si
             assert await read_json(client, beliefs_uri("person:ana")) == {
                 k: found[k] for k in ("entity", "beliefs", "unattributed_count", "last_changed_at")
             }
+
+            # As of the instant the Shopify fact became true: the city and the Canva statement came later.
+            at = old["memory"]["valid_from"]
+            text, then = await call_ok(client, "beliefs", {"entity": "person:ana", "as_of": at})
+            assert [(b["attribute"], b["value"], b["memory"]["id"]) for b in then["beliefs"]] == [
+                ("employer", "Shopify", old["id"])
+            ]
+            assert then["beliefs"][0]["memory"]["state"] == "obsolete"  # replaced since, held then
+            assert datetime.fromisoformat(then["as_of"]) == datetime.fromisoformat(at)
+            assert text.splitlines()[0].startswith("what was held true about person:ana as of ")
+            assert await read_json(client, beliefs_uri("person:ana") + "?as_of=" + quote(at, safe="")) == then
+            assert (await call_error(client, "beliefs", {"as_of": at})).startswith("beliefs: as_of: ")
+            text = await call_error(client, "beliefs", {"entity": "person:ana", "as_of": "1 March"})
+            assert text.startswith("beliefs: as_of: ")
 
             text, listed = await call_ok(client, "beliefs", {})
             assert listed["entity"] is None

@@ -171,6 +171,14 @@ export interface WriteOptions extends CallOptions {
 export type RecallOptions = Omit<Init<typeof RecallRequestSchema>, "query" | "queryVector" | "filter" | "asOf" | "turn"> &
   CallOptions & { filter?: RecallFilterInit; asOf?: TimeLike; turn?: Turn };
 
+/** Options of {@link MemoryClient.beliefs}. */
+export type BeliefsOptions = CallOptions & {
+  /** Namespace; default "default". */
+  namespace?: string;
+  /** World time: the values held at this instant; default now (the current values). */
+  asOf?: TimeLike;
+};
+
 /** Options of {@link MemoryClient.buildContext}. */
 export type BuildContextOptions = Omit<
   Init<typeof BuildContextRequestSchema>,
@@ -683,10 +691,16 @@ export class MemoryClient {
    * What the agent believes about `entity` now (namespace default "default"): one belief per attribute with
    * a current value, keyed or read from prose (`readFromText`), each with the memory holding it (validFrom,
    * source, confidence), open doubts (`possiblyOutdatedBy`), other current values and the `historyKey` to pass
-   * to {@link history}. An unknown entity has no beliefs (not an error).
+   * to {@link history}. An unknown entity has no beliefs (not an error). `asOf` (world time) answers with the
+   * values held then: a version superseded since counts, one that became true later does not; the response's
+   * `asOf` says which instant it answers for.
    */
-  beliefs(entity: string, options: CallOptions & { namespace?: string } = {}): Promise<BeliefsResponse> {
-    return this.unary(MemoryService.method.beliefs, { entity, namespace: options.namespace }, options);
+  beliefs(entity: string, options: BeliefsOptions = {}): Promise<BeliefsResponse> {
+    return this.unary(
+      MemoryService.method.beliefs,
+      { entity, namespace: options.namespace, asOf: toTimestamp(options.asOf) },
+      options,
+    );
   }
 
   /**

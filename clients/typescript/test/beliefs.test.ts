@@ -1,12 +1,12 @@
 /**
  * Beliefs and listEntities against a live sidecar (issue 42, item 1): what the agent believes about an entity
- * now, including a value read from a plain statement that retired a keyed one.
+ * now, including a value read from a plain statement that retired a keyed one, and as of a past instant.
  */
 
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { InvalidArgumentError, MemoryClient, MemoryKind, MemorySource, WriteOutcome, startSidecar, type Sidecar } from "../src/index.js";
+import { InvalidArgumentError, MemoryClient, MemoryKind, MemorySource, MemoryState, WriteOutcome, startSidecar, type Sidecar } from "../src/index.js";
 
 const DIM = 8;
 const NS = "ts-beliefs";
@@ -51,6 +51,15 @@ test("an entity's beliefs include a value read from prose, with its history key"
   assert.deepEqual(belief.possiblyOutdatedBy, []);
   const history = await client.history(belief.historyKey!);
   assert.deepEqual(history.versions.map((v) => v.id), [keyed.memory.id, prose.memory.id]);
+
+  // As of 1 500 s, before the prose statement became true: the keyed value, superseded since.
+  const then = await client.beliefs("person:ana", { namespace: NS, asOf: new Date(1_500_000) });
+  assert.equal(then.asOf?.seconds, 1_500n);
+  assert.deepEqual(
+    then.beliefs.map((b) => [b.value, b.readFromText, b.memory?.id, b.memory?.state]),
+    [["Shopify", false, keyed.memory.id, MemoryState.OBSOLETE]],
+  );
+  assert.deepEqual((await client.beliefs("person:ana", { namespace: NS, asOf: new Date(999_000) })).beliefs, []);
 
   const listed = await client.listEntities({ namespace: NS, query: "ANA" });
   assert.equal(listed.totalCount, 1n);

@@ -1126,19 +1126,29 @@ class BeliefsRequest(_message.Message):
 
     NAMESPACE_FIELD_NUMBER: _builtins.int
     ENTITY_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """Default: "default"."""
     entity: _builtins.str
     """The entity, e.g. "user:alice". Required; at most 256 bytes."""
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp:
+        """World time: answer as of this instant, with the versions valid then. A memory held at as_of when it is
+        ACTIVE, ARCHIVED or OBSOLETE now (as Recall's as_of) and valid_from <= as_of < valid_to (valid_to unset:
+        no end): a version superseded since counts, a value that became true after as_of does not. Default: unset,
+        the current values (ACTIVE or ARCHIVED with no valid_to).
+        """
+
     def __init__(
         self,
         *,
         namespace: _builtins.str = ...,
         entity: _builtins.str = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entity", b"entity", "namespace", b"namespace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "entity", b"entity", "namespace", b"namespace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1146,7 +1156,7 @@ Global___BeliefsRequest: _TypeAlias = BeliefsRequest  # noqa: Y015
 
 @_typing.final
 class Belief(_message.Message):
-    """The current value of one attribute of an entity."""
+    """The current value of one attribute of an entity (with as_of: its value at that instant)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1167,7 +1177,9 @@ class Belief(_message.Message):
     read_from_text: _builtins.bool
     """True when the value was read from prose (memory.inferred says how and how sure); false when keyed."""
     version_count: _builtins.int
-    """Memories of the namespace stating this attribute of the entity, any state but EVICTED (its versions)."""
+    """Memories of the namespace stating this attribute of the entity, any state but EVICTED (its versions),
+    whatever as_of: versions that became true after as_of count too.
+    """
     @_builtins.property
     def memory(self) -> _memory_pb2.Memory:
         """The memory that holds the value, without its vector. When it became true: memory.valid_from (world
@@ -1179,13 +1191,16 @@ class Belief(_message.Message):
     def possibly_outdated_by(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Open doubts about this value: ids of newer memories that may replace it (memory.possibly_outdated_by).
         Empty when none. An older value this one may replace is in also_current, its possibly_outdated_by
-        naming memory.id: a doubt Restore clears, or Supersede settles.
+        naming memory.id: a doubt Restore clears, or Supersede settles. With as_of: only a doubt whose doubting
+        memory also held at as_of (a statement that became true later was no doubt then). memory and also_current
+        are the records as they are now (state, valid_to, superseded_by, possibly_outdated_by).
         """
 
     @_builtins.property
     def also_current(self) -> _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]:
-        """Other current memories stating the attribute (an older value a newer one only doubts, or a second value
-        both hold), without vectors, newest valid_from first. Empty when memory is the only one.
+        """Other memories stating the attribute that hold now (with as_of: held then) — an older value a newer one
+        only doubts, or a second value both hold — without vectors, newest valid_from first. Empty when memory is
+        the only one.
         """
 
     @_builtins.property
@@ -1220,19 +1235,30 @@ class BeliefsResponse(_message.Message):
     BELIEFS_FIELD_NUMBER: _builtins.int
     UNATTRIBUTED_COUNT_FIELD_NUMBER: _builtins.int
     LAST_CHANGED_AT_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
     entity: _builtins.str
     """The entity asked about."""
     unattributed_count: _builtins.int
-    """Current memories about the entity that state no attribute (episodes, notes): Recall with
-    filter.entity finds them.
+    """Current memories (with as_of: held then) about the entity that state no attribute (episodes, notes):
+    Recall with filter.entity finds them.
     """
     @_builtins.property
     def beliefs(self) -> _containers.RepeatedCompositeFieldContainer[Global___Belief]:
-        """One per attribute with a current value, by attribute name. Empty for an unknown entity."""
+        """One per attribute with a current value (with as_of: a value held then), by attribute name. Empty for an
+        unknown entity.
+        """
 
     @_builtins.property
     def last_changed_at(self) -> _timestamp_pb2.Timestamp:
-        """System time of the latest change to any of the entity's memories; unset for an unknown entity."""
+        """System time of the latest change to any of the entity's memories, whatever as_of; unset for an unknown
+        entity.
+        """
+
+    @_builtins.property
+    def as_of(self) -> _timestamp_pb2.Timestamp:
+        """World time the answer is for: the request's as_of, or the time of answering when it was unset (the
+        current values).
+        """
 
     def __init__(
         self,
@@ -1241,10 +1267,11 @@ class BeliefsResponse(_message.Message):
         beliefs: _abc.Iterable[Global___Belief] | None = ...,
         unattributed_count: _builtins.int = ...,
         last_changed_at: _timestamp_pb2.Timestamp | None = ...,
+        as_of: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["last_changed_at", b"last_changed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "last_changed_at", b"last_changed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["beliefs", b"beliefs", "entity", b"entity", "last_changed_at", b"last_changed_at", "unattributed_count", b"unattributed_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["as_of", b"as_of", "beliefs", b"beliefs", "entity", b"entity", "last_changed_at", b"last_changed_at", "unattributed_count", b"unattributed_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

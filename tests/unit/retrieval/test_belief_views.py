@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
 import recall_engine
 from google.protobuf.timestamp_pb2 import Timestamp
 from recall_engine import near, write
@@ -76,3 +77,69 @@ def test_the_believed_value_is_the_one_no_other_current_value_doubts_then_the_ne
     # A doubter that is not among the current values leaves the order by time.
     assert [m.id for m in _ranked([_memory(4, 100, doubted_by=9), _memory(5, 50)])] == [4, 5]
     assert [m.id for m in _ranked([_memory(6, 100), _memory(7, 100)])] == [7, 6]  # same time: the later write
+
+
+def test_as_of_an_instant_the_values_valid_then_whatever_their_state_now(engine: Engine) -> None:
+    change = NewMemory(content="These days Ana works at Canva.", vector=near(1, 0.12), kind=FACT, entity="person:ana")
+    shopify, lisbon = write(
+        engine,
+        _keyed("Ana works at Shopify.", "person:ana", "employer", "Shopify", when=1_000),
+        _keyed("Ana lives in Lisbon.", "person:ana", "city", "Lisbon", when=1_100),
+    )
+    [porto] = write(engine, _keyed("Ana lives in Porto.", "person:ana", "city", "Porto", when=3_000))
+    [canva] = write(engine, dataclasses.replace(change, valid_from_s=2_000))
+    [pet] = write(engine, _keyed("Ana has a cat.", "person:ana", "pet", "cat", when=4_000))
+
+    def held(as_of_s: float) -> list[tuple[str, str, int, bool, int]]:
+        answer = beliefs(engine, "default", "person:ana", as_of_s=as_of_s)
+        assert answer.as_of.seconds == int(as_of_s)
+        return [(b.attribute, b.value, b.memory.id, b.read_from_text, b.version_count) for b in answer.beliefs]
+
+    # Before the city was stated: only the employer, keyed, though OBSOLETE now.
+    assert held(1_050) == [("employer", "Shopify", shopify, False, 2)]
+    assert held(1_500) == [("city", "Lisbon", lisbon, False, 2), ("employer", "Shopify", shopify, False, 2)]
+    # The prose statement took over at 2 000; the keyed Porto at 3 000; the cat is stated only at 4 000.
+    assert held(2_500) == [("city", "Lisbon", lisbon, False, 2), ("employer", "canva", canva, True, 2)]
+    assert held(3_500) == [("city", "Porto", porto, False, 2), ("employer", "canva", canva, True, 2)]
+    assert held(4_000)[-1] == ("pet", "cat", pet, False, 1)  # valid from that instant on
+    assert not beliefs(engine, "default", "person:ana", as_of_s=999).beliefs
+    now = beliefs(engine, "default", "person:ana")
+    assert [b.memory.id for b in now.beliefs] == [porto, canva, pet]
+    assert now.as_of.seconds > 4_000  # the time of answering
+
+
+def test_as_of_an_instant_a_doubt_by_a_later_statement_is_no_doubt(engine: Engine) -> None:
+    # Worded apart and close (cosine 0.8), not one template: a soft conflict, which doubts and retires nothing
+    # (the pair of tests/integration/test_beliefs.py).
+    rng = np.random.default_rng(10)
+    base = rng.standard_normal(8)
+    other = rng.standard_normal(8)
+    other -= other.dot(base) / base.dot(base) * base
+    tilted = base / np.linalg.norm(base) * 0.8 + other / np.linalg.norm(other) * 0.6
+    about: dict[str, Any] = {"kind": FACT, "entity": "user:ana-lee"}
+    [older] = write(
+        engine,
+        NewMemory(
+            content="Ana keeps her notes in a paper notebook",
+            vector=base.astype(np.float32),
+            fact_attribute="note_tool",
+            fact_value="a paper notebook",
+            valid_from_s=1_000,
+            **about,
+        ),
+    )
+    [newer] = write(
+        engine,
+        NewMemory(
+            content="these days Ana writes everything down in Obsidian",
+            vector=tilted.astype(np.float32),
+            valid_from_s=2_000,
+            **about,
+        ),
+    )
+    [now] = beliefs(engine, "default", "user:ana-lee").beliefs
+    assert (now.memory.id, list(now.possibly_outdated_by)) == (older, [newer]), "no longer a soft conflict"
+    [then] = beliefs(engine, "default", "user:ana-lee", as_of_s=1_500).beliefs
+    assert (then.memory.id, list(then.possibly_outdated_by)) == (older, [])
+    [both] = beliefs(engine, "default", "user:ana-lee", as_of_s=2_500).beliefs  # both held: the doubt stood
+    assert (both.memory.id, list(both.possibly_outdated_by)) == (older, [newer])

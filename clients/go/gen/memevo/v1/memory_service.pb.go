@@ -2195,7 +2195,12 @@ type BeliefsRequest struct {
 	// Default: "default".
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// The entity, e.g. "user:alice". Required; at most 256 bytes.
-	Entity        string `protobuf:"bytes,2,opt,name=entity,proto3" json:"entity,omitempty"`
+	Entity string `protobuf:"bytes,2,opt,name=entity,proto3" json:"entity,omitempty"`
+	// World time: answer as of this instant, with the versions valid then. A memory held at as_of when it is
+	// ACTIVE, ARCHIVED or OBSOLETE now (as Recall's as_of) and valid_from <= as_of < valid_to (valid_to unset:
+	// no end): a version superseded since counts, a value that became true after as_of does not. Default: unset,
+	// the current values (ACTIVE or ARCHIVED with no valid_to).
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2244,7 +2249,14 @@ func (x *BeliefsRequest) GetEntity() string {
 	return ""
 }
 
-// The current value of one attribute of an entity.
+func (x *BeliefsRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
+}
+
+// The current value of one attribute of an entity (with as_of: its value at that instant).
 type Belief struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The attribute: the fact key's, or the one perception read in a statement written without a key.
@@ -2260,14 +2272,18 @@ type Belief struct {
 	Memory *Memory `protobuf:"bytes,4,opt,name=memory,proto3" json:"memory,omitempty"`
 	// Open doubts about this value: ids of newer memories that may replace it (memory.possibly_outdated_by).
 	// Empty when none. An older value this one may replace is in also_current, its possibly_outdated_by
-	// naming memory.id: a doubt Restore clears, or Supersede settles.
+	// naming memory.id: a doubt Restore clears, or Supersede settles. With as_of: only a doubt whose doubting
+	// memory also held at as_of (a statement that became true later was no doubt then). memory and also_current
+	// are the records as they are now (state, valid_to, superseded_by, possibly_outdated_by).
 	PossiblyOutdatedBy []uint64 `protobuf:"varint,5,rep,packed,name=possibly_outdated_by,json=possiblyOutdatedBy,proto3" json:"possibly_outdated_by,omitempty"`
-	// Other current memories stating the attribute (an older value a newer one only doubts, or a second value
-	// both hold), without vectors, newest valid_from first. Empty when memory is the only one.
+	// Other memories stating the attribute that hold now (with as_of: held then) — an older value a newer one
+	// only doubts, or a second value both hold — without vectors, newest valid_from first. Empty when memory is
+	// the only one.
 	AlsoCurrent []*Memory `protobuf:"bytes,6,rep,name=also_current,json=alsoCurrent,proto3" json:"also_current,omitempty"`
 	// The fact key to pass to History for this attribute's life (its keyed and prose versions).
 	HistoryKey *FactKey `protobuf:"bytes,7,opt,name=history_key,json=historyKey,proto3" json:"history_key,omitempty"`
-	// Memories of the namespace stating this attribute of the entity, any state but EVICTED (its versions).
+	// Memories of the namespace stating this attribute of the entity, any state but EVICTED (its versions),
+	// whatever as_of: versions that became true after as_of count too.
 	VersionCount  uint64 `protobuf:"varint,8,opt,name=version_count,json=versionCount,proto3" json:"version_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2363,13 +2379,18 @@ type BeliefsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The entity asked about.
 	Entity string `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
-	// One per attribute with a current value, by attribute name. Empty for an unknown entity.
+	// One per attribute with a current value (with as_of: a value held then), by attribute name. Empty for an
+	// unknown entity.
 	Beliefs []*Belief `protobuf:"bytes,2,rep,name=beliefs,proto3" json:"beliefs,omitempty"`
-	// Current memories about the entity that state no attribute (episodes, notes): Recall with
-	// filter.entity finds them.
+	// Current memories (with as_of: held then) about the entity that state no attribute (episodes, notes):
+	// Recall with filter.entity finds them.
 	UnattributedCount uint64 `protobuf:"varint,3,opt,name=unattributed_count,json=unattributedCount,proto3" json:"unattributed_count,omitempty"`
-	// System time of the latest change to any of the entity's memories; unset for an unknown entity.
+	// System time of the latest change to any of the entity's memories, whatever as_of; unset for an unknown
+	// entity.
 	LastChangedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_changed_at,json=lastChangedAt,proto3" json:"last_changed_at,omitempty"`
+	// World time the answer is for: the request's as_of, or the time of answering when it was unset (the
+	// current values).
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2428,6 +2449,13 @@ func (x *BeliefsResponse) GetUnattributedCount() uint64 {
 func (x *BeliefsResponse) GetLastChangedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastChangedAt
+	}
+	return nil
+}
+
+func (x *BeliefsResponse) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
 	}
 	return nil
 }
@@ -4874,10 +4902,11 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\x14ListEntitiesResponse\x124\n" +
 	"\bentities\x18\x01 \x03(\v2\x18.memevo.v1.EntitySummaryR\bentities\x12\x1f\n" +
 	"\vtotal_count\x18\x02 \x01(\x04R\n" +
-	"totalCount\"F\n" +
+	"totalCount\"w\n" +
 	"\x0eBeliefsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
-	"\x06entity\x18\x02 \x01(\tR\x06entity\"\xcf\x02\n" +
+	"\x06entity\x18\x02 \x01(\tR\x06entity\x12/\n" +
+	"\x05as_of\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xcf\x02\n" +
 	"\x06Belief\x12\x1c\n" +
 	"\tattribute\x18\x01 \x01(\tR\tattribute\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12$\n" +
@@ -4887,12 +4916,13 @@ const file_memevo_v1_memory_service_proto_rawDesc = "" +
 	"\falso_current\x18\x06 \x03(\v2\x11.memevo.v1.MemoryR\valsoCurrent\x123\n" +
 	"\vhistory_key\x18\a \x01(\v2\x12.memevo.v1.FactKeyR\n" +
 	"historyKey\x12#\n" +
-	"\rversion_count\x18\b \x01(\x04R\fversionCount\"\xc9\x01\n" +
+	"\rversion_count\x18\b \x01(\x04R\fversionCount\"\xfa\x01\n" +
 	"\x0fBeliefsResponse\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x12+\n" +
 	"\abeliefs\x18\x02 \x03(\v2\x11.memevo.v1.BeliefR\abeliefs\x12-\n" +
 	"\x12unattributed_count\x18\x03 \x01(\x04R\x11unattributedCount\x12B\n" +
-	"\x0flast_changed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rlastChangedAt\"\x9d\x01\n" +
+	"\x0flast_changed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rlastChangedAt\x12/\n" +
+	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\x9d\x01\n" +
 	"\rForgetRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\x04R\x03ids\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
@@ -5242,97 +5272,99 @@ var file_memevo_v1_memory_service_proto_depIdxs = []int32{
 	71, // 27: memevo.v1.HistoryResponse.events:type_name -> memevo.v1.ChangeEvent
 	70, // 28: memevo.v1.EntitySummary.last_changed_at:type_name -> google.protobuf.Timestamp
 	28, // 29: memevo.v1.ListEntitiesResponse.entities:type_name -> memevo.v1.EntitySummary
-	67, // 30: memevo.v1.Belief.memory:type_name -> memevo.v1.Memory
-	67, // 31: memevo.v1.Belief.also_current:type_name -> memevo.v1.Memory
-	24, // 32: memevo.v1.Belief.history_key:type_name -> memevo.v1.FactKey
-	31, // 33: memevo.v1.BeliefsResponse.beliefs:type_name -> memevo.v1.Belief
-	70, // 34: memevo.v1.BeliefsResponse.last_changed_at:type_name -> google.protobuf.Timestamp
-	68, // 35: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
-	67, // 36: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
-	67, // 37: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
-	67, // 38: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
-	72, // 39: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
-	72, // 40: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
-	70, // 41: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
-	40, // 42: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
-	41, // 43: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
-	43, // 44: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
-	43, // 45: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
-	73, // 46: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
-	71, // 47: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
-	74, // 48: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
-	47, // 49: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
-	75, // 50: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
-	76, // 51: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
-	77, // 52: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
-	77, // 53: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
-	77, // 54: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
-	72, // 55: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
-	69, // 56: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
-	70, // 57: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
-	3,  // 58: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
-	59, // 59: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
-	60, // 60: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
-	41, // 61: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
-	78, // 62: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
-	44, // 63: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
-	62, // 64: memevo.v1.GetStatsResponse.writes:type_name -> memevo.v1.WriteStats
-	70, // 65: memevo.v1.WriteStats.refused_since:type_name -> google.protobuf.Timestamp
-	79, // 66: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
-	79, // 67: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
-	77, // 68: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
-	78, // 69: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
-	5,  // 70: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
-	7,  // 71: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
-	9,  // 72: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
-	13, // 73: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
-	17, // 74: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
-	20, // 75: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
-	22, // 76: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
-	25, // 77: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
-	27, // 78: memevo.v1.MemoryService.ListEntities:input_type -> memevo.v1.ListEntitiesRequest
-	30, // 79: memevo.v1.MemoryService.Beliefs:input_type -> memevo.v1.BeliefsRequest
-	33, // 80: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
-	35, // 81: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
-	39, // 82: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
-	45, // 83: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
-	48, // 84: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
-	50, // 85: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
-	37, // 86: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
-	52, // 87: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
-	54, // 88: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
-	56, // 89: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
-	58, // 90: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
-	63, // 91: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
-	65, // 92: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
-	6,  // 93: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
-	8,  // 94: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
-	11, // 95: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
-	16, // 96: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
-	19, // 97: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
-	21, // 98: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
-	23, // 99: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
-	26, // 100: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
-	29, // 101: memevo.v1.MemoryService.ListEntities:output_type -> memevo.v1.ListEntitiesResponse
-	32, // 102: memevo.v1.MemoryService.Beliefs:output_type -> memevo.v1.BeliefsResponse
-	34, // 103: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
-	36, // 104: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
-	42, // 105: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
-	46, // 106: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
-	49, // 107: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
-	51, // 108: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
-	38, // 109: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
-	53, // 110: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
-	55, // 111: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
-	57, // 112: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
-	61, // 113: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
-	64, // 114: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
-	66, // 115: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
-	93, // [93:116] is the sub-list for method output_type
-	70, // [70:93] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	70, // 30: memevo.v1.BeliefsRequest.as_of:type_name -> google.protobuf.Timestamp
+	67, // 31: memevo.v1.Belief.memory:type_name -> memevo.v1.Memory
+	67, // 32: memevo.v1.Belief.also_current:type_name -> memevo.v1.Memory
+	24, // 33: memevo.v1.Belief.history_key:type_name -> memevo.v1.FactKey
+	31, // 34: memevo.v1.BeliefsResponse.beliefs:type_name -> memevo.v1.Belief
+	70, // 35: memevo.v1.BeliefsResponse.last_changed_at:type_name -> google.protobuf.Timestamp
+	70, // 36: memevo.v1.BeliefsResponse.as_of:type_name -> google.protobuf.Timestamp
+	68, // 37: memevo.v1.SupersedeRequest.new_memory:type_name -> memevo.v1.MemoryInput
+	67, // 38: memevo.v1.SupersedeResponse.old_memory:type_name -> memevo.v1.Memory
+	67, // 39: memevo.v1.SupersedeResponse.new_memory:type_name -> memevo.v1.Memory
+	67, // 40: memevo.v1.RestoreResponse.memory:type_name -> memevo.v1.Memory
+	72, // 41: memevo.v1.TransitionCount.from_state:type_name -> memevo.v1.MemoryState
+	72, // 42: memevo.v1.TransitionCount.to_state:type_name -> memevo.v1.MemoryState
+	70, // 43: memevo.v1.SweepStats.started_at:type_name -> google.protobuf.Timestamp
+	40, // 44: memevo.v1.SweepStats.transitions:type_name -> memevo.v1.TransitionCount
+	41, // 45: memevo.v1.GovernResponse.sweep:type_name -> memevo.v1.SweepStats
+	43, // 46: memevo.v1.GovernResponse.consolidation:type_name -> memevo.v1.ConsolidationStats
+	43, // 47: memevo.v1.ReviewStats.last_pass:type_name -> memevo.v1.ConsolidationStats
+	73, // 48: memevo.v1.WatchRequest.types:type_name -> memevo.v1.ChangeEventType
+	71, // 49: memevo.v1.WatchResponse.event:type_name -> memevo.v1.ChangeEvent
+	74, // 50: memevo.v1.ReviewerHello.kinds:type_name -> memevo.v1.ProposalKind
+	47, // 51: memevo.v1.ReviewRequest.hello:type_name -> memevo.v1.ReviewerHello
+	75, // 52: memevo.v1.ReviewRequest.decision:type_name -> memevo.v1.Decision
+	76, // 53: memevo.v1.ReviewResponse.proposal:type_name -> memevo.v1.Proposal
+	77, // 54: memevo.v1.GetPolicyResponse.policy:type_name -> memevo.v1.Policy
+	77, // 55: memevo.v1.UpdatePolicyRequest.policy:type_name -> memevo.v1.Policy
+	77, // 56: memevo.v1.UpdatePolicyResponse.policy:type_name -> memevo.v1.Policy
+	72, // 57: memevo.v1.StateKindCount.state:type_name -> memevo.v1.MemoryState
+	69, // 58: memevo.v1.StateKindCount.kind:type_name -> memevo.v1.MemoryKind
+	70, // 59: memevo.v1.IndexStats.saved_at:type_name -> google.protobuf.Timestamp
+	3,  // 60: memevo.v1.IndexStats.state:type_name -> memevo.v1.IndexState
+	59, // 61: memevo.v1.GetStatsResponse.counts:type_name -> memevo.v1.StateKindCount
+	60, // 62: memevo.v1.GetStatsResponse.index:type_name -> memevo.v1.IndexStats
+	41, // 63: memevo.v1.GetStatsResponse.recent_sweeps:type_name -> memevo.v1.SweepStats
+	78, // 64: memevo.v1.GetStatsResponse.experiment:type_name -> memevo.v1.ExperimentStats
+	44, // 65: memevo.v1.GetStatsResponse.review:type_name -> memevo.v1.ReviewStats
+	62, // 66: memevo.v1.GetStatsResponse.writes:type_name -> memevo.v1.WriteStats
+	70, // 67: memevo.v1.WriteStats.refused_since:type_name -> google.protobuf.Timestamp
+	79, // 68: memevo.v1.SetExperimentRequest.experiment:type_name -> memevo.v1.Experiment
+	79, // 69: memevo.v1.SetExperimentResponse.experiment:type_name -> memevo.v1.Experiment
+	77, // 70: memevo.v1.PromoteArmResponse.policy:type_name -> memevo.v1.Policy
+	78, // 71: memevo.v1.PromoteArmResponse.final_stats:type_name -> memevo.v1.ExperimentStats
+	5,  // 72: memevo.v1.MemoryService.Remember:input_type -> memevo.v1.RememberRequest
+	7,  // 73: memevo.v1.MemoryService.RememberBatch:input_type -> memevo.v1.RememberBatchRequest
+	9,  // 74: memevo.v1.MemoryService.RememberStream:input_type -> memevo.v1.RememberStreamRequest
+	13, // 75: memevo.v1.MemoryService.Recall:input_type -> memevo.v1.RecallRequest
+	17, // 76: memevo.v1.MemoryService.BuildContext:input_type -> memevo.v1.BuildContextRequest
+	20, // 77: memevo.v1.MemoryService.ReportOutcome:input_type -> memevo.v1.ReportOutcomeRequest
+	22, // 78: memevo.v1.MemoryService.Get:input_type -> memevo.v1.GetRequest
+	25, // 79: memevo.v1.MemoryService.History:input_type -> memevo.v1.HistoryRequest
+	27, // 80: memevo.v1.MemoryService.ListEntities:input_type -> memevo.v1.ListEntitiesRequest
+	30, // 81: memevo.v1.MemoryService.Beliefs:input_type -> memevo.v1.BeliefsRequest
+	33, // 82: memevo.v1.MemoryService.Forget:input_type -> memevo.v1.ForgetRequest
+	35, // 83: memevo.v1.MemoryService.Supersede:input_type -> memevo.v1.SupersedeRequest
+	39, // 84: memevo.v1.MemoryService.Govern:input_type -> memevo.v1.GovernRequest
+	45, // 85: memevo.v1.MemoryService.Watch:input_type -> memevo.v1.WatchRequest
+	48, // 86: memevo.v1.MemoryService.Review:input_type -> memevo.v1.ReviewRequest
+	50, // 87: memevo.v1.MemoryService.Unconsolidate:input_type -> memevo.v1.UnconsolidateRequest
+	37, // 88: memevo.v1.MemoryService.Restore:input_type -> memevo.v1.RestoreRequest
+	52, // 89: memevo.v1.MemoryService.DeclareFramework:input_type -> memevo.v1.DeclareFrameworkRequest
+	54, // 90: memevo.v1.MemoryService.GetPolicy:input_type -> memevo.v1.GetPolicyRequest
+	56, // 91: memevo.v1.MemoryService.UpdatePolicy:input_type -> memevo.v1.UpdatePolicyRequest
+	58, // 92: memevo.v1.MemoryService.GetStats:input_type -> memevo.v1.GetStatsRequest
+	63, // 93: memevo.v1.MemoryService.SetExperiment:input_type -> memevo.v1.SetExperimentRequest
+	65, // 94: memevo.v1.MemoryService.PromoteArm:input_type -> memevo.v1.PromoteArmRequest
+	6,  // 95: memevo.v1.MemoryService.Remember:output_type -> memevo.v1.RememberResponse
+	8,  // 96: memevo.v1.MemoryService.RememberBatch:output_type -> memevo.v1.RememberBatchResponse
+	11, // 97: memevo.v1.MemoryService.RememberStream:output_type -> memevo.v1.RememberStreamResponse
+	16, // 98: memevo.v1.MemoryService.Recall:output_type -> memevo.v1.RecallResponse
+	19, // 99: memevo.v1.MemoryService.BuildContext:output_type -> memevo.v1.BuildContextResponse
+	21, // 100: memevo.v1.MemoryService.ReportOutcome:output_type -> memevo.v1.ReportOutcomeResponse
+	23, // 101: memevo.v1.MemoryService.Get:output_type -> memevo.v1.GetResponse
+	26, // 102: memevo.v1.MemoryService.History:output_type -> memevo.v1.HistoryResponse
+	29, // 103: memevo.v1.MemoryService.ListEntities:output_type -> memevo.v1.ListEntitiesResponse
+	32, // 104: memevo.v1.MemoryService.Beliefs:output_type -> memevo.v1.BeliefsResponse
+	34, // 105: memevo.v1.MemoryService.Forget:output_type -> memevo.v1.ForgetResponse
+	36, // 106: memevo.v1.MemoryService.Supersede:output_type -> memevo.v1.SupersedeResponse
+	42, // 107: memevo.v1.MemoryService.Govern:output_type -> memevo.v1.GovernResponse
+	46, // 108: memevo.v1.MemoryService.Watch:output_type -> memevo.v1.WatchResponse
+	49, // 109: memevo.v1.MemoryService.Review:output_type -> memevo.v1.ReviewResponse
+	51, // 110: memevo.v1.MemoryService.Unconsolidate:output_type -> memevo.v1.UnconsolidateResponse
+	38, // 111: memevo.v1.MemoryService.Restore:output_type -> memevo.v1.RestoreResponse
+	53, // 112: memevo.v1.MemoryService.DeclareFramework:output_type -> memevo.v1.DeclareFrameworkResponse
+	55, // 113: memevo.v1.MemoryService.GetPolicy:output_type -> memevo.v1.GetPolicyResponse
+	57, // 114: memevo.v1.MemoryService.UpdatePolicy:output_type -> memevo.v1.UpdatePolicyResponse
+	61, // 115: memevo.v1.MemoryService.GetStats:output_type -> memevo.v1.GetStatsResponse
+	64, // 116: memevo.v1.MemoryService.SetExperiment:output_type -> memevo.v1.SetExperimentResponse
+	66, // 117: memevo.v1.MemoryService.PromoteArm:output_type -> memevo.v1.PromoteArmResponse
+	95, // [95:118] is the sub-list for method output_type
+	72, // [72:95] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_memevo_v1_memory_service_proto_init() }

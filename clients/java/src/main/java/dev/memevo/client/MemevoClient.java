@@ -49,6 +49,7 @@ import dev.memevo.v1.UnconsolidateRequest;
 import dev.memevo.v1.UnconsolidateResponse;
 import dev.memevo.v1.UpdatePolicyRequest;
 import dev.memevo.v1.WatchRequest;
+import com.google.protobuf.Timestamp;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
@@ -69,6 +70,7 @@ import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
 import io.grpc.stub.StreamObserver;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -616,6 +618,16 @@ public final class MemevoClient implements AutoCloseable {
   /** The beliefs about {@code entity} in {@code namespace} (empty: "default"). */
   public BeliefsResponse beliefs(String namespace, String entity) {
     return beliefs(BeliefsRequest.newBuilder().setNamespace(namespace).setEntity(entity).build());
+  }
+
+  /**
+   * The beliefs about {@code entity} in {@code namespace} (empty: "default") held at {@code asOf} (world time):
+   * a version superseded since counts, one that became true later does not. The response's {@code getAsOf()}
+   * says which instant it answers for.
+   */
+  public BeliefsResponse beliefs(String namespace, String entity, Instant asOf) {
+    Timestamp at = Timestamp.newBuilder().setSeconds(asOf.getEpochSecond()).setNanos(asOf.getNano()).build();
+    return beliefs(BeliefsRequest.newBuilder().setNamespace(namespace).setEntity(entity).setAsOf(at).build());
   }
 
   /**

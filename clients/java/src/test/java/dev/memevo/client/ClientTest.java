@@ -45,6 +45,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -401,6 +402,16 @@ class ClientTest {
     assertEquals(2_000, belief.getMemory().getValidFrom().getSeconds());
     assertEquals(List.of(keyed.getId(), prose.getMemory().getId()),
         client.history(belief.getHistoryKey()).getVersionsList().stream().map(Memory::getId).toList());
+
+    // As of 1 500 s, before the prose statement became true: the keyed value, superseded since.
+    BeliefsResponse then = client.beliefs(BELIEFS_NS, "person:ana", Instant.ofEpochSecond(1_500));
+    assertEquals(1_500, then.getAsOf().getSeconds());
+    assertEquals(1, then.getBeliefsCount());
+    Belief held = then.getBeliefs(0);
+    assertEquals(List.of("employer", "Shopify", false, keyed.getId(), MemoryState.MEMORY_STATE_OBSOLETE),
+        List.of(held.getAttribute(), held.getValue(), held.getReadFromText(), held.getMemory().getId(),
+            held.getMemory().getState()));
+    assertEquals(0, client.beliefs(BELIEFS_NS, "person:ana", Instant.ofEpochSecond(999)).getBeliefsCount());
 
     ListEntitiesResponse listed = client.listEntities(
         ListEntitiesRequest.newBuilder().setNamespace(BELIEFS_NS).setQuery("ANA").build());
