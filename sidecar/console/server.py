@@ -452,6 +452,12 @@ class Console:
         request = memory_service_pb2.BeliefsRequest(
             namespace=query.get("ns", ["default"])[0].strip() or "default", entity=entity
         )
+        as_of = query.get("as_of", [""])[0].strip()
+        if as_of:
+            try:
+                request.as_of.CopyFrom(_timestamp(as_of))
+            except ValueError as exc:
+                raise ConsoleError(400, f"as_of: {exc}") from exc
         return to_json(self.source.beliefs(request, token))
 
     def review(self, token: str | None) -> dict[str, Any]:

@@ -428,6 +428,35 @@ def test_entities_then_beliefs_then_a_facts_life_in_a_browser(
     assert "user statement" in city.text
     _no_console_errors(driver, "a keyed belief")
 
+    # As of ten days ago, from the page's own field: Bo's keyed Shopify, superseded since, and no corrections.
+    driver.get(f"{url}/beliefs?ns=default&entity=user%3Abo")
+    _wait_css(driver, "#beliefs tr[data-belief='employer']")
+    at = (datetime.now(timezone.utc) - timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%S")
+    field = driver.find_element(By.CSS_SELECTOR, "#as-of-form input[name='as_of']")
+    driver.execute_script("arguments[0].value = arguments[1]", field, at)  # typing into it depends on the locale
+    driver.find_element(By.CSS_SELECTOR, "#as-of-form button[type=submit]").click()
+    wait_until(
+        lambda: (
+            "as_of=" in driver.current_url
+            and any(
+                r.get_attribute("data-memory-id") == str(history["keyed"])
+                for r in driver.find_elements(By.CSS_SELECTOR, "#beliefs tr[data-belief='employer']")
+            )
+        ),
+        "the beliefs as of ten days ago",
+        timeout_s=PAGE_WAIT_S,
+    )
+    employer = driver.find_element(By.CSS_SELECTOR, "#beliefs tr[data-belief='employer']")
+    assert "Shopify" in employer.text
+    assert "OBSOLETE" in employer.text  # superseded since, held then
+    assert not driver.find_elements(By.CSS_SELECTOR, "#beliefs button[data-act]")
+    assert "held at" in driver.find_element(By.ID, "beliefs-status").text
+    _no_console_errors(driver, "beliefs as of a past instant")
+    _shot_at(driver, "beliefs-as-of", 1440)
+    driver.find_element(By.ID, "as-of-now").click()
+    now = _wait_css(driver, f"#beliefs tr[data-belief='employer'][data-memory-id='{history['prose']}']")[0]
+    assert "canva" in now.text.lower()
+
 
 def test_the_beliefs_api_answers_as_the_sidecar_does(console_sidecar: tuple[Sidecar, str, dict[str, Any]]) -> None:
     _, url, history = console_sidecar
@@ -440,6 +469,19 @@ def test_the_beliefs_api_answers_as_the_sidecar_does(console_sidecar: tuple[Side
     assert (int(employer["memory"]["id"]), employer["read_from_text"]) == (history["prose"], True)
     assert employer["history_key"] == {"namespace": "default", "entity": "user:bo", "attribute": "employer"}
     assert _http(f"{url}/api/beliefs?ns=default", ADMIN)[1]["error"].startswith("entity: required")
+    # As of ten days ago (between the keyed Shopify, 28 days ago, and the prose Canva, 5 days ago): Shopify.
+    at = (datetime.now(timezone.utc) - timedelta(days=10)).strftime("%Y-%m-%dT%H:%M:%S")
+    status, then = _http(f"{url}/api/beliefs?ns=default&entity=user%3Abo&as_of={at}", ADMIN)
+    assert status == 200, then
+    (employer,) = [b for b in then["beliefs"] if b["attribute"] == "employer"]
+    assert (int(employer["memory"]["id"]), employer["value"], employer["read_from_text"]) == (
+        history["keyed"],
+        "Shopify",
+        False,
+    )
+    assert then["as_of"].startswith(at)
+    status, bad = _http(f"{url}/api/beliefs?ns=default&entity=user%3Abo&as_of=yesterday", ADMIN)
+    assert (status, bad["error"].split(":")[0]) == (400, "as_of")
     # A token of another namespace: the sidecar refuses, the page shows why.
     assert _http(f"{url}/api/entities?ns=default", TEAM)[0] == 403
     assert _http(f"{url}/api/beliefs?ns=default&entity=user%3Abo", TEAM)[0] == 403

@@ -287,43 +287,58 @@ async function runEntities(params, out) {
 
 async function beliefsPage() {
   const q = new URLSearchParams(location.search);
-  const ns = nsOf(q), entity = q.get("entity") || "";
+  const ns = nsOf(q), entity = q.get("entity") || "", asOf = q.get("as_of") || "";
   const back = h("p", {}, h("a", { href: `/?${new URLSearchParams({ ns })}` }, `← entities of ${ns}`));
+  // World time: what the agent held true then (the versions valid then, superseded since or not). A past view
+  // offers no corrections: they act on what holds now.
+  const asOfForm = h("form", { class: "query", id: "as-of-form" },
+    h("label", {}, "as of (UTC, world time)", h("input", { name: "as_of", type: "datetime-local", step: 1, value: asOf })),
+    h("button", { type: "submit" }, "Show"),
+    asOf ? h("a", { href: `/beliefs?${new URLSearchParams({ ns, entity })}`, id: "as-of-now" }, "now") : null);
+  asOfForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const at = new FormData(asOfForm).get("as_of");
+    history.replaceState(null, "", `/beliefs?${new URLSearchParams(Object.assign({ ns, entity }, at ? { as_of: at } : {}))}`);
+    beliefsPage();
+  });
   const done = takeDone();
   let data;
-  try { data = await getJSON(`/api/beliefs?${q}`); } catch (err) { show(back, h("h1", {}, entity || "Beliefs"), done, errorBox(err)); return; }
+  try { data = await getJSON(`/api/beliefs?${q}`); } catch (err) { show(back, h("h1", {}, entity || "Beliefs"), asOfForm, done, errorBox(err)); return; }
   const others = Number(data.unattributed_count);
+  const current = asOf ? "held then" : "current";
   const summary = h("p", { class: "muted", id: "beliefs-status" },
-    `${data.beliefs.length} attribute${data.beliefs.length === 1 ? "" : "s"} with a current value`,
+    `${data.beliefs.length} attribute${data.beliefs.length === 1 ? "" : "s"} with ${asOf ? `a value held at ${when(data.as_of)} (world time)` : "a current value"}`,
     data.last_changed_at ? `, last change ${when(data.last_changed_at)}` : "",
-    others ? [". ", h("a", { href: `/search?${new URLSearchParams({ ns, entity, q: entity })}` },
-      `${others} other current memor${others === 1 ? "y" : "ies"}`), " about it state no attribute (episodes, notes)."] : ".");
-  if (!data.beliefs.length) { show(back, h("h1", {}, entity), done, summary); return; }
+    others ? [". ", h("a", { href: `/search?${new URLSearchParams(Object.assign({ ns, entity, q: entity }, asOf ? { as_of: asOf } : {}))}` },
+      `${others} other ${current} memor${others === 1 ? "y" : "ies"}`), " about it state no attribute (episodes, notes)."] : ".");
+  if (!data.beliefs.length) { show(back, h("h1", {}, entity), asOfForm, done, summary); return; }
   const doubtLinks = (m, ids) => ids.filter((i) => Number(i)).map((i) => h("div", { class: "doubt-note", "data-doubt": i },
-    h("span", { class: "tag doubt" }, "doubt"), " may be outdated by ", memLink(i), " ", doubtButtons(m, i, beliefsPage)));
+    h("span", { class: "tag doubt" }, "doubt"), " may be outdated by ", memLink(i), " ", asOf ? null : doubtButtons(m, i, beliefsPage)));
+  const heads = ["attribute", "value", "since (world)", "source", "confidence", "open doubts", "life"].concat(asOf ? [] : ["correct"]);
   const table = h("table", { id: "beliefs", class: "stack" },
-    h("thead", {}, h("tr", {}, ["attribute", "value", "since (world)", "source", "confidence", "open doubts", "life", "correct"].map((x) => h("th", {}, x)))),
+    h("thead", {}, h("tr", {}, heads.map((x) => h("th", {}, x)))),
     h("tbody", {}, data.beliefs.map((b) => {
       const m = b.memory;
       const how = b.read_from_text
         ? h("span", { class: "tag read", title: `read ${m.inferred ? `by ${m.inferred.method}, ${fmt(m.inferred.confidence, 2)} sure` : ""}` }, "read from text")
         : h("span", { class: "tag keyed" }, "keyed");
-      const also = (b.also_current || []).map((o) => h("div", { class: "muted also" }, "also current: ", memLink(o.id), ` ${o.content}`,
-        Number(o.possibly_outdated_by) ? [" (may be outdated by ", memLink(o.possibly_outdated_by), ") ", doubtButtons(o, o.possibly_outdated_by, beliefsPage)] : ""));
+      // An as-of answer's records are as they are now: their own doubts may have come later, so none is shown.
+      const also = (b.also_current || []).map((o) => h("div", { class: "muted also" }, `also ${current}: `, memLink(o.id), ` ${o.content}`,
+        Number(o.possibly_outdated_by) && !asOf ? [" (may be outdated by ", memLink(o.possibly_outdated_by), ") ", doubtButtons(o, o.possibly_outdated_by, beliefsPage)] : ""));
       const what = `${entity} · ${b.attribute}${b.value ? ` = ${b.value}` : ""}`;
       return h("tr", { "data-belief": b.attribute, "data-read": b.read_from_text ? "1" : null, "data-memory-id": m.id },
         cell("attribute", {}, h("b", {}, b.attribute)),
         cell("value", {}, b.value ? h("span", { class: "value" }, b.value) : h("span", { class: "muted" }, "(said in the statement)"), " ", how, " ", memLink(m.id),
-          h("div", { class: "muted" }, m.content), also),
+          asOf && stateOf(m.state) !== "ACTIVE" ? [" ", stateTag(m.state)] : null, h("div", { class: "muted" }, m.content), also),
         cell("since", {}, when(m.valid_from)),
         cell("source", {}, sourceOf(m.source)),
         cell("confidence", { class: "num" }, fmt(m.confidence, 2)),
         cell("open doubts", {}, doubtLinks(m, b.possibly_outdated_by || []).length ? doubtLinks(m, b.possibly_outdated_by) : h("span", { class: "muted" }, "none")),
         cell("life", {}, h("a", { href: lifeHref(b.history_key), "data-life": b.attribute },
           `${b.version_count} version${Number(b.version_count) === 1 ? "" : "s"} →`)),
-        cell("correct", { class: "acts" }, actButton("correct", m, { what }, beliefsPage), " ", actButton("forget", m, {}, beliefsPage)));
+        asOf ? null : cell("correct", { class: "acts" }, actButton("correct", m, { what }, beliefsPage), " ", actButton("forget", m, {}, beliefsPage)));
     })));
-  show(back, h("h1", {}, entity), done, summary, correctionArea(), h("div", { class: "panel" }, table));
+  show(back, h("h1", {}, entity), asOfForm, done, summary, asOf ? null : correctionArea(), h("div", { class: "panel" }, table));
 }
 
 async function overviewPage() {
