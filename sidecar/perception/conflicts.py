@@ -72,6 +72,9 @@ SOFT_CONFLICT_CANDIDATES = 256
 """Most recent memories of an entity compared with a new one: bounds the write's cost."""
 VECTOR_CACHE_BYTES = 32 * 2**20
 """RAM for unit vectors of recently written entity memories (soft-conflict candidates skip RocksDB)."""
+PENDING_UNITS = "perception.unit"
+"""Group slot (``Txn.add_pending``, keyed by id) of the unit vectors of entity memories written earlier in the group:
+the next items of a batch about the entity compare with them without reading and scaling them again (issue 42)."""
 VERSION_CACHE_ENTRIES = 500_000
 """Fact versions whose world time and normalised value are kept in RAM (about 150 bytes each)."""
 INCONSISTENCY_STEP = 0.5
@@ -623,23 +626,32 @@ class Perceiver:
         namespace = columns.namespaces.lookup(namespace_name)
         if entity == NO_CODE or namespace == NO_CODE:
             return []
-        ids = columns.entity_ids(entity)
-        ids = ids[ids < columns.size]
-        # Newest first, a window at a time: a busy entity has thousands of ids and most are current.
-        found: list[npt.NDArray[np.int64]] = []
-        count, end, window = 0, ids.size, 2 * SOFT_CONFLICT_CANDIDATES
-        while end > 0 and count < SOFT_CONFLICT_CANDIDATES:
-            chunk = ids[max(0, end - window) : end]
-            state = columns.state[chunk]
-            chunk = chunk[(columns.namespace[chunk] == namespace) & ((state == ACTIVE) | (state == ARCHIVED))]
-            found.append(chunk[::-1])
-            count += chunk.size
-            end -= window
-            window *= 4
-        if not found:
-            return []
-        recent: list[int] = np.concatenate(found)[:SOFT_CONFLICT_CANDIDATES].tolist()
-        return recent
+        # Newest first, from the newest ids only, more of them while too few are current here: a busy entity has
+        # tens of thousands of ids, and copying them all at every write made its writes slower as it grew (issue 42).
+        newest = 2 * SOFT_CONFLICT_CANDIDATES
+        while True:
+            ids = columns.entity_ids(entity, newest=newest)
+            listed = ids.size
+            ids = ids[ids < columns.size][::-1]
+            state = columns.state[ids]
+            ids = ids[(columns.namespace[ids] == namespace) & ((state == ACTIVE) | (state == ARCHIVED))]
+            if ids.size >= SOFT_CONFLICT_CANDIDATES or listed < newest:
+                recent: list[int] = ids[:SOFT_CONFLICT_CANDIDATES].tolist()
+                return recent
+            newest *= 4
+
+    @staticmethod
+    def _pending_about(txn: Txn, namespace: str, entity: str, durable: Sequence[int]) -> list[int]:
+        """The memories about an entity written earlier in this write's group (not durable yet), oldest first: the
+        newest SOFT_CONFLICT_CANDIDATES, as many as it compares with among the durable ones.
+
+        Sent alone, a write sees only the durable window; a batch of thousands about one entity made each of its
+        items compare with every earlier one, quadratic in the batch (issue 42). Within that many, a batch is
+        perceived as before.
+        """
+        known = set(durable)
+        newest = txn.pending(CF_ENTITIES, entity_prefix(namespace, entity), newest=SOFT_CONFLICT_CANDIDATES)
+        return [i for i in newest if i not in known]
 
     def perceive(self, txn: Txn, record: memory_pb2.Memory, vector: npt.NDArray[np.float32], now: float) -> Decision:
         """Classify ``record`` (not yet stored, id assigned) and adjust it and its neighbours."""
@@ -721,6 +733,7 @@ class Perceiver:
             ids = np.asarray([record.id], dtype=np.int64)
             units = unit_rows(vector.reshape(1, -1))
             txn.on_commit(lambda: self.recent_vectors.put(ids, units))
+            txn.add_pending(PENDING_UNITS, record.id, units[0])
         slots = self._slots.get(record.namespace)
         if slots is not None and entity:
             # At once, not on commit: the next statement of the same batch may name this entity or use this
@@ -1012,7 +1025,16 @@ class Perceiver:
         """
         wanted = np.asarray(ids, dtype=np.int64)
         held, rows = self.recent_vectors.get(wanted)
-        held[durable:] = False  # this group's own writes: only the overlay has them
+        held[durable:] = False  # this group's own writes: not in RAM, but as ``register`` kept them
+        kept = [(position, txn.pending(PENDING_UNITS, ids[position])) for position in range(durable, len(ids))]
+        kept = [(position, units[-1]) for position, units in kept if units]
+        if kept:
+            positions = np.asarray([position for position, _ in kept], dtype=np.int64)
+            units = np.stack([unit for _, unit in kept])
+            if rows.shape[1] != units.shape[1]:
+                rows = np.zeros((wanted.size, units.shape[1]), dtype=np.float32)
+            rows[positions] = units
+            held[positions] = True
         missing = np.flatnonzero(~held).tolist()
         if not missing:
             return ids, rows
@@ -1047,10 +1069,8 @@ class Perceiver:
         now: float,
         decision: Decision,
     ) -> Decision:
-        prefix = entity_prefix(record.namespace, record.entity)
         durable = self._recent_about(txn, record.namespace, record.entity)
-        known = set(durable)
-        ids = durable + [i for i in txn.pending(CF_ENTITIES, prefix) if i not in known]
+        ids = durable + self._pending_about(txn, record.namespace, record.entity, durable)
         if not ids:
             return decision
         # Vectors first (RAM, else one database call; no parsing); records only for the close ones.
@@ -1169,8 +1189,7 @@ class Perceiver:
         """The current memories of ``entity`` nearest ``unit`` (cosine ``floor`` or more) that may hold a slot (keyed
         ones too unless not ``keyed``), nearest first, with their slot as far as known."""
         durable = self._recent_about(txn, namespace, entity)
-        known = set(durable)
-        ids = durable + [i for i in txn.pending(CF_ENTITIES, entity_prefix(namespace, entity)) if i not in known]
+        ids = durable + self._pending_about(txn, namespace, entity, durable)
         if not ids:
             return []
         present, matrix = self._unit_vectors(txn, ids, len(durable))

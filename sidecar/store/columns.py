@@ -643,11 +643,15 @@ class MemoryColumns:
             ids = self._by_namespace.get(code)
             return len(ids) if ids else 0
 
-    def entity_ids(self, code: int) -> npt.NDArray[np.int64]:
-        """Every id ever stored about an entity (any namespace, evicted ones included)."""
+    def entity_ids(self, code: int, *, newest: int = 0) -> npt.NDArray[np.int64]:
+        """Every id ever stored about an entity (any namespace, evicted ones included), in the order stored; only
+        the last ``newest`` when given (0 = all), copied without copying the rest."""
         with self.lock:
             ids = self._by_entity.get(code)
-            return np.frombuffer(ids, dtype=np.uint64).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)
+            if not ids:
+                return np.zeros(0, dtype=np.int64)
+            held = np.frombuffer(ids, dtype=np.uint64)
+            return (held[-newest:] if newest else held).astype(np.int64)
 
     def live_ids(self) -> npt.NDArray[np.int64]:
         """Ids of every memory that is not evicted."""

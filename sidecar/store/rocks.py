@@ -175,6 +175,9 @@ class Txn:
     the database's prefix scans cannot see writes that are not yet durable."""
     writes: dict[tuple[str, bytes], bytes | None] = field(default_factory=dict)
     group_adds: list[tuple[tuple[str, object], Any]] = field(default_factory=list)
+    own_adds: dict[tuple[str, object], list[Any]] = field(default_factory=dict)
+    """``group_adds`` by (name, key): a batch of thousands adds as many values, and scanning them all at every
+    ``pending`` made the batch quadratic."""
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     events: int = 0
 
@@ -216,14 +219,17 @@ class Txn:
         """Delete ``key`` at commit."""
         self.writes[(cf, key)] = None
 
-    def pending(self, name: str, key: object) -> list[Any]:
-        """What earlier mutations of this group, and this one, added under (name, key)."""
+    def pending(self, name: str, key: object, *, newest: int = 0) -> list[Any]:
+        """What earlier mutations of this group, and this one, added under (name, key), oldest first; only the
+        last ``newest`` of them when given (0 = all)."""
         slot = (name, key)
-        return [*self.group.get(slot, ()), *(value for s, value in self.group_adds if s == slot)]
+        values = [*self.group.get(slot, ()), *self.own_adds.get(slot, ())]
+        return values[-newest:] if newest else values
 
     def add_pending(self, name: str, key: object, value: Any) -> None:
         """Record ``value`` under (name, key) for later mutations of the group, if this one succeeds."""
         self.group_adds.append(((name, key), value))
+        self.own_adds.setdefault((name, key), []).append(value)
 
     def prefix_keys(self, cf: str, prefix: bytes, *, newest_first: bool = False, limit: int = 0) -> list[bytes]:
         """Durable keys starting with ``prefix`` (in key order, or reversed), at most ``limit`` (0 = all)."""

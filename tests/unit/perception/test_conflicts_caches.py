@@ -1,4 +1,5 @@
-"""Perception's in-RAM caches (recent unit vectors, fact-version times and values) change no decision."""
+"""Perception's in-RAM caches (recent unit vectors, fact-version times and values, the unit vectors of a group's
+earlier items) change no decision."""
 
 from __future__ import annotations
 
@@ -6,12 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from memevo.sidecar.config import SidecarConfig
 from memevo.sidecar.domain import NewMemory
 from memevo.sidecar.embedding import EmbedderConfig
 from memevo.sidecar.engine import Engine
-from memevo.sidecar.perception.conflicts import Perceiver, RecentVectors, unit_rows
+from memevo.sidecar.perception.conflicts import (
+    PENDING_UNITS,
+    SOFT_CONFLICT_CANDIDATES,
+    Perceiver,
+    RecentVectors,
+    entity_prefix,
+    unit_rows,
+)
+from memevo.sidecar.store.rocks import CF_ENTITIES, Txn
 from memevo.v1 import memory_pb2, memory_service_pb2
 
 DIMENSION = 8
@@ -83,6 +93,7 @@ def _records(engine: Engine) -> dict[int, tuple[Any, ...]]:
             r.superseded_by,
             tuple(r.supersedes),
             r.valid_to.ToMicroseconds() if r.HasField("valid_to") else None,
+            r.possibly_outdated_by,
         )
         for r in found
     }
@@ -117,6 +128,56 @@ def test_cached_and_uncached_perception_decide_alike(tmp_path: Path) -> None:
         assert len(cached.perceiver._version_keys) > 0
     finally:
         cached.close()
+        reference.close()
+
+
+class _WithoutKeptUnits:
+    """A transaction that hides the unit vectors ``register`` keeps for the group: they are read from the overlay."""
+
+    def __init__(self, txn: Txn) -> None:
+        self._txn = txn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+    def pending(self, name: str, key: object, *, newest: int = 0) -> list[Any]:
+        return [] if name == PENDING_UNITS else self._txn.pending(name, key, newest=newest)
+
+
+class _AsBeforeIssue42(Perceiver):
+    """Every earlier item of the group about the entity a candidate, its vector read and scaled again each time."""
+
+    @staticmethod
+    def _pending_about(txn: Txn, namespace: str, entity: str, durable: Any) -> list[int]:
+        known = set(durable)
+        return [i for i in txn.pending(CF_ENTITIES, entity_prefix(namespace, entity)) if i not in known]
+
+    def _unit_vectors(self, txn: Txn, ids: list[int], durable: int) -> tuple[list[int], npt.NDArray[np.float32]]:
+        return super()._unit_vectors(_WithoutKeptUnits(txn), ids, durable)  # type: ignore[arg-type]
+
+
+def test_batches_within_the_window_are_perceived_as_before_the_bound(tmp_path: Path) -> None:
+    """Within SOFT_CONFLICT_CANDIDATES earlier items about its entity, an item of a batch decides as when it compared
+    with every earlier one and read their vectors from the overlay (see test_one_entity_batches for beyond)."""
+    items = _stream(700, seed=5)
+    bounded, reference = _engine(tmp_path / "bounded", cached=True), _engine(tmp_path / "reference", cached=True)
+    reference.perceiver = _AsBeforeIssue42(reference.perceiver.settings, reference.columns)
+    try:
+        position, sizes = 0, [250, 1, 200, 3, 246]  # the first entity holds hundreds before the later batches
+        for size in sizes:
+            chunk = items[position : position + size]
+            position += size
+            assert sum(item.entity == "e0" for item in chunk) < SOFT_CONFLICT_CANDIDATES
+            a = bounded.remember(chunk, rpc="batch")
+            b = reference.remember(chunk, rpc="batch")
+            assert [(w.memory.id, w.outcome, w.affected) for w in a] == [
+                (w.memory.id, w.outcome, w.affected) for w in b
+            ]
+        records = _records(bounded)
+        assert records == _records(reference)
+        assert any(r[3] > 0 for r in records.values())  # soft conflicts were raised, within batches too
+    finally:
+        bounded.close()
         reference.close()
 
 

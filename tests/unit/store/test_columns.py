@@ -51,6 +51,17 @@ def test_a_memory_given_its_entity_later_is_listed_under_it_once() -> None:
     assert list(columns.entity_ids(code)) == [1]
 
 
+def test_an_entitys_newest_ids_are_the_tail_of_its_list() -> None:
+    columns = MemoryColumns()
+    for memory_id in range(1, 8):
+        columns.set_record(memory_pb2.Memory(id=memory_id, state=STATE_ACTIVE, entity=f"user:{memory_id % 2}"))
+    code = columns.entities.lookup("user:1")
+    assert list(columns.entity_ids(code)) == [1, 3, 5, 7]
+    assert list(columns.entity_ids(code, newest=2)) == [5, 7]
+    assert list(columns.entity_ids(code, newest=9)) == [1, 3, 5, 7]
+    assert list(columns.entity_ids(columns.entities.lookup("user:9"), newest=2)) == []
+
+
 def test_state_changes_and_counts() -> None:
     columns = MemoryColumns()
     for memory_id in range(1, 6):

@@ -133,6 +133,19 @@ def test_reads_inside_a_group_see_earlier_uncommitted_writes(tmp_path: Path) -> 
     store.close()
 
 
+def test_pending_lists_a_slots_values_oldest_first_and_only_the_newest_when_asked(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+
+    def mutation(txn: Txn) -> tuple[list[int], ...]:
+        for value in range(5):
+            txn.add_pending("ids", b"a", value)
+            txn.add_pending("ids", b"b", 10 + value)
+        return txn.pending("ids", b"a"), txn.pending("ids", b"a", newest=2), txn.pending("ids", b"c", newest=3)
+
+    assert store.apply(mutation) == ([0, 1, 2, 3, 4], [3, 4], [])
+    store.close()
+
+
 def test_applies_and_submits_from_many_threads_share_groups_and_stay_dense(tmp_path: Path) -> None:
     store = _open(tmp_path)
     results: list[int] = []
