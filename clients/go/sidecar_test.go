@@ -52,17 +52,26 @@ const (
 	socketFileName = "memevo.sock"
 )
 
-// startSidecar runs `python -m memevo.sidecar.cli serve` ($MEMEVO_PYTHON, else python) with the
-// extra serve arguments and waits for its ready file. memevo must be importable
-// (pip install -e '.[test]' at the repository root).
+// startSidecar runs `python -m memevo.sidecar.cli serve` ($MEMEVO_PYTHON, else the first of python3 and
+// python on PATH, as the Java tests choose) with the extra serve arguments and waits for its ready file.
+// memevo must be importable (pip install -e '.[test]' at the repository root).
 func startSidecar(extra ...string) (*sidecar, error) {
 	dir, err := os.MkdirTemp("", "memevo-go-")
 	if err != nil {
 		return nil, err
 	}
 	python := os.Getenv("MEMEVO_PYTHON")
+	for _, name := range []string{"python3", "python"} {
+		if python != "" {
+			break
+		}
+		if _, err := exec.LookPath(name); err == nil {
+			python = name
+		}
+	}
 	if python == "" {
-		python = "python"
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("no python3 or python on PATH: set MEMEVO_PYTHON to the interpreter that has memevo")
 	}
 	ready := filepath.Join(dir, readyFileName)
 	cmd := exec.Command(python, "-m", "memevo.sidecar.cli", "serve",
