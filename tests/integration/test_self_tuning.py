@@ -106,11 +106,17 @@ def test_adaptive_experiment_shifts_promotes_and_rolls_back(data_dir: Path) -> N
             shares: list[float] = []
             for _ in range(400):
                 result = client.recall(vector=rng.standard_normal(DIMENSION).astype(np.float32), k=3, namespace="t")
-                ok = rng.random() < SUCCESS[result.arm] if result.arm in SUCCESS else False
+                # The review promotes on a background thread: a retrieval made once it published was ranked by
+                # the promoted policy, and the planted regression says such outcomes fail. Checked after the
+                # recall, so a retrieval made before the promotion keeps its arm's success rate.
+                stats = client.stats().experiment
+                assert stats is not None
+                promoted_already = stats.phase != ExperimentPhase.RUNNING
+                ok = not promoted_already and (rng.random() < SUCCESS[result.arm] if result.arm in SUCCESS else False)
                 client.report_outcome(result.retrieval_id, Outcome.SUCCESS if ok else Outcome.FAILURE)
                 stats = client.stats().experiment
                 assert stats is not None
-                if stats.phase == ExperimentPhase.RUNNING:
+                if stats.phase == ExperimentPhase.RUNNING and not promoted_already:
                     shares.append(stats.arm("candidate").share)
                 else:
                     break
