@@ -762,30 +762,34 @@ class Experiments:
             previous = request.previous(txn) if request is not None else None
             if previous is not None:
                 return policy_pb2.Experiment.FromString(previous)
-            generation = self._generation + 1
-            running = _resolve(experiment, generation)
-            if running is None:
-                txn.delete(CF_META, META_EXPERIMENT)
-            else:
-                txn.put(CF_META, META_EXPERIMENT, experiment.SerializeToString())
-            txn.delete(CF_META, META_EXPERIMENT_DECISIONS)
-            txn.put(
-                CF_META,
-                META_EXPERIMENT_COUNTS,
-                self._encode(generation, running.counts if running else {}, running.adaptive if running else None),
-            )
+            self._replace(txn, experiment)
             if request is not None:
                 request.record(txn, experiment.SerializeToString())
-
-            def publish() -> None:
-                with self._lock:
-                    self._generation = generation
-                    self._running = running
-
-            txn.on_commit(publish)
             return experiment
 
         return self._store.apply(mutation)
+
+    def _replace(self, txn: Txn, experiment: policy_pb2.Experiment) -> None:
+        """Inside ``txn``: ``experiment`` (no arms: none) runs from the next generation, with fresh counts."""
+        generation = self._generation + 1
+        running = _resolve(experiment, generation)
+        if running is None:
+            txn.delete(CF_META, META_EXPERIMENT)
+        else:
+            txn.put(CF_META, META_EXPERIMENT, experiment.SerializeToString())
+        txn.delete(CF_META, META_EXPERIMENT_DECISIONS)
+        txn.put(
+            CF_META,
+            META_EXPERIMENT_COUNTS,
+            self._encode(generation, running.counts if running else {}, running.adaptive if running else None),
+        )
+
+        def publish() -> None:
+            with self._lock:
+                self._generation = generation
+                self._running = running
+
+        txn.on_commit(publish)
 
     def promote(
         self, engine: Engine, arm_name: str, *, request: RequestKey | None = None
@@ -824,20 +828,10 @@ class Experiments:
             # The policy, the decision and the experiment's end land in one transaction: a crash between them
             # would leave the experiment splitting traffic under a policy it already replaced.
             self._emit_decision(txn, decision)
-            generation = self._generation + 1
-            txn.delete(CF_META, META_EXPERIMENT)
-            txn.delete(CF_META, META_EXPERIMENT_DECISIONS)
-            txn.put(CF_META, META_EXPERIMENT_COUNTS, self._encode(generation, {}, None))
+            self._replace(txn, policy_pb2.Experiment())
             if request is not None:
                 answer = memory_service_pb2.PromoteArmResponse(policy=policy, final_stats=final)
                 request.record(txn, answer.SerializeToString())
-
-            def publish() -> None:
-                with self._lock:
-                    self._generation = generation
-                    self._running = None
-
-            txn.on_commit(publish)
 
         return engine.update_policy(policy, also=also), final
 
