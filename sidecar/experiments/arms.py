@@ -29,8 +29,12 @@ it: every retrieval uses it, and once it has ``min_outcomes`` outcomes below
 the control's interval at promotion, the previous policy is restored. Each
 decision is a CHANGE_EVENT_TYPE_EXPERIMENT_DECISION event carrying its
 evidence and the policy it replaced (UpdatePolicy with it reverses it), and is
-listed in GetStats. Promotion and rollback bump the generation, so outcomes of
-retrievals ranked before a decision do not count after it.
+listed in GetStats. An operator's UpdatePolicy while a promotion is watched
+ends the watch: from then on retrievals use the policy in force, and the next
+review (started by the next Recall or GetStats) records a ROLLED_BACK decision
+that leaves the policy as the operator set it. Promotion and rollback bump the
+generation, so outcomes of retrievals ranked before a decision do not count
+after it.
 """
 
 from __future__ import annotations
@@ -280,6 +284,8 @@ class _Running:
     cumulative: list[float]
     counts: dict[str, _Counts] = field(default_factory=dict)
     adaptive: _Adaptive = field(default_factory=lambda: _Adaptive(AdaptiveRules()))
+    installed: policy_pb2.Policy | None = None
+    """While watching: the policy the promotion installed, once known (the engine's own object when possible)."""
 
     def outcomes_total(self) -> int:
         return sum(c.outcomes for c in self.counts.values()) + self.adaptive.promoted_counts.outcomes
@@ -375,6 +381,12 @@ class Experiments:
             return None
         adaptive = running.adaptive
         if adaptive.phase == policy_pb2.EXPERIMENT_PHASE_WATCHING:
+            if not self._promotion_in_force(running):
+                # The operator replaced the promoted policy (UpdatePolicy undoes a promotion): the policy in force
+                # ranks, unlabelled, and a review ends the watch. (For a moment after a promotion commits, the
+                # engine still holds the old policy: that retrieval goes unlabelled and the review finds no change.)
+                self._start_review(running)
+                return None
             return next(a for a in running.arms if a.name == adaptive.promoted)
         if adaptive.phase == policy_pb2.EXPERIMENT_PHASE_ROLLED_BACK:
             return None
@@ -476,7 +488,12 @@ class Experiments:
         return stats
 
     def fill_stats(self, response: memory_service_pb2.GetStatsResponse) -> None:
-        """Add the running experiment to a GetStats answer."""
+        """Add the running experiment to a GetStats answer (a watch whose policy was replaced gets its review)."""
+        running = self._running
+        if running is not None and running.adaptive.phase == policy_pb2.EXPERIMENT_PHASE_WATCHING:
+            with self._lock:
+                if not self._promotion_in_force(running):
+                    self._start_review(running)
         stats = self.snapshot()
         if stats is not None:
             response.experiment.CopyFrom(stats)
@@ -491,6 +508,12 @@ class Experiments:
         if adaptive.phase == policy_pb2.EXPERIMENT_PHASE_ROLLED_BACK:
             return
         if not snapshot_due(running.outcomes_total(), adaptive.snapshot, adaptive.rules.snapshot_outcomes):
+            return
+        self._start_review(running)
+
+    def _start_review(self, running: _Running) -> None:
+        """Run :meth:`review` on a background thread unless one is running."""
+        if self._engine is None:
             return
         with self._review_lock:
             if self._reviewing:
@@ -508,6 +531,47 @@ class Experiments:
         finally:
             with self._review_lock:
                 self._reviewing = False
+
+    def _promotion_in_force(self, running: _Running, current: policy_pb2.Policy | None = None) -> bool:
+        """While watching: whether ``current`` (default: the engine's policy) is the one the promotion installed.
+
+        The engine's policy is compared by identity after the first look (the engine keeps the object it was
+        given), by value otherwise, against the promotion recomputed from its decision after a restart.
+        """
+        engine = self._engine
+        if engine is None:
+            return True
+        mine = current is None
+        current = engine.policy if current is None else current
+        if running.installed is current:
+            return True
+        if running.installed is None:
+            promotion = next(
+                (
+                    d
+                    for d in reversed(running.adaptive.decisions)
+                    if d.kind == policy_pb2.EXPERIMENT_DECISION_KIND_PROMOTED
+                ),
+                None,
+            )
+            arm = next((a for a in running.arms if a.name == running.adaptive.promoted), None)
+            if promotion is None or arm is None:
+                return True  # nothing to compare with: the watch goes on as before
+            parameters = list(running.experiment.adaptive.tunable_parameters)
+            running.installed = promoted_policy(arm.policy, promotion.previous_policy, parameters)
+            running.installed.name = arm.name
+        if current != running.installed:
+            return False
+        if mine:
+            running.installed = current
+        return True
+
+    def _stored_policy(self) -> policy_pb2.Policy | None:
+        """The data directory's policy as committed (the engine publishes its copy a moment after a commit)."""
+        from ..engine import META_POLICY
+
+        raw = self._store.meta(META_POLICY)
+        return policy_pb2.Policy.FromString(raw) if raw else None
 
     def review(self, running: _Running | None = None) -> None:
         """Take a posterior snapshot and apply the promotion or rollback rule (see the module docstring)."""
@@ -712,6 +776,7 @@ class Experiments:
                         return
                     running.adaptive = adaptive
                     running.generation = generation
+                    running.installed = promote[0] if promote is not None else None
                     self._generation = generation
                     self._last_promotion_s = last_promotion
 
@@ -726,13 +791,26 @@ class Experiments:
 
     def _review_watch(self, running: _Running) -> None:
         adaptive = running.adaptive
+        engine = self._engine
+        assert engine is not None
         with self._lock:
             promoted = adaptive.promoted_counts.copy()
             counts = {n: c.copy() for n, c in running.counts.items()}
             total = running.outcomes_total()
+            # Decided by the committed policy: a promotion's own commit publishes the engine's copy after the phase.
+            in_force = self._stored_policy() or engine.policy
+            replaced = not self._promotion_in_force(running, in_force)
         why = rollback_call(promoted.posterior(), adaptive.control_low, adaptive.rules)
+        if replaced:
+            # Restoring the previous policy now would overwrite the operator's: the watch ends, the policy stays.
+            why = (
+                f"the promoted policy was replaced by UpdatePolicy ({in_force.name!r}); the watch ends and "
+                "the policy in force stays"
+            )
         if why is None:
-            self._save_snapshot(running, list(adaptive.shares), total, counts)
+            # A review started by a Recall or GetStats that found the policy replaced may find nothing due.
+            if snapshot_due(total, adaptive.snapshot, adaptive.rules.snapshot_outcomes):
+                self._save_snapshot(running, list(adaptive.shares), total, counts)
             return
         promotion = next(
             (d for d in reversed(adaptive.decisions) if d.kind == policy_pb2.EXPERIMENT_DECISION_KIND_PROMOTED), None
@@ -746,7 +824,8 @@ class Experiments:
         decision.arm_stats.CopyFrom(promotion.arm_stats)
         decision.promoted_stats.CopyFrom(_arm_stats(adaptive.promoted, 1.0, promoted))
         decision.probability_better = promotion.probability_better
-        self._apply_decision(running, decision, total, promote=None, rollback=promotion.previous_policy)
+        rollback = None if replaced else promotion.previous_policy
+        self._apply_decision(running, decision, total, promote=None, rollback=rollback)
 
     # ---- changes ---------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from memevo.client import (
     MemoryClient,
     Outcome,
     ParameterBound,
+    Policy,
 )
 
 pytestmark = pytest.mark.integration
@@ -65,27 +66,34 @@ def _wait_for_phase(client: MemoryClient, phase: ExperimentPhase, deadline_s: fl
     raise AssertionError(f"experiment never reached {phase}: {client.stats().experiment}")
 
 
+def _arms(client: MemoryClient, rng: np.random.Generator) -> tuple[Policy, Policy, tuple[ExperimentArm, ...]]:
+    """A few memories, the operator's bound on beta, and the arms: (bounded policy, policy in force, arms)."""
+    for i in range(8):
+        client.remember(f"note {i}", vector=rng.standard_normal(DIMENSION).astype(np.float32), namespace="t")
+    bounded = dataclasses.replace(
+        client.get_policy(),
+        name="operator",
+        tuning_bounds=(ParameterBound(parameter="beta", min=0.3, max=0.9),),
+    )
+    client.update_policy(bounded)
+    current = client.get_policy()
+    candidate = dataclasses.replace(
+        current, name="candidate", kinds=tuple(dataclasses.replace(k, beta=0.85) for k in current.kinds)
+    )
+    arms = (
+        ExperimentArm(name="control", policy=dataclasses.replace(current, name="control")),
+        ExperimentArm(name="candidate", policy=candidate),
+    )
+    return bounded, current, arms
+
+
 def test_adaptive_experiment_shifts_promotes_and_rolls_back(data_dir: Path) -> None:
     sidecar = start_sidecar(data_dir, "--sweep-interval-s", "0", dimension=DIMENSION)
     rng = np.random.default_rng(11)
     try:
         with MemoryClient(sidecar.unix_target) as client:
-            for i in range(8):
-                client.remember(f"note {i}", vector=rng.standard_normal(DIMENSION).astype(np.float32), namespace="t")
-            bounded = dataclasses.replace(
-                client.get_policy(),
-                name="operator",
-                tuning_bounds=(ParameterBound(parameter="beta", min=0.3, max=0.9),),
-            )
-            client.update_policy(bounded)
-            current = client.get_policy()
-            candidate = dataclasses.replace(
-                current, name="candidate", kinds=tuple(dataclasses.replace(k, beta=0.85) for k in current.kinds)
-            )
-            arms = (
-                ExperimentArm(name="control", policy=dataclasses.replace(current, name="control")),
-                ExperimentArm(name="candidate", policy=candidate),
-            )
+            bounded, current, arms = _arms(client, rng)
+            candidate = arms[1].policy
 
             # Limited adaptivity: a parameter the experiment does not name may not move, nor one outside its bound.
             sneaky = dataclasses.replace(
@@ -192,5 +200,54 @@ def test_adaptive_experiment_shifts_promotes_and_rolls_back(data_dir: Path) -> N
                 ExperimentDecisionKind.PROMOTED,
                 ExperimentDecisionKind.ROLLED_BACK,
             ]
+    finally:
+        sidecar.stop()
+
+
+def test_update_policy_with_the_replaced_policy_undoes_an_automatic_promotion(data_dir: Path) -> None:
+    """The operator's undo: UpdatePolicy with the PROMOTED decision's previous_policy, then Recall uses it."""
+    sidecar = start_sidecar(data_dir, "--sweep-interval-s", "0", dimension=DIMENSION)
+    rng = np.random.default_rng(12)
+    try:
+        with MemoryClient(sidecar.unix_target) as client:
+            _, current, arms = _arms(client, rng)
+            client.set_experiment(Experiment(name="undo", arms=arms, adaptive=_settings()))
+            for _ in range(400):
+                result = client.recall(vector=rng.standard_normal(DIMENSION).astype(np.float32), k=3, namespace="t")
+                ok = rng.random() < SUCCESS.get(result.arm, 0.0)
+                client.report_outcome(result.retrieval_id, Outcome.SUCCESS if ok else Outcome.FAILURE)
+                stats = client.stats().experiment
+                assert stats is not None
+                if stats.phase != ExperimentPhase.RUNNING:
+                    break
+            _wait_for_phase(client, ExperimentPhase.WATCHING)
+            stats = client.stats().experiment
+            assert stats is not None
+            promoted = stats.decisions[-1]
+            assert promoted.kind == ExperimentDecisionKind.PROMOTED
+            assert client.get_policy().name == "candidate"
+            query = rng.standard_normal(DIMENSION).astype(np.float32)
+            assert client.recall(vector=query, k=3, namespace="t").arm == "candidate"
+
+            client.update_policy(promoted.previous_policy)
+            # From the next Recall on, the policy in force ranks: no arm, nothing counted as the promoted policy's.
+            assert client.recall(vector=query, k=3, namespace="t").arm == ""
+            _wait_for_phase(client, ExperimentPhase.ROLLED_BACK)
+            stats = client.stats().experiment
+            assert stats is not None
+            ended = stats.decisions[-1]
+            assert ended.kind == ExperimentDecisionKind.ROLLED_BACK
+            assert "replaced by UpdatePolicy ('operator')" in ended.reason
+            restored = client.get_policy()
+            assert restored.name == "operator"
+            assert {k.beta for k in restored.kinds} == {k.beta for k in current.kinds}
+            kinds = []
+            with client.watch(0, types=[ChangeEventType.EXPERIMENT_DECISION], timeout_s=5.0) as stream:
+                for event in stream:
+                    assert event.experiment_decision is not None
+                    kinds.append(event.experiment_decision.kind)
+                    if len(kinds) == 2:
+                        stream.cancel()
+            assert kinds == [ExperimentDecisionKind.PROMOTED, ExperimentDecisionKind.ROLLED_BACK]
     finally:
         sidecar.stop()

@@ -224,3 +224,108 @@ def test_an_arm_drawn_before_a_promotion_is_not_counted_as_the_promoted_policy(
     running = experiments._running
     assert running is not None
     assert running.adaptive.promoted_counts.outcomes == 0
+
+
+def _promote(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> policy_pb2.ExperimentDecision:
+    """The candidate promoted automatically (replay allowing), the experiment watching it."""
+    start(engine)
+    give(engine.experiments, control=(40, 12.0), candidate=(40, 36.0))
+    monkeypatch.setattr(engine.experiments, "_replay_check", lambda candidate, current: (0.60, 0.50, 12))
+    engine.experiments.review()
+    stats = engine.experiments.snapshot()
+    assert stats is not None
+    assert stats.phase == policy_pb2.EXPERIMENT_PHASE_WATCHING
+    assert engine.policy.name == "candidate"
+    return stats.decisions[-1]
+
+
+def _ranked_value(engine: Engine, memory_id: int) -> tuple[float, str]:
+    """The value a Recall's ranking gives ``memory_id`` now, and the arm the retrieval was labelled with."""
+    from memevo.sidecar.domain import RecallQuery
+    from memevo.sidecar.experiments import arms
+
+    vector = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    with arms.observed_retrieval(engine, RecallQuery(vector=vector)) as observed:
+        value = float(engine.score_rows(np.array([memory_id])).value[0])
+        observed.returned_ids = []
+    return value, observed.arm
+
+
+def _wait_for_phase(engine: Engine, phase: int) -> policy_pb2.ExperimentStats:
+    deadline = time.monotonic() + 10
+    while True:
+        stats = engine.experiments.snapshot()
+        assert stats is not None
+        if stats.phase == phase:
+            return stats
+        assert time.monotonic() < deadline, f"phase {stats.phase}, not {phase}"
+        time.sleep(0.01)
+
+
+def test_update_policy_with_the_replaced_policy_undoes_a_promotion(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the decision's previous_policy promises: the operator's UpdatePolicy with it takes effect at once."""
+    from memevo.sidecar.domain import NewMemory
+
+    memory_id = engine.remember([NewMemory(content="x", vector=np.ones(8, dtype=np.float32) / np.sqrt(8))])[0].memory.id
+    operator_value = float(engine.score_rows(np.array([memory_id])).value[0])
+    promoted = _promote(engine, monkeypatch)
+    promoted_value, arm = _ranked_value(engine, memory_id)
+    assert arm == "candidate"
+    assert promoted_value != pytest.approx(operator_value)  # beta moves the value: the check below can tell
+
+    engine.update_policy(promoted.previous_policy)
+    value, arm = _ranked_value(engine, memory_id)
+    assert value == pytest.approx(operator_value)  # ranked by the policy in force, not the promoted arm's
+    assert arm == ""  # and not counted as the promoted policy's
+
+    stats = _wait_for_phase(engine, policy_pb2.EXPERIMENT_PHASE_ROLLED_BACK)
+    ended = stats.decisions[-1]
+    assert ended.kind == KIND.EXPERIMENT_DECISION_KIND_ROLLED_BACK
+    assert "replaced by UpdatePolicy ('operator')" in ended.reason
+    assert engine.policy.name == "operator"
+    assert [e.experiment_decision.kind for e in decisions_on_the_log(engine)] == [
+        KIND.EXPERIMENT_DECISION_KIND_PROMOTED,
+        KIND.EXPERIMENT_DECISION_KIND_ROLLED_BACK,
+    ]
+
+
+def test_a_watch_never_overwrites_the_operators_policy(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy the operator set while the promotion was watched stays, even when the promoted one did badly."""
+    _promote(engine, monkeypatch)
+    third = policy_pb2.Policy()
+    third.CopyFrom(engine.policy)
+    third.name = "third"
+    for entry in third.kinds:
+        entry.beta = 0.5
+    engine.update_policy(third)
+    running = engine.experiments._running
+    assert running is not None
+    running.adaptive.promoted_counts = _Counts(25, 25, 2.0, 23.0)  # the rollback rule would fire
+    engine.experiments.review()
+    stats = engine.experiments.snapshot()
+    assert stats is not None
+    assert stats.phase == policy_pb2.EXPERIMENT_PHASE_ROLLED_BACK
+    assert "replaced by UpdatePolicy ('third')" in stats.decisions[-1].reason
+    assert engine.policy.name == "third"
+
+
+def test_a_watch_survives_a_restart_while_its_policy_is_in_force(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _promote(engine, monkeypatch)
+    config = engine.config
+    engine.close()
+    reopened = Engine(config)
+    try:
+        arm = reopened.experiments.assign("any")
+        assert arm is not None
+        assert arm.name == "candidate"
+        reopened.experiments.review()
+        stats = reopened.experiments.snapshot()
+        assert stats is not None
+        assert stats.phase == policy_pb2.EXPERIMENT_PHASE_WATCHING
+        assert reopened.policy.name == "candidate"
+    finally:
+        reopened.close()
