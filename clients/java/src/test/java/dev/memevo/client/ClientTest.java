@@ -8,11 +8,18 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.protobuf.Timestamp;
+import dev.memevo.v1.AdaptiveSettings;
+import dev.memevo.v1.AllocationMode;
+import dev.memevo.v1.ArmStats;
 import dev.memevo.v1.Belief;
 import dev.memevo.v1.BeliefsResponse;
 import dev.memevo.v1.ChangeEvent;
 import dev.memevo.v1.ChangeEventType;
 import dev.memevo.v1.EntitySummary;
+import dev.memevo.v1.Experiment;
+import dev.memevo.v1.ExperimentArm;
+import dev.memevo.v1.ExperimentPhase;
+import dev.memevo.v1.ExperimentStats;
 import dev.memevo.v1.Fact;
 import dev.memevo.v1.GetRequest;
 import dev.memevo.v1.ListEntitiesRequest;
@@ -23,12 +30,14 @@ import dev.memevo.v1.MemoryKind;
 import dev.memevo.v1.MemoryServiceGrpc;
 import dev.memevo.v1.MemorySource;
 import dev.memevo.v1.MemoryState;
+import dev.memevo.v1.Policy;
 import dev.memevo.v1.RecallResponse;
 import dev.memevo.v1.RecalledMemory;
 import dev.memevo.v1.RememberRequest;
 import dev.memevo.v1.RememberResponse;
 import dev.memevo.v1.RememberStreamItem;
 import dev.memevo.v1.RememberStreamResponse;
+import dev.memevo.v1.SetExperimentRequest;
 import dev.memevo.v1.WatchRequest;
 import dev.memevo.v1.WriteOutcome;
 import dev.memevo.v1.WriteResult;
@@ -423,5 +432,47 @@ class ClientTest {
 
     var error = assertThrows(MemevoException.InvalidArgument.class, () -> client.beliefs(BELIEFS_NS, ""));
     assertEquals(List.of("entity"), error.fieldViolations().stream().map(MemevoException.FieldViolation::field).toList());
+  }
+
+  /** An experiment of arms java-a and java-b, each {@code policy} renamed, with {@code adaptive} settings. */
+  static SetExperimentRequest adaptiveExperiment(String name, Policy policy, AdaptiveSettings.Builder adaptive) {
+    var experiment = Experiment.newBuilder().setName(name).setAdaptive(adaptive);
+    for (String arm : List.of("java-a", "java-b")) {
+      experiment.addArms(ExperimentArm.newBuilder().setName(arm).setPolicy(policy.toBuilder().setName(arm)));
+    }
+    return SetExperimentRequest.newBuilder().setExperiment(experiment).build();
+  }
+
+  @Test
+  void setExperimentTakesAdaptiveSettingsAndStatsShowThem() {
+    Policy policy = client.getPolicy();
+    try {
+      Experiment running = client.setExperiment(adaptiveExperiment("java-adaptive", policy,
+          AdaptiveSettings.newBuilder()
+              .setAllocation(AllocationMode.ALLOCATION_MODE_THOMPSON)
+              .setFloorShare(0.1)
+              .setSnapshotOutcomes(5)));
+      assertEquals(AllocationMode.ALLOCATION_MODE_THOMPSON, running.getAdaptive().getAllocation());
+      ExperimentStats stats = client.getStats().getExperiment();
+      assertEquals(List.of("java-adaptive", AllocationMode.ALLOCATION_MODE_THOMPSON,
+              ExperimentPhase.EXPERIMENT_PHASE_RUNNING, "java-a"),
+          List.of(stats.getName(), stats.getAllocation(), stats.getPhase(), stats.getControlArm()));
+      assertEquals(2, stats.getArmsCount());
+      for (ArmStats a : stats.getArmsList()) {
+        assertEquals(List.of(0.5, 0.5), List.of(a.getShare(), a.getProbabilityBest()), a.getName());
+      }
+
+      // Automatic promotion without the parameters it may move is refused, naming the field.
+      var bad = AdaptiveSettings.newBuilder()
+          .setAllocation(AllocationMode.ALLOCATION_MODE_THOMPSON)
+          .setPromoteProbability(0.99);
+      var error = assertThrows(MemevoException.InvalidArgument.class,
+          () -> client.setExperiment(adaptiveExperiment("java-adaptive-bad", policy, bad)));
+      assertEquals(List.of("experiment.adaptive.tunable_parameters"),
+          error.fieldViolations().stream().map(MemevoException.FieldViolation::field).toList());
+    } finally {
+      client.setExperiment(SetExperimentRequest.newBuilder().setExperiment(Experiment.getDefaultInstance()).build());
+    }
+    assertFalse(client.getStats().hasExperiment());
   }
 }
