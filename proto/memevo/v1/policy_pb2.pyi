@@ -130,11 +130,12 @@ class _ExperimentPhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Exper
     """The arms share the retrievals."""
     EXPERIMENT_PHASE_WATCHING: _ExperimentPhase.ValueType  # 2
     """An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
-    its success rate is watched against the control's interval at promotion.
+    its success rate is watched against the control's interval at promotion. An UpdatePolicy that changes
+    the policy meanwhile ends the watch (a ROLLED_BACK decision that keeps the new policy).
     """
     EXPERIMENT_PHASE_ROLLED_BACK: _ExperimentPhase.ValueType  # 3
-    """The promoted policy fell below the control's interval and the control's policy was restored; every
-    retrieval uses the policy in force.
+    """The promoted policy fell below the control's interval and the control's policy was restored, or an
+    UpdatePolicy replaced it while it was watched; every retrieval uses the policy in force.
     """
 
 class ExperimentPhase(_ExperimentPhase, metaclass=_ExperimentPhaseEnumTypeWrapper):
@@ -146,11 +147,12 @@ EXPERIMENT_PHASE_RUNNING: ExperimentPhase.ValueType  # 1
 """The arms share the retrievals."""
 EXPERIMENT_PHASE_WATCHING: ExperimentPhase.ValueType  # 2
 """An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
-its success rate is watched against the control's interval at promotion.
+its success rate is watched against the control's interval at promotion. An UpdatePolicy that changes
+the policy meanwhile ends the watch (a ROLLED_BACK decision that keeps the new policy).
 """
 EXPERIMENT_PHASE_ROLLED_BACK: ExperimentPhase.ValueType  # 3
-"""The promoted policy fell below the control's interval and the control's policy was restored; every
-retrieval uses the policy in force.
+"""The promoted policy fell below the control's interval and the control's policy was restored, or an
+UpdatePolicy replaced it while it was watched; every retrieval uses the policy in force.
 """
 Global___ExperimentPhase: _TypeAlias = ExperimentPhase  # noqa: Y015
 
@@ -165,7 +167,9 @@ class _ExperimentDecisionKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper
     EXPERIMENT_DECISION_KIND_PROMOTED: _ExperimentDecisionKind.ValueType  # 1
     """An arm's policy became the data directory's policy."""
     EXPERIMENT_DECISION_KIND_ROLLED_BACK: _ExperimentDecisionKind.ValueType  # 2
-    """The promoted policy did worse than the control's interval; the previous policy was restored."""
+    """The promoted policy did worse than the control's interval and the previous policy was restored; or
+    an UpdatePolicy replaced the promoted policy while it was watched, and that policy stays.
+    """
     EXPERIMENT_DECISION_KIND_HELD: _ExperimentDecisionKind.ValueType  # 3
     """The posterior called for a promotion but the replay check found the candidate worse; nothing changed."""
 
@@ -177,7 +181,9 @@ EXPERIMENT_DECISION_KIND_UNSPECIFIED: ExperimentDecisionKind.ValueType  # 0
 EXPERIMENT_DECISION_KIND_PROMOTED: ExperimentDecisionKind.ValueType  # 1
 """An arm's policy became the data directory's policy."""
 EXPERIMENT_DECISION_KIND_ROLLED_BACK: ExperimentDecisionKind.ValueType  # 2
-"""The promoted policy did worse than the control's interval; the previous policy was restored."""
+"""The promoted policy did worse than the control's interval and the previous policy was restored; or
+an UpdatePolicy replaced the promoted policy while it was watched, and that policy stays.
+"""
 EXPERIMENT_DECISION_KIND_HELD: ExperimentDecisionKind.ValueType  # 3
 """The posterior called for a promotion but the replay check found the candidate worse; nothing changed."""
 Global___ExperimentDecisionKind: _TypeAlias = ExperimentDecisionKind  # noqa: Y015

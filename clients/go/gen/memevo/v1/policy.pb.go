@@ -201,10 +201,11 @@ const (
 	// The arms share the retrievals.
 	ExperimentPhase_EXPERIMENT_PHASE_RUNNING ExperimentPhase = 1
 	// An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
-	// its success rate is watched against the control's interval at promotion.
+	// its success rate is watched against the control's interval at promotion. An UpdatePolicy that changes
+	// the policy meanwhile ends the watch (a ROLLED_BACK decision that keeps the new policy).
 	ExperimentPhase_EXPERIMENT_PHASE_WATCHING ExperimentPhase = 2
-	// The promoted policy fell below the control's interval and the control's policy was restored; every
-	// retrieval uses the policy in force.
+	// The promoted policy fell below the control's interval and the control's policy was restored, or an
+	// UpdatePolicy replaced it while it was watched; every retrieval uses the policy in force.
 	ExperimentPhase_EXPERIMENT_PHASE_ROLLED_BACK ExperimentPhase = 3
 )
 
@@ -259,7 +260,8 @@ const (
 	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_UNSPECIFIED ExperimentDecisionKind = 0
 	// An arm's policy became the data directory's policy.
 	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_PROMOTED ExperimentDecisionKind = 1
-	// The promoted policy did worse than the control's interval; the previous policy was restored.
+	// The promoted policy did worse than the control's interval and the previous policy was restored; or
+	// an UpdatePolicy replaced the promoted policy while it was watched, and that policy stays.
 	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_ROLLED_BACK ExperimentDecisionKind = 2
 	// The posterior called for a promotion but the replay check found the candidate worse; nothing changed.
 	ExperimentDecisionKind_EXPERIMENT_DECISION_KIND_HELD ExperimentDecisionKind = 3

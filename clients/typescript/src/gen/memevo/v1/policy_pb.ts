@@ -1003,15 +1003,16 @@ export enum ExperimentPhase {
 
   /**
    * An arm was promoted automatically and is the data directory's policy; every retrieval uses it while
-   * its success rate is watched against the control's interval at promotion.
+   * its success rate is watched against the control's interval at promotion. An UpdatePolicy that changes
+   * the policy meanwhile ends the watch (a ROLLED_BACK decision that keeps the new policy).
    *
    * @generated from enum value: EXPERIMENT_PHASE_WATCHING = 2;
    */
   WATCHING = 2,
 
   /**
-   * The promoted policy fell below the control's interval and the control's policy was restored; every
-   * retrieval uses the policy in force.
+   * The promoted policy fell below the control's interval and the control's policy was restored, or an
+   * UpdatePolicy replaced it while it was watched; every retrieval uses the policy in force.
    *
    * @generated from enum value: EXPERIMENT_PHASE_ROLLED_BACK = 3;
    */
@@ -1045,7 +1046,8 @@ export enum ExperimentDecisionKind {
   PROMOTED = 1,
 
   /**
-   * The promoted policy did worse than the control's interval; the previous policy was restored.
+   * The promoted policy did worse than the control's interval and the previous policy was restored; or
+   * an UpdatePolicy replaced the promoted policy while it was watched, and that policy stays.
    *
    * @generated from enum value: EXPERIMENT_DECISION_KIND_ROLLED_BACK = 2;
    */
