@@ -253,6 +253,14 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "faster than one; 0 = one per core (default: %(default)s)",
     )
     parser.add_argument(
+        "--index-expansion-search",
+        type=_positive_int,
+        default=IndexConfig().expansion_search,
+        help="candidate list size of every ANN graph search (HNSW ef), the floor whatever the k: lower is faster "
+        "and finds fewer of the true nearest; a memory stored with exactly the query's vector is found either way "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--entity-vectors-mib",
         type=int,
         default=IndexConfig().entity_vectors_mib,
@@ -346,6 +354,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
             save_interval_s=args.index_save_interval_s,
             build_rate_per_s=args.index_build_rate,
             bulk_threads=args.index_bulk_threads,
+            expansion_search=args.index_expansion_search,
             entity_vectors_mib=args.entity_vectors_mib,
         ),
         workers=args.workers,
@@ -374,6 +383,16 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         allow_remote=args.allow_remote,
         metrics_listen=args.metrics_listen,
     )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is less than 1; pass 1 or more")
+    return value
 
 
 def _non_negative_float(text: str) -> float:

@@ -74,6 +74,7 @@ from .store.rocks import (
     u64_key,
 )
 from .store.tail_file import TAIL_DIRECTORY, TailFile
+from .store.vector_digests import delete_vector, put_vector
 from .store.vector_index import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -626,7 +627,7 @@ class Engine:
                 related=list(record.supersedes),
                 request_id=id_of(item.request or batch),
             )
-            txn.put(CF_VECTORS, u64_key(memory_id), vectors[row].astype("<f4").tobytes())
+            put_vector(txn, record.namespace, memory_id, vectors[row])
             self.perceiver.register(txn, record, vectors[row])
             affected = tuple(o.id for o, _, _ in decision.updated)
             written.append(Written(record, _OUTCOMES[decision.outcome], False, affected))
@@ -881,7 +882,7 @@ class Engine:
         self.perceiver.unregister(txn, record)
         self.perceiver.release_current(txn, record)
         txn.delete(CF_MEMORIES, u64_key(record.id))
-        txn.delete(CF_VECTORS, u64_key(record.id))
+        delete_vector(txn, record.namespace, record.id)
 
     # ---- governance -----------------------------------------------------------------------------
 
@@ -1387,7 +1388,7 @@ class Engine:
                 assert vectors is not None
                 self._claim_room(txn, 1)
                 new = self._new_record(new_item, txn.allocate_id(), now, turn)
-                txn.put(CF_VECTORS, u64_key(new.id), vectors[0].astype("<f4").tobytes())
+                put_vector(txn, new.namespace, new.id, vectors[0])
                 fresh.append(new)
             else:
                 if new_id == old_id:

@@ -35,6 +35,7 @@ from ..idempotency import RequestKey, id_of
 from ..policy import ConsolidationSettings
 from ..retrieval.lexical import searchable_text
 from ..store.rocks import CF_MEMORIES, CF_META, CF_VECTORS, Txn, key_u64, u64_key
+from ..store.vector_digests import put_vector
 from ..store.vector_index import Matches, normalize_rows
 
 log = logging.getLogger(__name__)
@@ -301,7 +302,7 @@ def consolidate(
             event_type=events_pb2.CHANGE_EVENT_TYPE_CONSOLIDATED,
             detail=proposal_id,
         )
-        txn.put(CF_VECTORS, u64_key(abstraction_id), vector.astype("<f4").tobytes())
+        put_vector(txn, abstraction.namespace, abstraction_id, vector)
         engine.perceiver.register(txn, abstraction)
         for member in members:
             before = member.state

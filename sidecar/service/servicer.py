@@ -13,7 +13,6 @@ from concurrent.futures import Future
 from typing import Any, TypeVar, cast
 
 import grpc
-import numpy as np
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -37,7 +36,7 @@ from ..retrieval.context import build_context
 from ..retrieval.hints import LANGUAGES
 from ..retrieval.recall import Recaller
 from ..store.columns import NO_CODE
-from ..store.vector_index import normalize_rows
+from ..store.vector_digests import unit_row
 from . import validation
 from .auth import PermissionDenied, Scope, TokenTable, authorize, caller_identity, caller_scope, ids_of
 from .validation import Violations
@@ -324,7 +323,7 @@ class MemoryServicer(memory_service_pb2_grpc.MemoryServiceServicer):
         )
         assert query is not None
         vector = self.query_embedder.embed_one(text) if text else query.vector
-        unit = normalize_rows(vector.reshape(1, -1).astype(np.float32))[0]
+        unit = unit_row(vector)  # as the write path's digest normalises: an equal vector is found exactly
         if not query.peek:
             self.engine.note_turn(query.turn)
         return dataclasses.replace(query, vector=unit)

@@ -71,6 +71,10 @@ CF_MEMORY_EVENTS = "memory_events"
 """(memory id, sequence) -> b"": the change-log events about one memory, for History."""
 CF_RETRIEVALS = "retrievals"
 """retrieval id -> the ids a Recall returned, for ReportOutcome (written unsynced)."""
+CF_VECTOR_DIGESTS = "vector_digests"
+"""(namespace, digest of the unit vector, id) -> b"": which memories hold exactly a vector (store/vector_digests.py).
+Added within schema 1: a store written before gains it empty at its first read-write open, and its earlier memories
+have no digest (see ``RocksStore._open``)."""
 COLUMN_FAMILIES = (
     CF_MEMORIES,
     CF_VECTORS,
@@ -83,6 +87,7 @@ COLUMN_FAMILIES = (
     CF_DEDUP,
     CF_MEMORY_EVENTS,
     CF_RETRIEVALS,
+    CF_VECTOR_DIGESTS,
 )
 
 GROUP_MAX_ITEMS = 2048
@@ -158,6 +163,43 @@ class _Reopening(dict[str, Any]):
             "RocksDB is being reopened after a failed write and is not open now; retry in a few seconds",
             reason="STORAGE_REOPENING",
         )
+
+
+class _AbsentColumnFamily:
+    """A column family a read-only open could not open (a newer memevo added it): read as empty."""
+
+    def get(self, key: bytes | list[bytes]) -> Any:
+        return [None] * len(key) if isinstance(key, list) else None
+
+    def iter(self) -> _AbsentColumnFamily:
+        return self
+
+    def seek(self, key: bytes) -> None:
+        pass
+
+    def seek_for_prev(self, key: bytes) -> None:
+        pass
+
+    def seek_to_first(self) -> None:
+        pass
+
+    def valid(self) -> bool:
+        return False
+
+    def next(self) -> None:
+        pass
+
+    def prev(self) -> None:
+        pass
+
+    def put(self, key: bytes, value: bytes, options: Any = None) -> None:
+        raise StorageError("RocksDB is open read-only", reason="STORAGE_READ_ONLY")
+
+    def delete_range(self, begin: bytes, end: bytes, options: Any = None) -> None:
+        self.put(begin, b"")
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -391,18 +433,34 @@ class RocksStore:
         self._committer.start()
 
     def _open(self, *, read_only: bool = False) -> None:
+        directory = self.path / "rocksdb"
+        names: tuple[str, ...] = COLUMN_FAMILIES
+        if (directory / "CURRENT").exists():
+            present = set(rocksdict.Rdict.list_cf(str(directory)))
+            if read_only:
+                # A read-only open cannot create the column families a newer memevo added: open those there are
+                # and read the others as empty until a read-write reopen creates them.
+                names = tuple(name for name in COLUMN_FAMILIES if name in present)
+            elif CF_VECTOR_DIGESTS not in present:
+                log.info(
+                    "this data directory predates exact vector lookup: memories written before now have no vector "
+                    "digest, so their own vector finds them through the ANN graph only (every later one is exact)"
+                )
         options = _cf_options()
         options.create_if_missing(self._create and not read_only)
         options.create_missing_column_families(not read_only)
         options.increase_parallelism(2)
         self._db = rocksdict.Rdict(
-            str(self.path / "rocksdb"),
+            str(directory),
             options,
-            column_families={name: _cf_options() for name in COLUMN_FAMILIES},
+            column_families={name: _cf_options() for name in names},
             access_type=rocksdict.AccessType.read_only() if read_only else rocksdict.AccessType.read_write(),
         )
-        self._handles = {name: self._db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
-        self._cfs: dict[str, Any] = {name: self._db.get_column_family(name) for name in COLUMN_FAMILIES}
+        self._handles = {name: self._db.get_column_family_handle(name) for name in names}
+        self._cfs: dict[str, Any] = {
+            name: self._db.get_column_family(name) if name in names else _AbsentColumnFamily()
+            for name in COLUMN_FAMILIES
+        }
 
     def _lock_for_read_only(self) -> None:
         """Hold RocksDB's LOCK file as RocksDB would (a read-only open takes no lock): another sidecar must not
