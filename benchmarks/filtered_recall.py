@@ -53,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import machine as machine_info  # noqa: E402
-from benchmarks.inprocess import InProcessContext  # noqa: E402
+from benchmarks.inprocess import InProcessContext, time_cells  # noqa: E402
 from benchmarks.peers import INGEST_CHUNK, K, entity_name, make_data, make_queries, recall_at_k  # noqa: E402
 from benchmarks.throughput import working_copy  # noqa: E402
 
@@ -177,32 +177,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
                 return [int(hit.memory.content.split()[1]) for hit in servicer.Recall(request, context).memories]
 
             cells = [(variant, case) for case in requests for variant in recallers]
-            for variant, case in cells:
-                for request in requests[case][:WARMUP_QUERIES]:
-                    call(variant, request)
-            p50s: dict[tuple[str, str], list[float]] = {cell: [] for cell in cells}
-            p99s: dict[tuple[str, str], list[float]] = {cell: [] for cell in cells}
-            cpu50s: dict[tuple[str, str], list[float]] = {cell: [] for cell in cells}
-            hits: dict[tuple[str, str], list[list[int]]] = {}
-            loads = []
-            for repeat in range(args.repeats):
-                loads.append(machine_info.load_average())
-                for cell in cells if repeat % 2 == 0 else cells[::-1]:
-                    variant, case = cell
-                    wall, cpu, found = [], [], []
-                    for request in requests[case]:
-                        began, began_cpu = time.perf_counter(), time.process_time()
-                        found.append(call(variant, request))
-                        cpu.append(time.process_time() - began_cpu)
-                        wall.append(time.perf_counter() - began)
-                    p50s[cell].append(float(np.percentile(wall, 50) * 1e3))
-                    p99s[cell].append(float(np.percentile(wall, 99) * 1e3))
-                    cpu50s[cell].append(float(np.percentile(cpu, 50) * 1e3))
-                    hits.setdefault(cell, found)
-                log(
-                    f"  repeat {repeat + 1}/{args.repeats}: "
-                    + ", ".join(f"{v} {c} {p50s[(v, c)][-1]:.2f} ms" for v, c in cells)
-                )
+            times, loads = time_cells(cells, requests, call, repeats=args.repeats, warmup=WARMUP_QUERIES, log=log)
             agree: dict[str, list[bool]] = {}
             # Agreement on a store that stays put: a recall notes its hits' use, which moves the next one's ranking.
             engine.columns.record_access = lambda *args, **kwargs: None  # type: ignore[method-assign]
@@ -226,11 +201,11 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
             {
                 "variant": variant,
                 "case": case,
-                "p50_ms": statistics.median(p50s[(variant, case)]),
-                "p99_ms": statistics.median(p99s[(variant, case)]),
-                "cpu_p50_ms": statistics.median(cpu50s[(variant, case)]),
-                "p50_runs_ms": p50s[(variant, case)],
-                "recall_at_10": recall_at_k(hits[(variant, case)], truth[case]),
+                "p50_ms": statistics.median(times[(variant, case)].p50_ms),
+                "p99_ms": statistics.median(times[(variant, case)].p99_ms),
+                "cpu_p50_ms": statistics.median(times[(variant, case)].cpu_p50_ms),
+                "p50_runs_ms": times[(variant, case)].p50_ms,
+                "recall_at_10": recall_at_k(times[(variant, case)].answers, truth[case]),
                 "same_hits_as_before": int(np.sum(agree[case])) if variant == "after" else args.queries,
                 "queries_within_exact_scan_limit": int(small[case].sum()),
                 "same_hits_within_exact_scan_limit": int(np.sum(np.asarray(agree[case])[small[case]])),
