@@ -253,6 +253,13 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "faster than one; 0 = one per core (default: %(default)s)",
     )
     parser.add_argument(
+        "--index-bulk-call-s",
+        type=_non_negative_float,
+        default=IndexConfig().bulk_call_s,
+        help="seconds one usearch add() call of a backlog is sized to take, about the longest a recall waits for "
+        "the graph during a bulk load; 0 = 8 vectors a thread (default: %(default)s)",
+    )
+    parser.add_argument(
         "--index-expansion-search",
         type=_positive_int,
         default=IndexConfig().expansion_search,
@@ -354,6 +361,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
             save_interval_s=args.index_save_interval_s,
             build_rate_per_s=args.index_build_rate,
             bulk_threads=args.index_bulk_threads,
+            bulk_call_s=args.index_bulk_call_s,
             expansion_search=args.index_expansion_search,
             entity_vectors_mib=args.entity_vectors_mib,
         ),

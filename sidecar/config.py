@@ -74,17 +74,27 @@ class IndexConfig:
     multi-threaded add() can leave nodes unreachable (upstream issue 735; seen here as memories their own vector
     never finds)."""
     insert_chunk: int = 8
-    """Vectors per usearch add() call and thread: a concurrent search waits for one call (~15 ms at 8 on 1 thread)."""
+    """Vectors per usearch add() call and thread for a short step (a few writes): a concurrent search waits for one
+    call (~15 ms at 8 on 1 thread), and usearch answers no search while an add() runs."""
     bulk_threads: int = 1
     """Threads the builder may insert a step of at least ``bulk_min_vectors`` with (a backlog: a bulk load, a
     rebuild); 0 = one per core; 1 = one, as before. With more than one it measures both on the steps themselves and
     uses the faster per vector, trying the slower again every 16 steps. Off by default: usearch's add() on both
     cores of the 2-core benchmark machine inserted 2.2x as fast as on one when the machine was idle (1,737 against
     794/s), but not while a model training shared the machine: end to end it then acknowledged 9 % fewer writes per
-    second than with one thread (benchmarks/RESULTS.md, issue 41 item 7). Against upstream issue 735, every vector
-    such an add() inserted is looked up by its own vector before it leaves the fresh tail and inserted again on one
-    thread when the graph does not find it; each call takes ``insert_chunk`` vectors per thread, so a concurrent
-    search waits about as long as for a one-thread call."""
+    second than with one thread, and in process (benchmarks/bulk_load.py, issue 41 item 7) usearch's own two threads
+    were no faster than one, the builder inserted as fast on one thread as on two, and a search beside it waited
+    3-4x longer at p99 (40-60 ms against 13-17 ms) with two. Against upstream issue 735, every vector such an add()
+    inserted is looked up by its own vector before it leaves the fresh tail and inserted again on one thread when
+    the graph does not find it; calls are sized by ``bulk_call_s``."""
+    bulk_call_s: float = 0.02
+    """Seconds one multi-threaded add() call of a backlog step is sized to take, from the measured seconds per
+    vector (the first step of a thread count takes ``insert_chunk`` per thread). usearch answers no search while an
+    add() runs, so this is about the longest a recall waits for the graph during a bulk load (at 0.05, in one
+    round, searches beside a bulk load waited 31 ms at p50 against ~4 ms at 16 vectors a call;
+    benchmarks/bulk_load.py); longer calls lose less at each call's end, where the threads wait for each other and
+    for usearch's thread 0, which takes the interpreter lock back after every vector. 0 = ``insert_chunk`` per
+    thread, as before issue 41 item 7. One thread's calls take ``insert_chunk`` whatever this is."""
     bulk_min_vectors: int = 256
     """Live vectors a builder step must move to be inserted on ``bulk_threads``; a step is at most 512
     (vector_index.BUILD_STEP), so a tail of 256+ vectors is a backlog, a few writes are not."""

@@ -229,6 +229,17 @@ class _InsertThreads:
         before = self._cost.get(threads)
         self._cost[threads] = cost if before is None else (1 - RATE_WEIGHT) * before + RATE_WEIGHT * cost
 
+    def call_size(self, threads: int, call_s: float, floor: int) -> int:
+        """Vectors one add() call on ``threads`` takes so that it lasts about ``call_s`` (at least ``floor``).
+
+        From the measured seconds per vector of whole steps (their check counted in, so a call comes out a little
+        shorter than ``call_s``); ``floor`` until ``threads`` has been measured, or when ``call_s`` is 0.
+        """
+        cost = self._cost.get(threads)
+        if cost is None or cost <= 0 or call_s <= 0:
+            return floor
+        return max(floor, int(call_s / cost))
+
 
 class SaveAbandoned(Exception):
     """A save given a deadline passed it before the file was complete: nothing was replaced."""
@@ -867,34 +878,42 @@ class VectorIndex:
         return max(int(ids.size), 1)
 
     def _insert(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix) -> bool:
-        """Add to the graph in small pieces so that searches wait milliseconds, not seconds; False if stopped midway.
+        """Add to the graph in pieces so that searches wait milliseconds, not seconds; False if stopped midway.
 
         usearch serialises search against a running add() (measured: a search
         waits for the whole call), and grows its arrays inside add(), which
-        must not race with searches. So vectors go in ``insert_chunk`` per
-        thread at a time; a piece that would grow the arrays goes in alone,
-        under the exclusive lock, as a single vector. A step of
+        must not race with searches. So a few writes go in ``insert_chunk``
+        per thread at a time; a piece that would grow the arrays goes in
+        alone, under the exclusive lock, as a single vector. A step of
         ``bulk_min_vectors`` or more (a backlog) goes in on ``bulk_threads``
-        when that has been the faster per vector (:class:`_InsertThreads`);
-        what the graph then does not find by its own vector goes in again on
-        one thread (:meth:`_repair`).
+        when that has been the faster per vector (:class:`_InsertThreads`), in
+        calls of about ``bulk_call_s`` each (:meth:`_InsertThreads.call_size`):
+        at 8 vectors a thread the threads waited for each other at every
+        call's end, and usearch's thread 0 takes the interpreter lock back
+        after every vector, so a busy write path held the others up; what the
+        graph then does not find by its own vector goes in again on one
+        thread (:meth:`_repair`).
         """
         threads = self.config.build_threads
+        piece = max(self.config.insert_chunk, 1) * max(threads, 1)
         backlog = keys.size >= self.config.bulk_min_vectors
         if backlog:
             threads = self._insert_threads.choose()
+            piece = max(self.config.insert_chunk, 1) * max(threads, 1)
+            if threads > 1:  # one thread has no one to wait for at a call's end: its calls stay short
+                piece = self._insert_threads.call_size(threads, self.config.bulk_call_s, piece)
         began = time.monotonic()
-        if not self._add_pieces(keys, vectors, threads):
+        if not self._add_pieces(keys, vectors, threads, piece):
             return False
-        if threads > 1 and not self._repair(keys, vectors, threads):
+        if threads > 1 and not self._repair(keys, vectors, threads, piece):
             return False
         if backlog:
             self._insert_threads.record(threads, int(keys.size), time.monotonic() - began)
         return True
 
-    def _add_pieces(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int) -> bool:
-        """:meth:`_insert`'s add() calls, ``insert_chunk`` vectors per thread each; False if stopped midway."""
-        step = max(self.config.insert_chunk, 1) * max(threads, 1)
+    def _add_pieces(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int, step: int) -> bool:
+        """:meth:`_insert`'s add() calls, ``step`` vectors each; False if stopped midway."""
+        step = max(step, 1)
         done = 0
         while done < keys.size:
             if self._stop.is_set():
@@ -925,7 +944,7 @@ class VectorIndex:
             done += take
         return True
 
-    def _repair(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int) -> bool:
+    def _repair(self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int, step: int) -> bool:
         """Insert again, on one thread, what a multi-threaded add() left unreachable; False if stopped midway.
 
         usearch 2.26's concurrent add() can leave a node in the graph that no search reaches (upstream issue 735).
@@ -933,13 +952,14 @@ class VectorIndex:
         configured beam cost ~3 inserts, which undid what the second core gained); those not among their
         VERIFY_COUNT nearest are searched for again with the configured beam, and those still not found are
         removed and added again. The vectors are still in the fresh tail meanwhile: recall finds them regardless.
+        Searches go ``step`` vectors a call, as the inserts did (a search is several times cheaper than an insert).
         """
-        unfound = self._unfound(keys, vectors, threads, VERIFY_EXPANSION)
+        unfound = self._unfound(keys, vectors, threads, VERIFY_EXPANSION, step)
         if unfound is None:
             return False
         if unfound.size:
             again = np.flatnonzero(np.isin(keys, unfound))
-            unfound = self._unfound(keys[again], vectors[again], threads, None)
+            unfound = self._unfound(keys[again], vectors[again], threads, None, step)
         if unfound is None:
             return False
         if not unfound.size:
@@ -954,19 +974,19 @@ class VectorIndex:
         log.debug(
             "%d of %d vectors inserted on %d threads were unreachable: inserted again", picked.size, keys.size, threads
         )
-        return self._add_pieces(keys[picked], vectors[picked], 1)
+        return self._add_pieces(keys[picked], vectors[picked], 1, max(self.config.insert_chunk, 1))
 
     def _unfound(
-        self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int, expansion: int | None
+        self, keys: npt.NDArray[np.uint64], vectors: FloatMatrix, threads: int, expansion: int | None, step: int
     ) -> npt.NDArray[np.uint64] | None:
         """Those of ``keys`` the graph does not give among the VERIFY_COUNT nearest of their own vectors, searched
         with a beam of ``expansion`` (None: the configured one); None if stopped midway.
 
         A beam other than the configured one is set for the call alone, under the exclusive lock (the setting is the
-        graph's, and a recall meanwhile must search with its own); each call takes as many vectors as an insert
-        piece, so a search waits about as long as for one.
+        graph's, and a recall meanwhile must search with its own); each call takes ``step`` vectors, as many as an
+        insert piece, so a search waits no longer than for one.
         """
-        step = max(self.config.insert_chunk, 1) * max(threads, 1)
+        step = max(step, 1)
         lost: list[npt.NDArray[np.uint64]] = []
         for start in range(0, keys.size, step):
             if self._stop.is_set():

@@ -501,3 +501,94 @@ def test_the_check_after_a_multi_threaded_add_leaves_the_graph_s_search_beam_as_
     assert index._build_step() == 300
     assert index.graph_count == 300
     assert index._graph.expansion_search == IndexConfig().expansion_search
+
+
+def test_a_backlog_call_is_sized_from_the_measured_seconds_per_vector() -> None:
+    # Issue 41, item 7: each call took insert_chunk (8) vectors per thread, and two threads waited for each other at
+    # every call's end; a backlog call now lasts about bulk_call_s, from what the builder measured on its own steps.
+    chooser = vector_index._InsertThreads(2, 1)
+    assert chooser.call_size(2, 0.05, 16) == 16  # not measured yet: as before
+    chooser.record(2, 512, 0.512)  # 1 ms a vector
+    assert chooser.call_size(2, 0.05, 16) == 50
+    assert chooser.call_size(2, 0.001, 16) == 16  # never below the floor
+    assert chooser.call_size(2, 0.0, 16) == 16  # 0 turns sizing off
+    assert chooser.call_size(1, 0.05, 8) == 8  # each thread count by its own measure
+    chooser.record(2, 512, 0.0512)  # a faster step moves the average, not the whole way
+    assert 50 < chooser.call_size(2, 0.05, 16) < 500
+
+
+def _measured_backlog_index(
+    tmp_path: Path, count: int, config: IndexConfig, hidden: tuple[int, ...] = ()
+) -> tuple[VectorIndex, np.ndarray, _RecordingGraph]:
+    rng = np.random.default_rng(23)
+    vectors = normalize_rows(rng.normal(size=(count, 16)).astype(np.float32))
+    index = VectorIndex(tmp_path, 16, config)
+    # As if earlier steps had measured both counts: 1 ms a vector on two threads, 2 ms on one.
+    index._insert_threads.record(2, 512, 0.512)
+    index._insert_threads.record(1, 512, 1.024)
+    graph = _RecordingGraph(index._graph, {key: vectors[key - 1] for key in hidden})
+    index._graph = graph  # type: ignore[assignment]
+    index.add(np.arange(1, count + 1, dtype=np.int64), vectors)
+    return index, vectors, graph
+
+
+def test_a_measured_backlog_goes_in_large_calls_on_both_threads_and_stays_findable(tmp_path: Path) -> None:
+    config = IndexConfig(bulk_threads=2, bulk_min_vectors=256, bulk_call_s=0.1)
+    index, vectors, graph = _measured_backlog_index(tmp_path, 600, config)
+    assert index._build_step() == vector_index.BUILD_STEP
+    # usearch's real concurrent add may leave a few vectors unreachable: those go in again alone, on one thread.
+    repaired = len(graph.removed)
+    assert index.repaired == repaired
+    bulk = [(keys, threads) for keys, threads in graph.adds if threads == 2]
+    # 0.1 s at 1 ms a vector: calls of 100 (a lone vector grows the graph), not 16.
+    assert max(len(keys) for keys, _ in bulk) == 100
+    assert sum(len(keys) for keys, _ in bulk) == vector_index.BUILD_STEP
+    assert sum(len(keys) for keys, threads in graph.adds if threads == 1) == repaired
+    assert index.tail_count == 600 - vector_index.BUILD_STEP
+    # The rest (88 vectors, a few writes) goes in as before: insert_chunk on one thread.
+    graph.adds.clear()
+    assert index._build_step() == 600 - vector_index.BUILD_STEP
+    assert {threads for keys, threads in graph.adds if len(keys) > 1} == {1}
+    assert max(len(keys) for keys, _ in graph.adds) <= IndexConfig().insert_chunk
+    assert index.tail_count == 0
+    found = index.search_many(vectors, 1)
+    assert [int(m.ids[np.argmax(m.similarities)]) for m in found] == list(range(1, 601))
+
+
+def test_a_large_call_s_unreachable_vectors_are_still_inserted_again_alone(tmp_path: Path) -> None:
+    config = IndexConfig(bulk_threads=2, bulk_min_vectors=256, bulk_call_s=1.0)
+    index, vectors, graph = _measured_backlog_index(tmp_path, 300, config, hidden=(140, 250))
+    assert index._build_step() == 300
+    assert {140, 250} <= set(graph.removed)
+    assert index.repaired == len(graph.removed)
+    again = [(keys, threads) for keys, threads in graph.adds if 140 in keys or 250 in keys]
+    # Both in one bulk call (129 grew the graph to 256, so 130-256 fit in one), then once more on one thread.
+    assert again[0][1] == 2
+    assert len(again[0][0]) == 127
+    assert {threads for _, threads in again[1:]} == {1}
+    assert index.tail_count == 0
+    assert index._graph.expansion_search == IndexConfig().expansion_search
+    assert index.search(vectors[249:250], 1, with_tail=False).ids.tolist() == [250]
+
+
+def test_a_vector_forgotten_while_its_backlog_step_runs_does_not_stay_in_the_graph(tmp_path: Path) -> None:
+    # Read-your-deletes: a removal during a large call waits for the step and is applied by the builder after it.
+    config = IndexConfig(bulk_threads=2, bulk_min_vectors=256, bulk_call_s=1.0)
+    index, vectors, graph = _measured_backlog_index(tmp_path, 400, config)
+    forget_at = np.asarray([140, 333], dtype=np.int64)
+    original_add = graph.add
+
+    def add_then_forget(keys: np.ndarray, rows: np.ndarray, *, threads: int) -> object:
+        result = original_add(keys, rows, threads=threads)
+        if len(keys) > 1 and forget_at[0] in np.asarray(keys):
+            index.remove(forget_at)  # a Forget acknowledged while the call ran
+        return result
+
+    graph.add = add_then_forget  # type: ignore[method-assign,assignment]
+    while index._build_step():
+        pass
+    assert set(forget_at.tolist()) <= set(graph.removed)  # inserted by the running step, then removed
+    assert index.tail_count == 0
+    assert not index.graph_contains(forget_at).any()
+    assert index.graph_count == 398
+    assert 140 not in index.search(vectors[139:140], 5).ids.tolist()
