@@ -404,6 +404,7 @@ def command_line(
     epochs: int,
     frozen: int,
     positive: str,
+    fit: Callable[..., Bert] | None = None,
 ) -> int:
     """The training scripts' command line: ``--fold``, ``--evaluate`` or a fit of everything written to ``--out``."""
     parser = argparse.ArgumentParser(description=(sys.modules["__main__"].__doc__ or "").split("\n", 1)[0])
@@ -421,12 +422,13 @@ def command_line(
     counts = Counter(pairs.source)
     sources = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     print(f"{len(pairs)} pairs ({int(y.sum())} {positive}): {sources}")
+    fit = fit or train
     if args.fold is not None:
         rows, held = fold_rows(pairs, args.fold)
-        model = train(pairs, rows, epochs=epochs, frozen=frozen)
+        model = fit(pairs, rows, epochs=epochs, frozen=frozen)
         report_fold(f"fold {args.fold}", predict(model, pairs, held.tolist()), pairs, held.tolist())
         return 0
-    model = train(pairs, np.arange(len(pairs)), epochs=epochs, frozen=frozen)
+    model = fit(pairs, np.arange(len(pairs)), epochs=epochs, frozen=frozen)
     export(model, args.out)
     print(f"wrote {args.out}")
     return 0

@@ -19,6 +19,12 @@ PINNED = [
      "Gregory asked us to stop emailing him: Slack DMs only from now on.", True),
     ("What's the best way to reach Gregory about something that isn't urgent?",
      "Gregory lives in Seattle with his two cats.", False),
+    # An earlier version of the asked fact answers too (recall puts the newer first); another attribute does not.
+    ("When is the Sorrel project due?", "The Sorrel project now has to land by March 3.", True),
+    ("When is the Sorrel project due?", "The Sorrel project had to land by February 10.", True),
+    ("When is the Sorrel project due?", "The Sorrel project lives in the sorrel-core repository.", False),
+    # The issue's own change in prose (the model before this one left it below 0.5).
+    ("Where does Maria work?", "Maria left Google last week; she has joined Stripe.", True),
 ]  # fmt: skip
 
 
