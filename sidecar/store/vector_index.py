@@ -894,14 +894,11 @@ class VectorIndex:
         graph then does not find by its own vector goes in again on one
         thread (:meth:`_repair`).
         """
-        threads = self.config.build_threads
-        piece = max(self.config.insert_chunk, 1) * max(threads, 1)
         backlog = keys.size >= self.config.bulk_min_vectors
-        if backlog:
-            threads = self._insert_threads.choose()
-            piece = max(self.config.insert_chunk, 1) * max(threads, 1)
-            if threads > 1:  # one thread has no one to wait for at a call's end: its calls stay short
-                piece = self._insert_threads.call_size(threads, self.config.bulk_call_s, piece)
+        threads = self._insert_threads.choose() if backlog else self.config.build_threads
+        piece = max(self.config.insert_chunk, 1) * max(threads, 1)
+        if backlog and threads > 1:  # one thread has no one to wait for at a call's end: its calls stay short
+            piece = self._insert_threads.call_size(threads, self.config.bulk_call_s, piece)
         began = time.monotonic()
         if not self._add_pieces(keys, vectors, threads, piece):
             return False
