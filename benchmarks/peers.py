@@ -160,7 +160,7 @@ class MemevoPeer:
         self.log = (self.scratch / "serve.log").open("ab")
         args = [
             sys.executable, "-m", "memevo.sidecar.cli", "serve", "--data", str(self.scratch / "data"),
-            "--listen", f"unix://{socket_path}", "--embedder", "none", "--dimension", str(self.dimension),
+            "--listen", f"unix://{socket_path}", *self.embedder_args(),
             "--max-fresh-tail", "1000000", "--ready-file", str(ready), *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
@@ -171,6 +171,10 @@ class MemevoPeer:
             time.sleep(0.05)
         self.channel = grpc.insecure_channel(f"unix://{socket_path}")
         self.stub = memory_service_pb2_grpc.MemoryServiceStub(self.channel)
+
+    def embedder_args(self) -> list[str]:
+        """The ``memevo serve`` arguments that choose the embedder: none (client vectors of ``dimension``)."""
+        return ["--embedder", "none", "--dimension", str(self.dimension)]
 
     def restart(self, extra: Sequence[str]) -> None:
         """Serve the same data again with ``extra`` arguments to ``memevo serve`` (no new ingest)."""
