@@ -184,6 +184,7 @@ def _require_models(config: SidecarConfig) -> None:
     wanted = (
         ("--judge local", "pair judge", config.judge == "local", judge_module.MODEL_PATH),
         ("--rerank local", "reranker", config.rerank == "local", rerank_module.MODEL_PATH),
+        ("--rerank local", "pair judge", config.rerank == "local", judge_module.MODEL_PATH),
     )
     for flag, name, asked, path in wanted:
         if asked and not path.exists():
@@ -242,6 +243,9 @@ class Engine:
         """The pair model that settles prose statements no key or template settles (see ``judge_pending``)."""
         self.reranker: Reranker | None = shipped_reranker() if config.rerank == "local" else None
         """The cross-encoder that orders a text Recall's best few (see ``Recaller._rerank``)."""
+        self.recall_judge: PairJudge | None = (self.judge or shipped()) if self.reranker is not None else None
+        """With the reranker, the pair model Recall asks whether a newer answer replaces the best one where no entity
+        says so (see ``Recaller._newest_versions_first``)."""
         self.judgements: JudgeQueue | None = JudgeQueue() if self.judge is not None else None
         """Pairs perception queued for the judge."""
         self.perceiver = Perceiver(

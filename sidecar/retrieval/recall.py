@@ -150,6 +150,13 @@ STATE_KINDS = (memory_pb2.MEMORY_KIND_FACT, memory_pb2.MEMORY_KIND_PREFERENCE)
 """Kinds that state what holds now, so that of two answers the one that became true later is the likelier current
 one; an event or a lesson is not made current by being newer (perception reads episodes for slots too, but an
 answer's newest-first order must not put "Emre reacted with :tada:" above "Emre is now SRE lead")."""
+EPISODES_BY_JUDGE = False
+"""Whether a newer event about the best answer's entity that the pair judge says replaces it comes first too. Off:
+with the shipped judge, remarks ("Mikko reacted with :tada: to the announcement") pass for replacements (RESULTS,
+thirty-third session)."""
+REPLACES_AT = 0.5
+"""A newer answer the pair judge gives at least this P(replaces) counts as the best answer's newer version (the
+judge's decision boundary: more likely than not)."""
 RERANK_POOL_FACTOR = 4
 RERANK_POOL_MIN = 40
 """Candidates re-ranked with their records: max(k * factor, min)."""
@@ -603,19 +610,56 @@ class Recaller:
         answers = np.asarray(reranker.relevance([query.text] * len(texts), texts), dtype=np.float64) >= 0.5
         first = top[answers]
         if query.mode == memory_service_pb2.RECALL_MODE_CURRENT and first.size > 1:
-            columns = self.engine.columns
-            states = np.flatnonzero(np.isin(columns.kind[ids[first]], STATE_KINDS))
-            if states.size > 1:
-                entity = columns.entity[ids[first[states]]]
-                subject = states[entity == entity[0]]
-                # Structured evidence outranks recency: a statement whose fact key or inferred attribute names
-                # another attribute than the best answer's is not its newer version, however new.
-                of_subject = [said[position] for position in np.flatnonzero(answers)[subject].tolist()]
-                asked = next((attribute for attribute in of_subject if attribute), "")
-                subject = subject[[attribute in ("", asked) for attribute in of_subject]]
-                became_true = np.nan_to_num(columns.valid_from[ids[first[subject]]], nan=-np.inf)
-                first[subject] = first[subject[np.argsort(-became_true, kind="stable")]]
+            at = np.flatnonzero(answers).tolist()
+            first = first[self._newest_versions_first(ids[first], [texts[p] for p in at], [said[p] for p in at])]
         return np.concatenate([first, top[~answers], ranked[RERANK_DEPTH:]])
+
+    def _newest_versions_first(self, answer_ids: IdArray, texts: list[str], said: list[str]) -> IdArray:
+        """The order of ``answer_ids`` (best first) that puts the versions of the best statement of state newest first.
+
+        Its versions: the statements of state (facts, preferences) about its entity, less those whose fact key or
+        inferred attribute names another attribute than the first known among them (structured evidence outranks
+        recency); and, where structure cannot say, any newer answer the pair judge says replaces it (P >= REPLACES_AT):
+        when the best names no entity, a newer statement about none (no entity is no known subject: "when does the
+        Big Bang Theory season end?" is no newer version of the Game of Thrones one); with EPISODES_BY_JUDGE, an event
+        about the same entity too ("Adaeze emailed: they've upgraded to Enterprise").
+        """
+        columns = self.engine.columns
+        order = np.arange(answer_ids.size)
+        kinds = columns.kind[answer_ids]
+        states = np.flatnonzero(np.isin(kinds, STATE_KINDS))
+        if states.size == 0:
+            return order
+        lead = int(states[0])
+        entity = columns.entity[answer_ids]
+        became_true = np.nan_to_num(columns.valid_from[answer_ids], nan=-np.inf)
+        if entity[lead] != NO_CODE:
+            subject = states[entity[states] == entity[lead]]
+            of_subject = [said[position] for position in subject.tolist()]
+            asked = next((attribute for attribute in of_subject if attribute), "")
+            subject = subject[[attribute in ("", asked) for attribute in of_subject]]
+            undecided = (
+                np.flatnonzero(
+                    (entity == entity[lead])
+                    & (kinds == memory_pb2.MEMORY_KIND_EPISODE)
+                    & (became_true > became_true[lead])
+                )
+                if EPISODES_BY_JUDGE
+                else np.empty(0, dtype=np.int64)
+            )
+        else:
+            subject = np.asarray([lead])
+            undecided = np.flatnonzero(
+                (entity == NO_CODE)
+                & (np.isin(kinds, STATE_KINDS) | ((kinds == memory_pb2.MEMORY_KIND_EPISODE) & EPISODES_BY_JUDGE))
+                & (became_true > became_true[lead])
+            )
+        judge = self.engine.recall_judge
+        if undecided.size and judge is not None:
+            p = np.asarray(judge.replaces([texts[lead]] * undecided.size, [texts[i] for i in undecided.tolist()]))
+            subject = np.sort(np.concatenate([subject, undecided[p >= REPLACES_AT]]))
+        order[subject] = subject[np.argsort(-became_true[subject], kind="stable")]
+        return order
 
     def _doubted_after_doubters(self, ids: IdArray, ranked: IdArray, depth: int) -> IdArray:
         """``ranked`` with every doubted memory of its first ``depth`` placed after the newer memory that doubts it.

@@ -39,6 +39,14 @@ QUESTIONS = [
     ("Who is Priya employed by these days?", 1),
     ("What's the best way to reach Gregory about something that isn't urgent?", 5),
 ]
+UNNAMED = "unnamed"
+# Statements about no entity, a day apart: the reranker takes the other show's date for an answer too, and it is the
+# newest. No entity is no known subject: only the newer statement the pair judge says replaces the first comes first.
+WRITTEN_UNNAMED = [
+    "when does the next season of the crown come out? November 2023",
+    "The Crown's next season was pushed back: it now comes out in March 2024.",
+    "when does the next season of stranger things come out? July 2025",
+]
 
 
 def _serve(tmp_path_factory: pytest.TempPathFactory, name: str, *args: str) -> Iterator[tuple[Any, list[int]]]:
@@ -49,6 +57,9 @@ def _serve(tmp_path_factory: pytest.TempPathFactory, name: str, *args: str) -> I
         for day, (text, entity) in enumerate(WRITTEN):
             item = memory(text, kind=FACT, namespace=NAMESPACE, entity=entity,
                           valid_from=Timestamp(seconds=1_700_000_000 + day * DAY_S))  # fmt: skip
+            ids.append(service.Remember(memory_service_pb2.RememberRequest(memory=item)).result.memory.id)
+        for day, text in enumerate(WRITTEN_UNNAMED):
+            item = memory(text, kind=FACT, namespace=UNNAMED, valid_from=Timestamp(seconds=1_700_000_000 + day * DAY_S))
             ids.append(service.Remember(memory_service_pb2.RememberRequest(memory=item)).result.memory.id)
         yield service, ids
     finally:
@@ -65,9 +76,9 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, list[
     yield from _serve(tmp_path_factory, "plain-data")
 
 
-def _first(service: Any, question: str) -> list[int]:
+def _first(service: Any, question: str, namespace: str = NAMESPACE) -> list[int]:
     request = memory_service_pb2.RecallRequest(
-        query=question, k=3, filter=memory_service_pb2.RecallFilter(namespace=NAMESPACE)
+        query=question, k=3, filter=memory_service_pb2.RecallFilter(namespace=namespace)
     )
     return [hit.memory.id for hit in service.Recall(request).memories]
 
@@ -83,3 +94,13 @@ def test_without_the_reranker_the_nearest_wording_wins_at_least_once(plain: tupl
     service, ids = plain
     firsts = [_first(service, question)[0] for question, _ in QUESTIONS]
     assert firsts != [ids[answer] for _, answer in QUESTIONS]
+
+
+def test_of_answers_about_no_entity_the_newer_version_comes_first_not_the_newest(
+    reranked: tuple[Any, list[int]],
+) -> None:
+    service, ids = reranked
+    old, pushed_back, other_show = ids[len(WRITTEN) :]
+    ranked = _first(service, "when does the next season of the crown come out", UNNAMED)
+    assert ranked[0] == pushed_back
+    assert ranked.index(other_show) > ranked.index(old)

@@ -14,7 +14,8 @@ from memevo.sidecar.perception import judge
 from memevo.sidecar.retrieval import rerank
 
 
-@pytest.mark.parametrize(("module", "flag"), [(judge, "judge"), (rerank, "rerank")])
+# The reranker's order asks the pair judge too (answers about no entity): --rerank local needs both.
+@pytest.mark.parametrize(("module", "flag"), [(judge, "judge"), (rerank, "rerank"), (judge, "rerank")])
 def test_a_missing_model_refuses_the_start_and_creates_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: object, flag: str
 ) -> None:

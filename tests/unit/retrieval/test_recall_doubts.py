@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 import recall_engine
 from recall_engine import DIMENSION, near, write
 
@@ -113,3 +114,77 @@ def test_newest_first_among_answers_skips_events_and_other_attributes(engine: En
     engine.reranker = _Holding(*texts)  # type: ignore[assignment]
     ranked = _ranked(engine, "what does Emre do here")
     assert ranked[0] == unkeyed
+
+
+class _Judging:
+    """A pair judge that says a newer statement replaces an older one when the pair is one of ``replacing``."""
+
+    def __init__(self, *replacing: tuple[str, str]) -> None:
+        self.replacing = replacing
+        self.asked: list[tuple[str, str]] = []
+
+    def replaces(self, older: Sequence[str], newer: Sequence[str]) -> list[float]:
+        self.asked.extend(zip(older, newer, strict=True))
+        return [0.9 if pair in self.replacing else 0.1 for pair in zip(older, newer, strict=True)]
+
+
+def test_answers_about_no_entity_are_newest_first_only_where_the_judge_says_the_newer_replaces(engine: Engine) -> None:
+    # Three answers about no entity, the oldest nearest the question. Being answers to one question does not make
+    # them one subject's versions: only the one the judge says replaces the best comes before it.
+    texts = ("The Game of Thrones season ends on May 19.", "The Big Bang Theory season ends on May 16.",
+             "Game of Thrones moved its finale to May 26.")  # fmt: skip
+    best, other, replacing = write(
+        engine,
+        *(NewMemory(content=text, vector=near(i + 1, 0.2 * i), kind=memory_pb2.MEMORY_KIND_FACT,
+                    valid_from_s=1_700_000_000 + 100_000 * i) for i, text in enumerate(texts)),
+    )  # fmt: skip
+    question = "when does the game of thrones season end"
+    assert _ranked(engine, question)[:3] == [best, other, replacing]
+    engine.reranker = _Holding(*texts)  # type: ignore[assignment]
+    engine.recall_judge = _Judging()  # type: ignore[assignment]
+    assert _ranked(engine, question)[:3] == [best, other, replacing]
+    assert sorted(engine.recall_judge.asked) == sorted((texts[0], later) for later in texts[1:])  # type: ignore[attr-defined]
+    engine.recall_judge = _Judging((texts[0], texts[2]))  # type: ignore[assignment]
+    assert _ranked(engine, question)[:3] == [replacing, other, best]
+
+
+def test_answers_about_one_entity_are_newest_first_without_asking_the_judge(engine: Engine) -> None:
+    older, newer = write(
+        engine,
+        NewMemory(content="Kai lives in Lyon.", vector=near(1, 0.0), kind=memory_pb2.MEMORY_KIND_FACT,
+                  entity="person:kai", valid_from_s=1_700_000_000),
+        NewMemory(content="Kai is in Oslo these days.", vector=near(2, 0.4), kind=memory_pb2.MEMORY_KIND_FACT,
+                  entity="person:kai", valid_from_s=1_700_100_000),
+    )  # fmt: skip
+    engine.reranker = _Holding("Kai lives in Lyon.", "Kai is in Oslo these days.")  # type: ignore[assignment]
+    engine.recall_judge = _Judging()  # type: ignore[assignment]
+    assert _ranked(engine, "where does Kai live")[:2] == [newer, older]
+    assert engine.recall_judge.asked == []  # type: ignore[attr-defined]
+
+
+def test_a_newer_event_comes_first_only_where_the_judge_says_it_replaces_the_fact(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Agents store many changes as events ("Adaeze emailed: they've upgraded"); the fact they replace is nearer the
+    # question. A remark about the same entity is newer too, and replaces nothing.
+    texts = ("Brightwater is on the Growth plan.", "Adaeze emailed: Brightwater upgraded to Enterprise today.",
+             "Brightwater's team reacted with :tada: to the release notes.")  # fmt: skip
+    fact, change, remark = write(
+        engine,
+        NewMemory(content=texts[0], vector=near(1, 0.0), kind=memory_pb2.MEMORY_KIND_FACT,
+                  entity="customer:brightwater", valid_from_s=1_700_000_000),
+        NewMemory(content=texts[1], vector=near(2, 0.3), kind=memory_pb2.MEMORY_KIND_EPISODE,
+                  entity="customer:brightwater", valid_from_s=1_700_100_000),
+        NewMemory(content=texts[2], vector=near(3, 0.6), kind=memory_pb2.MEMORY_KIND_EPISODE,
+                  entity="customer:brightwater", valid_from_s=1_700_200_000),
+    )  # fmt: skip
+    question = "which plan is Brightwater on"
+    engine.reranker = _Holding(*texts)  # type: ignore[assignment]
+    engine.recall_judge = _Judging((texts[0], texts[1]))  # type: ignore[assignment]
+    assert _ranked(engine, question)[:3] == [fact, change, remark]  # events wait for EPISODES_BY_JUDGE
+    monkeypatch.setattr(recall_module, "EPISODES_BY_JUDGE", True)
+    engine.recall_judge = _Judging((texts[0], texts[1]))  # type: ignore[assignment]
+    assert _ranked(engine, question)[:3] == [change, fact, remark]
+    assert sorted(engine.recall_judge.asked) == sorted((texts[0], later) for later in texts[1:])  # type: ignore[attr-defined]
+    engine.recall_judge = _Judging()  # type: ignore[assignment]
+    assert _ranked(engine, question)[:3] == [fact, change, remark]
