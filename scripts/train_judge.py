@@ -18,8 +18,8 @@ read here except by ``--evaluate``):
 - every (older, newer) pair of the tuning half of the hand-written prose scenarios
   (``benchmarks/quality/prose_scenarios/tuning_*.jsonl``) that perception could judge (not two different declared
   entities); it replaces when the newer is on the older's chain of replacements;
-- hand-written labelled pairs (``scripts/judge_data/pairs_*.jsonl``; "replaces" against "adds",
-  "other_attribute", "other_entity" and "restates"), by writers other than the held-out half's;
+- hand-written labelled pairs (``scripts/judge_data/pairs_*.jsonl``, the sets in PAIR_SETS; "replaces" against
+  "adds", "other_attribute", "other_entity", "restates" and "remark"), by writers other than the held-out half's;
 - SituatedQA's train split: a question's old and new answer as "<question>? <answer>" replace; each question's
   nearest other question's statement does not;
 - the generated world's tuning phrasing at a seed no quality run uses: one entity's statements, a later value of
@@ -137,11 +137,19 @@ def situatedqa_pairs(folder: Path, pairs: Pairs, embedder: LocalEmbedder) -> Non
 PAIR_FILES = ROOT / "scripts" / "judge_data"
 """Hand-written labelled pairs (``pairs_<lang>_<writer>.jsonl``: older, newer, label, optionally the contrastive
 group a pair belongs to), tuning domains only."""
+PAIR_SETS = ("pairs_en_e.jsonl", "pairs_en_g.jsonl", "pairs_en_h.jsonl", "pairs_en_i.jsonl", "pairs_zh_f.jsonl")
+"""The sets the shipped judge was trained on (before, every ``pairs_*.jsonl`` was read, so a rerun would not have
+given the shipped model once later writers' sets were added). Not in it: writers j and k (a shorter fit with them
+read the held-out pairs worse; RESULTS, twenty-ninth session) and writer s (remarks about the subject that replace
+nothing beside changes told as events: with them the generated world's validation remarks passing 0.5 fell from
+14.5 % to 7 %, but "Ana left Shopify; she has joined Canva" came to replace "Ana lives in Toronto" at 0.86 against
+0.27; RESULTS, thirty-third session)."""
 
 
 def written_pairs(pairs: Pairs, folder: Path = PAIR_FILES) -> None:
-    """The hand-written pairs: "replaces" replaces; "adds", "other_attribute", "other_entity", "restates" do not."""
-    for path in sorted(folder.glob("pairs_*.jsonl")):
+    """The hand-written pairs: "replaces" replaces; "adds", "other_attribute", "other_entity", "restates" and
+    "remark" do not."""
+    for path in (folder / name for name in PAIR_SETS):
         language = path.stem.split("_")[1]
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
             if line.strip():

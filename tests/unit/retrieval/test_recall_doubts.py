@@ -165,26 +165,26 @@ def test_answers_about_one_entity_are_newest_first_without_asking_the_judge(engi
 def test_a_newer_event_comes_first_only_where_the_judge_says_it_replaces_the_fact(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Agents store many changes as events ("Adaeze emailed: they've upgraded"); the fact they replace is nearer the
+    # Agents store many changes as events ("Noor emailed: Lumo Labs moved up"); the fact they replace is nearer the
     # question. A remark about the same entity is newer too, and replaces nothing.
-    texts = ("Brightwater is on the Growth plan.", "Adaeze emailed: Brightwater upgraded to Enterprise today.",
-             "Brightwater's team reacted with :tada: to the release notes.")  # fmt: skip
+    texts = ("Lumo Labs is on the Starter plan.", "Noor emailed: Lumo Labs moved up to the Scale plan today.",
+             "Lumo Labs' team reacted with :tada: to the release notes.")  # fmt: skip
     fact, change, remark = write(
         engine,
         NewMemory(content=texts[0], vector=near(1, 0.0), kind=memory_pb2.MEMORY_KIND_FACT,
-                  entity="customer:brightwater", valid_from_s=1_700_000_000),
-        NewMemory(content=texts[1], vector=near(2, 0.3), kind=memory_pb2.MEMORY_KIND_EPISODE,
-                  entity="customer:brightwater", valid_from_s=1_700_100_000),
-        NewMemory(content=texts[2], vector=near(3, 0.6), kind=memory_pb2.MEMORY_KIND_EPISODE,
-                  entity="customer:brightwater", valid_from_s=1_700_200_000),
+                  entity="customer:lumo-labs", valid_from_s=1_700_000_000),
+        NewMemory(content=texts[1], vector=near(2, 0.5), kind=memory_pb2.MEMORY_KIND_EPISODE,
+                  entity="customer:lumo-labs", valid_from_s=1_700_100_000),
+        NewMemory(content=texts[2], vector=near(3, 0.9), kind=memory_pb2.MEMORY_KIND_EPISODE,
+                  entity="customer:lumo-labs", valid_from_s=1_700_200_000),
     )  # fmt: skip
-    question = "which plan is Brightwater on"
+    question = "which plan is Lumo Labs on"
     engine.reranker = _Holding(*texts)  # type: ignore[assignment]
     engine.recall_judge = _Judging((texts[0], texts[1]))  # type: ignore[assignment]
     assert _ranked(engine, question)[:3] == [fact, change, remark]  # events wait for EPISODES_BY_JUDGE
     monkeypatch.setattr(recall_module, "EPISODES_BY_JUDGE", True)
-    engine.recall_judge = _Judging((texts[0], texts[1]))  # type: ignore[assignment]
-    assert _ranked(engine, question)[:3] == [change, fact, remark]
-    assert sorted(engine.recall_judge.asked) == sorted((texts[0], later) for later in texts[1:])  # type: ignore[attr-defined]
     engine.recall_judge = _Judging()  # type: ignore[assignment]
     assert _ranked(engine, question)[:3] == [fact, change, remark]
+    assert sorted(engine.recall_judge.asked) == sorted((texts[0], later) for later in texts[1:])  # type: ignore[attr-defined]
+    engine.recall_judge = _Judging((texts[0], texts[1]))  # type: ignore[assignment]
+    assert _ranked(engine, question)[:3] == [change, fact, remark]
