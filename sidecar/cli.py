@@ -94,6 +94,12 @@ def _add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="recent query texts whose vectors are kept; 0 = none (default: %(default)s)",
     )
     parser.add_argument(
+        "--embed-threads",
+        type=int,
+        default=EmbedderConfig().threads,
+        help="threads one local embedder run may use; 0 = min(2, CPUs) (default: %(default)s)",
+    )
+    parser.add_argument(
         "--llm-url",
         default="",
         help="base URL of an OpenAI-compatible chat-completions endpoint that writes abstractions and judges soft "
@@ -341,6 +347,7 @@ def config_from_args(args: argparse.Namespace) -> SidecarConfig:
         openai_model=args.openai_model,
         query_batch_max=args.query_embed_batch,
         query_cache_size=args.query_embed_cache,
+        threads=args.embed_threads,
     )
     limits = Limits(
         max_content_bytes=args.max_content_bytes,

@@ -41,12 +41,14 @@ def make_embedder(config: EmbedderConfig) -> Embedder | None:
         raise ValueError(f"embedder query_batch_max is {config.query_batch_max}; pass 0 (each query alone) or more")
     if config.query_cache_size < 0:
         raise ValueError(f"embedder query_cache_size is {config.query_cache_size}; pass 0 (no cache) or more")
+    if config.threads < 0:
+        raise ValueError(f"embedder threads is {config.threads}; pass 0 (min(2, CPUs)) or more")
     if config.kind == "none":
         return None
     if config.kind == "local":
         if not 1 <= config.max_tokens <= MAX_POSITIONS:
             raise ValueError(f"embedder max_tokens is {config.max_tokens}; pass 1 to {MAX_POSITIONS}")
-        return LocalEmbedder(max_tokens=config.max_tokens, batch_size=config.batch_size)
+        return LocalEmbedder(max_tokens=config.max_tokens, batch_size=config.batch_size, threads=config.threads or None)
     if not config.openai_url:
         raise ValueError('embedder kind "openai" needs openai_url, e.g. http://127.0.0.1:8080/v1')
     check_base_url(config.openai_url)

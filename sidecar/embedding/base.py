@@ -107,6 +107,8 @@ class EmbedderConfig:
     embedded alone on its own call, concurrently."""
     query_cache_size: int = 1024
     """Recent query texts whose vectors are kept (LRU, exact text); 0 = none."""
+    threads: int = 0
+    """onnxruntime intra-op threads of one local model run; 0 = min(2, CPUs). The same vectors whatever it is."""
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:

@@ -80,11 +80,22 @@ def test_make_embedder_none_gives_none() -> None:
         (EmbedderConfig(max_tokens=0), "max_tokens"),
         (EmbedderConfig(max_tokens=513), "max_tokens"),
         (EmbedderConfig(batch_size=0), "batch_size"),
+        (EmbedderConfig(threads=-1), "threads"),
     ],
 )
 def test_make_embedder_rejects_bad_config(config: EmbedderConfig, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make_embedder(config)
+
+
+def test_one_thread_gives_the_same_vectors(embedder: LocalEmbedder) -> None:
+    one = make_embedder(EmbedderConfig(threads=1))
+    assert isinstance(one, LocalEmbedder)
+    texts = ["Maria left Google last week; she has joined Stripe.", "短文本", "a " * 300]
+    try:
+        assert np.abs(one.embed(texts) - embedder.embed(texts)).max() < 1e-6
+    finally:
+        one.close()
 
 
 def test_shape_dtype_norms(embedder: LocalEmbedder) -> None:
