@@ -150,12 +150,14 @@ STATE_KINDS = (memory_pb2.MEMORY_KIND_FACT, memory_pb2.MEMORY_KIND_PREFERENCE)
 """Kinds that state what holds now, so that of two answers the one that became true later is the likelier current
 one; an event or a lesson is not made current by being newer (perception reads episodes for slots too, but an
 answer's newest-first order must not put "Emre reacted with :tada:" above "Emre is now SRE lead")."""
-EPISODES_BY_JUDGE = False
-"""Whether a newer event about the best answer's entity that the pair judge says replaces it comes first too (agents
-store many changes as events: "Noor emailed: Lumo Labs moved up to the Scale plan"). Off: with the shipped judge it
-gains 17 points of prose updates and costs 6 of the generated world on the validation splits, where the judge reads
-remarks ("Mikko reacted with :tada:") as replacements; a judge trained against such remarks took another attribute's
-change for one instead (RESULTS, thirty-third session)."""
+EPISODES_BY_JUDGE = True
+"""Whether a newer event about the best answer's subject can come first too (agents store many changes as events:
+"Noor emailed: Lumo Labs moved up to the Scale plan"): where the pair judge says it replaces the best answer and,
+about a named entity, the reranker finds it answers the question at least as well. The second condition keeps out
+remarks naming the entity that both models misread ("Emre reacted with :tada:" against "Emre prefers in-person
+meetings now": judge 0.91, an answer): with the judge alone the step gained 17 points of prose updates and cost 6 of
+the generated world on the validation splits; with both, +11 and -1.3; asked of events about no entity too, it
+gave back 4.5 of the 11 and nothing of the world (RESULTS, thirty-fourth session)."""
 REPLACES_AT = 0.5
 """A newer answer the pair judge gives at least this P(replaces) counts as the best answer's newer version (the
 judge's decision boundary: more likely than not)."""
@@ -609,14 +611,25 @@ class Recaller:
         records = [memory_pb2.Memory.FromString(raw) if raw is not None else memory_pb2.Memory() for raw in raws]
         texts = [record.content for record in records]
         said = [record.fact.attribute or record.inferred.attribute for record in records]
-        answers = np.asarray(reranker.relevance([query.text] * len(texts), texts), dtype=np.float64) >= 0.5
+        relevance = np.asarray(reranker.relevance([query.text] * len(texts), texts), dtype=np.float64)
+        answers = relevance >= 0.5
         first = top[answers]
         if query.mode == memory_service_pb2.RECALL_MODE_CURRENT and first.size > 1:
             at = np.flatnonzero(answers).tolist()
-            first = first[self._newest_versions_first(ids[first], [texts[p] for p in at], [said[p] for p in at])]
+            first = first[
+                self._newest_versions_first(
+                    ids[first], [texts[p] for p in at], [said[p] for p in at], relevance[answers]
+                )
+            ]
         return np.concatenate([first, top[~answers], ranked[RERANK_DEPTH:]])
 
-    def _newest_versions_first(self, answer_ids: IdArray, texts: list[str], said: list[str]) -> IdArray:
+    def _newest_versions_first(
+        self,
+        answer_ids: IdArray,
+        texts: list[str],
+        said: list[str],
+        relevance: npt.NDArray[np.float64],
+    ) -> IdArray:
         """The order of ``answer_ids`` (best first) that puts the versions of the best statement of state newest first.
 
         Its versions: the statements of state (facts, preferences) about its entity, less those whose fact key or
@@ -624,7 +637,8 @@ class Recaller:
         recency); and, where structure cannot say, any newer answer the pair judge says replaces it (P >= REPLACES_AT):
         when the best names no entity, a newer statement about none (no entity is no known subject: "when does the
         Big Bang Theory season end?" is no newer version of the Game of Thrones one); with EPISODES_BY_JUDGE, an event
-        about the same entity too ("Noor emailed: Lumo Labs moved up to the Scale plan").
+        about the same subject too ("Noor emailed: Lumo Labs moved up to the Scale plan"), about the best's entity only
+        if it answers no worse than the best (``relevance``, the reranker's P(answers) of each).
         """
         columns = self.engine.columns
         order = np.arange(answer_ids.size)
@@ -635,27 +649,19 @@ class Recaller:
         lead = int(states[0])
         entity = columns.entity[answer_ids]
         became_true = np.nan_to_num(columns.valid_from[answer_ids], nan=-np.inf)
+        events = (kinds == memory_pb2.MEMORY_KIND_EPISODE) & EPISODES_BY_JUDGE
+        newer = became_true > became_true[lead]
         if entity[lead] != NO_CODE:
             subject = states[entity[states] == entity[lead]]
             of_subject = [said[position] for position in subject.tolist()]
             asked = next((attribute for attribute in of_subject if attribute), "")
             subject = subject[[attribute in ("", asked) for attribute in of_subject]]
-            undecided = (
-                np.flatnonzero(
-                    (entity == entity[lead])
-                    & (kinds == memory_pb2.MEMORY_KIND_EPISODE)
-                    & (became_true > became_true[lead])
-                )
-                if EPISODES_BY_JUDGE
-                else np.empty(0, dtype=np.int64)
-            )
+            # Every remark naming the entity reaches the pool by its name: of those, only one that answers no
+            # worse than the best is asked about (judge and reranker both misread some remarks as changes).
+            undecided = np.flatnonzero((entity == entity[lead]) & events & newer & (relevance >= relevance[lead]))
         else:
             subject = np.asarray([lead])
-            undecided = np.flatnonzero(
-                (entity == NO_CODE)
-                & (np.isin(kinds, STATE_KINDS) | ((kinds == memory_pb2.MEMORY_KIND_EPISODE) & EPISODES_BY_JUDGE))
-                & (became_true > became_true[lead])
-            )
+            undecided = np.flatnonzero((entity == NO_CODE) & (np.isin(kinds, STATE_KINDS) | events) & newer)
         judge = self.engine.recall_judge
         if undecided.size and judge is not None:
             p = np.asarray(judge.replaces([texts[lead]] * undecided.size, [texts[i] for i in undecided.tolist()]))

@@ -48,6 +48,15 @@ WRITTEN_UNNAMED = [
     "when does the next season of stranger things come out? July 2025",
 ]
 
+EVENTS = "events"
+# What an agent logged about one person: a fact, then the change and a remark as events (most agents log changes as
+# events). The newer event comes first only where the pair judge says it replaces the fact and it answers as well.
+WRITTEN_EVENTS = [
+    ("Ana lives in Toronto with her partner.", FACT),
+    ("Ana packed up last weekend and moved to Vancouver.", memory_pb2.MEMORY_KIND_EPISODE),
+    ("Ana reacted with :tada: to the launch post in #general.", memory_pb2.MEMORY_KIND_EPISODE),
+]
+
 
 def _serve(tmp_path_factory: pytest.TempPathFactory, name: str, *args: str) -> Iterator[tuple[Any, list[int]]]:
     process = start_sidecar(tmp_path_factory.mktemp(name), *args, embedder="local")
@@ -60,6 +69,10 @@ def _serve(tmp_path_factory: pytest.TempPathFactory, name: str, *args: str) -> I
             ids.append(service.Remember(memory_service_pb2.RememberRequest(memory=item)).result.memory.id)
         for day, text in enumerate(WRITTEN_UNNAMED):
             item = memory(text, kind=FACT, namespace=UNNAMED, valid_from=Timestamp(seconds=1_700_000_000 + day * DAY_S))
+            ids.append(service.Remember(memory_service_pb2.RememberRequest(memory=item)).result.memory.id)
+        for day, (text, kind) in enumerate(WRITTEN_EVENTS):
+            item = memory(text, kind=kind, namespace=EVENTS, entity="person:ana",
+                          valid_from=Timestamp(seconds=1_700_000_000 + day * DAY_S))  # fmt: skip
             ids.append(service.Remember(memory_service_pb2.RememberRequest(memory=item)).result.memory.id)
         yield service, ids
     finally:
@@ -100,7 +113,18 @@ def test_of_answers_about_no_entity_the_newer_version_comes_first_not_the_newest
     reranked: tuple[Any, list[int]],
 ) -> None:
     service, ids = reranked
-    old, pushed_back, other_show = ids[len(WRITTEN) :]
+    old, pushed_back, other_show = ids[len(WRITTEN) : len(WRITTEN) + len(WRITTEN_UNNAMED)]
     ranked = _first(service, "when does the next season of the crown come out", UNNAMED)
     assert ranked[0] == pushed_back
     assert ranked.index(other_show) > ranked.index(old)
+
+
+def test_a_change_logged_as_an_event_comes_before_the_fact_it_replaces_and_a_remark_does_not(
+    reranked: tuple[Any, list[int]], plain: tuple[Any, list[int]]
+) -> None:
+    fact, moved, remark = reranked[1][-len(WRITTEN_EVENTS) :]
+    ranked = _first(reranked[0], "Where does Ana live?", EVENTS)
+    assert ranked[:2] == [moved, fact]
+    assert remark not in ranked[:2]
+    fact, moved, _ = plain[1][-len(WRITTEN_EVENTS) :]
+    assert _first(plain[0], "Where does Ana live?", EVENTS)[0] == fact  # the formula alone: the fact is nearest

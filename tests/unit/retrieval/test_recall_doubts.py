@@ -162,7 +162,18 @@ def test_answers_about_one_entity_are_newest_first_without_asking_the_judge(engi
     assert engine.recall_judge.asked == []  # type: ignore[attr-defined]
 
 
-def test_a_newer_event_comes_first_only_where_the_judge_says_it_replaces_the_fact(
+class _Scoring(_Holding):
+    """A reranker that gives each of its answers its own P(answers)."""
+
+    def __init__(self, **relevance: float) -> None:
+        super().__init__(*relevance)
+        self.p = relevance
+
+    def relevance(self, questions: Sequence[str], statements: Sequence[str]) -> list[float]:
+        return [self.p.get(s, 0.1) for s in statements]
+
+
+def test_a_newer_event_comes_first_where_the_judge_says_it_replaces_the_fact_and_it_answers_no_worse(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Agents store many changes as events ("Noor emailed: Lumo Labs moved up"); the fact they replace is nearer the
@@ -180,11 +191,15 @@ def test_a_newer_event_comes_first_only_where_the_judge_says_it_replaces_the_fac
     )  # fmt: skip
     question = "which plan is Lumo Labs on"
     engine.reranker = _Holding(*texts)  # type: ignore[assignment]
-    engine.recall_judge = _Judging((texts[0], texts[1]))  # type: ignore[assignment]
-    assert _ranked(engine, question)[:3] == [fact, change, remark]  # events wait for EPISODES_BY_JUDGE
-    monkeypatch.setattr(recall_module, "EPISODES_BY_JUDGE", True)
     engine.recall_judge = _Judging()  # type: ignore[assignment]
     assert _ranked(engine, question)[:3] == [fact, change, remark]
     assert sorted(engine.recall_judge.asked) == sorted((texts[0], later) for later in texts[1:])  # type: ignore[attr-defined]
     engine.recall_judge = _Judging((texts[0], texts[1]))  # type: ignore[assignment]
     assert _ranked(engine, question)[:3] == [change, fact, remark]
+    # Both models misreading a remark as the fact's newer version is not enough when it answers worse than the fact.
+    engine.recall_judge = _Judging((texts[0], texts[1]), (texts[0], texts[2]))  # type: ignore[assignment]
+    engine.reranker = _Scoring(**{texts[0]: 0.97, texts[1]: 0.98, texts[2]: 0.6})  # type: ignore[assignment]
+    assert _ranked(engine, question)[:3] == [change, fact, remark]
+    assert (texts[0], texts[2]) not in engine.recall_judge.asked  # type: ignore[attr-defined]
+    monkeypatch.setattr(recall_module, "EPISODES_BY_JUDGE", False)
+    assert _ranked(engine, question)[:3] == [fact, change, remark]
