@@ -23,7 +23,10 @@ read here except by ``--evaluate``):
 - SituatedQA's train split: a question's old and new answer as "<question>? <answer>" replace; each question's
   nearest other question's statement does not;
 - the generated world's tuning phrasing at a seed no quality run uses: one entity's statements, a later value of
-  the same attribute replaces, another attribute or a remark does not.
+  the same attribute replaces, another attribute or a remark does not;
+- the English writers' remarks moved between subjects (``moved_remarks``) and every writer's remarks and
+  other-attribute statements beside the newer version of their group's fact (``beside_newer_versions``): replace
+  nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import tempfile
 import time
@@ -51,7 +55,7 @@ from benchmarks.quality import world as generated  # noqa: E402
 from memevo.sidecar.embedding import LocalEmbedder  # noqa: E402
 from memevo.sidecar.perception import judge  # noqa: E402
 
-EPOCHS = 5
+EPOCHS = 3
 FROZEN = 0
 """Lower layers (and the embeddings) kept as pretrained (a cheaper backward pass); the shipped judge tunes all."""
 BATCH = 16
@@ -137,13 +141,97 @@ def situatedqa_pairs(folder: Path, pairs: Pairs, embedder: LocalEmbedder) -> Non
 PAIR_FILES = ROOT / "scripts" / "judge_data"
 """Hand-written labelled pairs (``pairs_<lang>_<writer>.jsonl``: older, newer, label, optionally the contrastive
 group a pair belongs to), tuning domains only."""
-PAIR_SETS = ("pairs_en_e.jsonl", "pairs_en_g.jsonl", "pairs_en_h.jsonl", "pairs_en_i.jsonl", "pairs_zh_f.jsonl")
+PAIR_SETS = (
+    "pairs_en_e.jsonl",
+    "pairs_en_g.jsonl",
+    "pairs_en_h.jsonl",
+    "pairs_en_i.jsonl",
+    "pairs_zh_f.jsonl",
+    "pairs_en_s.jsonl",
+    "pairs_en_t.jsonl",
+    "pairs_zh_u.jsonl",
+)
 """The sets the shipped judge was trained on (before, every ``pairs_*.jsonl`` was read, so a rerun would not have
 given the shipped model once later writers' sets were added). Not in it: writers j and k (a shorter fit with them
-read the held-out pairs worse; RESULTS, twenty-ninth session) and writer s (remarks about the subject that replace
-nothing beside changes told as events: with them the generated world's validation remarks passing 0.5 fell from
-14.5 % to 7 %, but "Ana left Shopify; she has joined Canva" came to replace "Ana lives in Toronto" at 0.86 against
-0.27; RESULTS, thirty-third session)."""
+read the held-out pairs worse; RESULTS, twenty-ninth session). Writer s alone made remarks replace facts they sat
+beside less often but changes told as events replace other attributes more (RESULTS, thirty-third session); with t,
+u and the pairs made below it did neither (RESULTS, thirty-fifth session)."""
+
+SUBJECT = re.compile(r"\b[A-Z][a-z]+\b")
+NOT_SUBJECTS = frozenset({"The", "Our", "His", "Her", "She", "He"})
+MOVED_PER_GROUP = 2
+"""Remarks moved into each English group (a writer's contrastive group, or one pair where the writer gave none): 4,873
+pairs, over half the English ones; other counts not tried."""
+
+
+def moved_remarks(pairs: Pairs, folder: Path = PAIR_FILES, per_group: int = MOVED_PER_GROUP) -> None:
+    """Remarks moved between subjects: a remark one English group wrote about its subject ("Emre reacted with
+    :tada:"), its subject renamed to another group's, paired with that group's older fact as "replaces nothing".
+
+    The writers' own remarks sit beside one fact each, so a judge can learn that *this* remark is not *this* fact's
+    new version and still call the same remark beside a different fact a replacement (it memorises pairs: a
+    trained pair scored 0.00 and a near variant 0.72, RESULTS, thirty-fourth session). Moving them teaches that a
+    remark replaces nothing whatever fact it sits beside. The subject is the first capitalised word of the older
+    statement that is not a sentence opener; groups without one, and remarks not naming their subject, are left
+    out; Chinese sets are left out (no capitals to find a subject by)."""
+    groups: dict[str, tuple[str, str, list[str]]] = {}
+    for name in PAIR_SETS:
+        if "_en_" not in name:
+            continue
+        path = folder / name
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            key = f"{path.stem}-{item.get('group', number)}"
+            subject = next((n for n in SUBJECT.findall(item["older"]) if n not in NOT_SUBJECTS), "")
+            if key not in groups:
+                groups[key] = (item["older"], subject, [])
+            if item["label"] == "remark" and subject and re.search(rf"\b{subject}\b", item["newer"]):
+                groups[key][2].append(item["newer"])
+    donors = [(key, subject, remark) for key, (_, subject, remarks) in groups.items() for remark in remarks]
+    rng = np.random.default_rng(SEED + 1)
+    added = 0
+    for key, (older, subject, _) in groups.items():
+        if not subject:
+            continue
+        for i in rng.permutation(len(donors))[:per_group].tolist():
+            donor, donor_subject, remark = donors[i]
+            if donor == key:
+                continue
+            pairs.add(older, re.sub(rf"\b{donor_subject}\b", subject, remark), 0, key, "pairs-en")
+            added += 1
+    print(f"moved remarks: {added} from {len(donors)} donors", flush=True)
+
+
+def beside_newer_versions(pairs: Pairs, folder: Path = PAIR_FILES) -> None:
+    """A group's remarks and statements about another attribute against its fact's newer version: they replace it no
+    more than they replace the older statement they were written beside.
+
+    The writers put them beside a plain older fact only, and the judge learnt "a change told beside a name replaces"
+    where the older statement is itself a change ("Emre switched roles and is now serving as SRE lead" against "Note
+    to self: thank Emre for the review comments": 0.96 without these pairs, 0.75 with them; RESULTS, thirty-fifth
+    session). The group's first "replaces" statement stands for the newer version; groups without one are left out.
+    """
+    added = 0
+    for name in PAIR_SETS:
+        path = folder / name
+        groups: dict[str, dict[str, list[str]]] = {}
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            key = f"{path.stem}-{item.get('group', number)}"
+            groups.setdefault(key, {}).setdefault(item["label"], []).append(item["newer"])
+        source = "pairs-zh" if "_zh_" in name else "pairs-en"
+        for key, by_label in groups.items():
+            versions = by_label.get("replaces", [])
+            if not versions:
+                continue
+            for newer in by_label.get("remark", []) + by_label.get("other_attribute", []):
+                pairs.add(versions[0], newer, 0, key, source)
+                added += 1
+    print(f"beside newer versions: {added}", flush=True)
 
 
 def written_pairs(pairs: Pairs, folder: Path = PAIR_FILES) -> None:
@@ -376,6 +464,8 @@ def load_pairs(data: Path) -> Pairs:
     pairs = Pairs()
     scenario_pairs(prose.load("tuning"), pairs)
     written_pairs(pairs)
+    moved_remarks(pairs)
+    beside_newer_versions(pairs)
     situatedqa_pairs(data, pairs, LocalEmbedder())
     world_pairs(pairs)
     return pairs

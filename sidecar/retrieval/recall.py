@@ -154,10 +154,12 @@ EPISODES_BY_JUDGE = True
 """Whether a newer event about the best answer's subject can come first too (agents store many changes as events:
 "Noor emailed: Lumo Labs moved up to the Scale plan"): where the pair judge says it replaces the best answer and,
 about a named entity, the reranker finds it answers the question at least as well. The second condition keeps out
-remarks naming the entity that both models misread ("Emre reacted with :tada:" against "Emre prefers in-person
-meetings now": the shipped judge 0.70, an answer): with the judge alone the step gained 17 points of prose updates
-and cost 6 of the generated world on the validation splits; with both, +11 and -1.3; asked of events about no
-entity too, it gave back 4.5 of the 11 and nothing of the world (RESULTS, thirty-fourth session)."""
+remarks naming the entity that both models misread ("Note to self: thank Emre for the careful review comments"
+against "Emre switched roles and is now serving as SRE lead": judge 0.75, reranker 0.99): with the judge alone the
+step gained 17 points of prose updates and cost 6 of the generated world on the validation splits; with both, +11
+and -1.3; asked of events about no entity too, it gave back 4.5 of the 11 and nothing of the world (RESULTS,
+thirty-fourth session). With the judge retrained on remarks moved between subjects, dropping the second condition
+still trades 6.6 points of prose for 3.7 of the world (RESULTS, thirty-fifth session)."""
 REPLACES_AT = 0.5
 """A newer answer the pair judge gives at least this P(replaces) counts as the best answer's newer version (the
 judge's decision boundary: more likely than not)."""

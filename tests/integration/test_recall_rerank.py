@@ -53,7 +53,7 @@ EVENTS = "events"
 # events). The newer event comes first only where the pair judge says it replaces the fact and it answers as well.
 WRITTEN_EVENTS = [
     ("Ana lives in Toronto with her partner.", FACT),
-    ("Ana packed up last weekend and moved to Vancouver.", memory_pb2.MEMORY_KIND_EPISODE),
+    ("Ana relocated to Vancouver in March.", memory_pb2.MEMORY_KIND_EPISODE),
     ("Ana reacted with :tada: to the launch post in #general.", memory_pb2.MEMORY_KIND_EPISODE),
 ]
 

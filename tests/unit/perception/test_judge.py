@@ -6,8 +6,10 @@ import pytest
 
 from memevo.sidecar.perception.conflicts import JUDGE_DOUBT, JUDGE_SURE
 from memevo.sidecar.perception.judge import BATCH, MODEL_PATH, PairJudge, shipped
+from memevo.sidecar.retrieval.recall import REPLACES_AT
 
-# (older, newer, what the shipped model decides): "retire" from JUDGE_SURE, "keep" under JUDGE_DOUBT.
+# (older, newer, what the shipped model decides): "retire" from JUDGE_SURE (perception retires the older); "newer"
+# from REPLACES_AT (recall puts the newer first); "keep" under both JUDGE_DOUBT and REPLACES_AT.
 PINNED = [
     ("Ana works at Shopify as a product designer.",
      "Ana left Shopify last month; she has joined Canva as a senior designer.", "retire"),
@@ -17,6 +19,12 @@ PINNED = [
      "Ana left Shopify last month; she has joined Canva as a senior designer.", "keep"),
     ("Lena speaks German fluently; she grew up in Hamburg.",
      "Lena is also learning Spanish and can hold a basic conversation.", "keep"),
+    # The issue's own example: a change told as an event is the fact's newer version.
+    ("Maria works at Google as a data scientist.", "Maria left Google last week; she has joined Stripe.", "newer"),
+    ("Ana works at Shopify.", "Ana now works at Canva.", "newer"),
+    # A remark naming the subject replaces nothing, whichever fact it sits beside.
+    ("Emre switched roles and is now serving as SRE lead.",
+     "Emre reacted with :tada: to the announcement in #general.", "keep"),
 ]  # fmt: skip
 
 
@@ -32,8 +40,10 @@ def test_the_shipped_model_keeps_its_decisions(judge: PairJudge, older: str, new
     (p,) = judge.replaces([older], [newer])
     if decision == "retire":
         assert p >= JUDGE_SURE
+    elif decision == "newer":
+        assert p >= REPLACES_AT
     else:
-        assert p < JUDGE_DOUBT
+        assert p < min(JUDGE_DOUBT, REPLACES_AT)
 
 
 def test_a_pair_gets_the_same_answer_whatever_is_judged_beside_it(judge: PairJudge) -> None:
