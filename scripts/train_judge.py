@@ -39,8 +39,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -158,6 +159,18 @@ beside less often but changes told as events replace other attributes more (RESU
 u and the pairs made below it did neither (RESULTS, thirty-fifth session). Writer v (moves told with detail) read
 the moves it was written for worse and SituatedQA 1.8 points worse: not in it (RESULTS, thirty-fifth session)."""
 
+
+def written_items(folder: Path = PAIR_FILES) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Each hand-written pair of PAIR_SETS as (language, contrastive group, the pair's fields); a pair its writer
+    gave no group is a group of its own. A group (one older statement, several newer ones) stays whole in a fold."""
+    for path in (folder / name for name in PAIR_SETS):
+        language = path.stem.split("_")[1]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if line.strip():
+                item = json.loads(line)
+                yield language, f"{path.stem}-{item.get('group', number)}", item
+
+
 SUBJECT = re.compile(r"\b[A-Z][a-z]+\b")
 NOT_SUBJECTS = frozenset({"The", "Our", "His", "Her", "She", "He"})
 MOVED_PER_GROUP = 2
@@ -176,20 +189,14 @@ def moved_remarks(pairs: Pairs, folder: Path = PAIR_FILES, per_group: int = MOVE
     statement that is not a sentence opener; groups without one, and remarks not naming their subject, are left
     out; Chinese sets are left out (no capitals to find a subject by)."""
     groups: dict[str, tuple[str, str, list[str]]] = {}
-    for name in PAIR_SETS:
-        if "_en_" not in name:
+    for language, key, item in written_items(folder):
+        if language != "en":
             continue
-        path = folder / name
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            if not line.strip():
-                continue
-            item = json.loads(line)
-            key = f"{path.stem}-{item.get('group', number)}"
-            subject = next((n for n in SUBJECT.findall(item["older"]) if n not in NOT_SUBJECTS), "")
-            if key not in groups:
-                groups[key] = (item["older"], subject, [])
-            if item["label"] == "remark" and subject and re.search(rf"\b{subject}\b", item["newer"]):
-                groups[key][2].append(item["newer"])
+        subject = next((n for n in SUBJECT.findall(item["older"]) if n not in NOT_SUBJECTS), "")
+        if key not in groups:
+            groups[key] = (item["older"], subject, [])
+        if item["label"] == "remark" and subject and re.search(rf"\b{subject}\b", item["newer"]):
+            groups[key][2].append(item["newer"])
     donors = [(key, subject, remark) for key, (_, subject, remarks) in groups.items() for remark in remarks]
     rng = np.random.default_rng(SEED + 1)
     added = 0
@@ -214,39 +221,25 @@ def beside_newer_versions(pairs: Pairs, folder: Path = PAIR_FILES) -> None:
     to self: thank Emre for the review comments": 0.96 without these pairs, 0.75 with them; RESULTS, thirty-fifth
     session). The group's first "replaces" statement stands for the newer version; groups without one are left out.
     """
+    groups: dict[str, tuple[str, dict[str, list[str]]]] = {}
+    for language, key, item in written_items(folder):
+        groups.setdefault(key, (language, {}))[1].setdefault(item["label"], []).append(item["newer"])
     added = 0
-    for name in PAIR_SETS:
-        path = folder / name
-        groups: dict[str, dict[str, list[str]]] = {}
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            if not line.strip():
-                continue
-            item = json.loads(line)
-            key = f"{path.stem}-{item.get('group', number)}"
-            groups.setdefault(key, {}).setdefault(item["label"], []).append(item["newer"])
-        source = "pairs-zh" if "_zh_" in name else "pairs-en"
-        for key, by_label in groups.items():
-            versions = by_label.get("replaces", [])
-            if not versions:
-                continue
-            for newer in by_label.get("remark", []) + by_label.get("other_attribute", []):
-                pairs.add(versions[0], newer, 0, key, source)
-                added += 1
+    for key, (language, by_label) in groups.items():
+        versions = by_label.get("replaces", [])
+        if not versions:
+            continue
+        for newer in by_label.get("remark", []) + by_label.get("other_attribute", []):
+            pairs.add(versions[0], newer, 0, key, f"pairs-{language}")
+            added += 1
     print(f"beside newer versions: {added}", flush=True)
 
 
 def written_pairs(pairs: Pairs, folder: Path = PAIR_FILES) -> None:
     """The hand-written pairs: "replaces" replaces; "adds", "other_attribute", "other_entity", "restates" and
     "remark" do not."""
-    for path in (folder / name for name in PAIR_SETS):
-        language = path.stem.split("_")[1]
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            if line.strip():
-                item = json.loads(line)
-                label = int(item["label"] == "replaces")
-                # A contrastive group (one older statement, several newer ones) stays whole in a fold.
-                group = f"{path.stem}-{item.get('group', number)}"
-                pairs.add(item["older"], item["newer"], label, group, f"pairs-{language}")
+    for language, group, item in written_items(folder):
+        pairs.add(item["older"], item["newer"], int(item["label"] == "replaces"), group, f"pairs-{language}")
 
 
 def world_pairs(pairs: Pairs) -> None:
